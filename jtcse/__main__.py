@@ -1,0 +1,3 @@
+from jtcse.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Evaluation: SentEval-protocol STS, MTEB runs, geometry diagnostics."""

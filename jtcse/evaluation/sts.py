@@ -1,0 +1,107 @@
+"""STS scoring: Spearman correlation between cosine similarity and gold scores.
+
+One implementation serves ``jtcse eval sts`` and the dev-set evaluation during training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+
+from jtcse.errors import JTCSEError
+
+
+@dataclass
+class STSPairs:
+    """Sentence pairs with gold similarity scores."""
+
+    sentences1: list[str]
+    sentences2: list[str]
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+def read_stsb_file(path: str | Path) -> STSPairs:
+    """Read an STS Benchmark file (tab-separated: genre, file, year, id, score, s1, s2[, source…]).
+
+    Extra trailing columns (licence/source fields present on some rows) are ignored.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise JTCSEError(f"STS-B file not found: {path}")
+    s1: list[str] = []
+    s2: list[str] = []
+    scores: list[float] = []
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise JTCSEError(f"{path}: line {line_no} is not valid UTF-8.") from None
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) < 7:
+                raise JTCSEError(
+                    f"{path}: line {line_no} has {len(fields)} tab-separated fields; an STS-B line has "
+                    "genre, file, year, id, score, sentence1, sentence2."
+                )
+            try:
+                score = float(fields[4])
+            except ValueError:
+                raise JTCSEError(f"{path}: line {line_no}: score {fields[4]!r} is not a number.") from None
+            s1.append(fields[5])
+            s2.append(fields[6])
+            scores.append(score)
+    if not scores:
+        raise JTCSEError(f"STS-B file {path} has no pairs.")
+    return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def encode_unique(model, sentences: list[str], batch_size: int = 64, show_progress_bar: bool = False) -> dict[str, np.ndarray]:
+    """Encode each distinct sentence once (sorted by length so batches pad little)."""
+    unique = sorted(set(sentences), key=len)
+    embeddings = model.encode(
+        unique, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=show_progress_bar
+    )
+    return dict(zip(unique, embeddings))
+
+
+def cosine_spearman(model, pairs: STSPairs, batch_size: int = 64, show_progress_bar: bool = False) -> float:
+    """Spearman ρ (as a fraction) between cos(f(s1), f(s2)) and the gold scores."""
+    from scipy.stats import spearmanr
+
+    table = encode_unique(model, pairs.sentences1 + pairs.sentences2, batch_size, show_progress_bar)
+    a = np.stack([table[s] for s in pairs.sentences1]).astype(np.float64)
+    b = np.stack([table[s] for s in pairs.sentences2]).astype(np.float64)
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
+    return float(spearmanr(cos, pairs.scores).statistic)
+
+
+class STSDevEvaluator(BaseEvaluator):
+    """sentence-transformers evaluator on an STS-B-format dev file; primary metric ``spearman_cosine``.
+
+    Usable as ``SentenceTransformerTrainer(evaluator=...)`` so the trainer keeps the best
+    checkpoint by dev Spearman.
+    """
+
+    def __init__(self, path: str | Path, name: str = "sts-dev", batch_size: int = 64):
+        super().__init__()
+        self.pairs = read_stsb_file(path)
+        self.path = str(path)
+        self.name = name
+        self.batch_size = batch_size
+        self.primary_metric = "spearman_cosine"
+        self.greater_is_better = True
+
+    def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        metrics = {"spearman_cosine": cosine_spearman(model, self.pairs, self.batch_size)}
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        if hasattr(model, "model_card_data"):
+            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics

