@@ -33,7 +33,14 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    app()
+    """Run the CLI; a :class:`JTCSEError` (a user mistake) is printed as one line, not a traceback."""
+    from jtcse.errors import JTCSEError
+
+    try:
+        app()
+    except JTCSEError as err:
+        typer.secho(f"Error: {err}", fg=typer.colors.RED, err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
