@@ -65,7 +65,11 @@ def load_sentence_encoder(
             max_seq_length = position_capacity(first.auto_model)
         if max_seq_length is not None:
             model.max_seq_length = int(max_seq_length)
-    elif max_seq_length is not None and hasattr(first, "max_seq_length"):
-        first.max_seq_length = int(max_seq_length)
+    elif hasattr(first, "max_seq_length"):  # e.g. the JTCSE twin: the tightest of its towers
+        if max_seq_length is None and hasattr(first, "tower_models"):
+            capacities = [position_capacity(m) for m in first.tower_models()]
+            max_seq_length = min((c for c in capacities if c is not None), default=None)
+        if max_seq_length is not None:
+            first.max_seq_length = int(max_seq_length)
     model.eval()
     return model
