@@ -72,6 +72,7 @@ def plot_alignment_uniformity(points: dict[str, tuple[float, float]], path: str 
     ax.set_xlabel("uniformity  log E exp(-2‖f(x)-f(y)‖²)")
     ax.set_ylabel("alignment  E‖f(x)-f(x⁺)‖²")
     ax.set_title("alignment vs uniformity")
+    ax.margins(0.2)
     ax.grid(alpha=0.3)
     fig.subplots_adjust(left=0.16, bottom=0.14)
     return _save(fig, path)
