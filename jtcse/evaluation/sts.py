@@ -26,10 +26,16 @@ class STSPairs:
         return len(self.scores)
 
 
+def normalize_whitespace(sentence: str) -> str:
+    """SentEval tokenises with ``s.split()`` and SimCSE's batcher re-joins with single spaces."""
+    return " ".join(sentence.split())
+
+
 def read_stsb_file(path: str | Path) -> STSPairs:
     """Read an STS Benchmark file (tab-separated: genre, file, year, id, score, s1, s2[, source…]).
 
-    Extra trailing columns (licence/source fields present on some rows) are ignored.
+    Extra trailing columns (licence/source fields present on some rows) are ignored; sentences are
+    whitespace-normalised as SentEval reads them (:func:`normalize_whitespace`).
     """
     path = Path(path)
     if not path.is_file():
@@ -55,8 +61,8 @@ def read_stsb_file(path: str | Path) -> STSPairs:
                 score = float(fields[4])
             except ValueError:
                 raise JTCSEError(f"{path}: line {line_no}: score {fields[4]!r} is not a number.") from None
-            s1.append(fields[5])
-            s2.append(fields[6])
+            s1.append(normalize_whitespace(fields[5]))
+            s2.append(normalize_whitespace(fields[6]))
             scores.append(score)
     if not scores:
         raise JTCSEError(f"STS-B file {path} has no pairs.")
@@ -72,15 +78,24 @@ def encode_unique(model, sentences: list[str], batch_size: int = 64, show_progre
     return dict(zip(unique, embeddings))
 
 
+def paired_cosine(table: dict[str, np.ndarray], pairs: STSPairs) -> np.ndarray:
+    """cos(f(s1_i), f(s2_i)) for every pair, from a sentence → embedding table.
+
+    As in SentEval, a zero embedding gives cosine 0 rather than NaN.
+    """
+    a = np.stack([table[s] for s in pairs.sentences1]).astype(np.float64)
+    b = np.stack([table[s] for s in pairs.sentences2]).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = (a * b).sum(1) / np.sqrt((a * a).sum(1) * (b * b).sum(1))
+    return np.nan_to_num(cos)
+
+
 def cosine_spearman(model, pairs: STSPairs, batch_size: int = 64, show_progress_bar: bool = False) -> float:
     """Spearman ρ (as a fraction) between cos(f(s1), f(s2)) and the gold scores."""
     from scipy.stats import spearmanr
 
     table = encode_unique(model, pairs.sentences1 + pairs.sentences2, batch_size, show_progress_bar)
-    a = np.stack([table[s] for s in pairs.sentences1]).astype(np.float64)
-    b = np.stack([table[s] for s in pairs.sentences2]).astype(np.float64)
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
-    return float(spearmanr(cos, pairs.scores).statistic)
+    return float(spearmanr(paired_cosine(table, pairs), pairs.scores).statistic)
 
 
 class STSDevEvaluator(BaseEvaluator):

@@ -1,0 +1,70 @@
+"""``jtcse diagnose``: geometry diagnostics and inference cost of an encoder (per tower for a twin)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def diagnose(
+    model: str = typer.Argument(..., help="sentence-transformers checkpoint (single encoder or JTCSE twin)."),
+    sentences: Optional[Path] = typer.Option(
+        None, "--sentences", help="One sentence per line [default: 512 sentences of the embedded stdlib prose]."
+    ),
+    out: Path = typer.Option(..., "--out", help="Output folder for report.json and the PNGs."),
+    pairs: Optional[Path] = typer.Option(
+        None, "--pairs", help="STS-B-format file: alignment over pairs scoring above --positive-threshold."
+    ),
+    positive_threshold: float = typer.Option(4.0, "--positive-threshold", help="Pairs with gold score above this are positives."),
+    limit: int = typer.Option(512, "--limit", help="Use at most this many sentences (and positive pairs / pair sentences)."),
+    seq_len: int = typer.Option(128, "--seq-len", help="Sequence length at which MACs are counted."),
+    max_length: int = typer.Option(128, "--max-length", help="Truncate sentences to this many tokens."),
+    attention_size: int = typer.Option(24, "--attention-size", help="Positions shown in the attention heat maps."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per forward pass."),
+    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+) -> None:
+    """Alignment/uniformity, CLS energy per layer, attention-sink heat maps, condensation, MACs.
+
+    Writes OUT/report.json, OUT/attention_<encoder>.png (one panel per layer), OUT/condensation.png,
+    OUT/cls_energy.png and, with --pairs, OUT/alignment_uniformity.png. A twin checkpoint is
+    inspected tower by tower; the cost total is the sum over towers.
+
+    Example: jtcse diagnose runs/jtcse --sentences data/wiki.txt --pairs sts-dev.csv --out diag/
+    """
+    from jtcse.corpus import read_corpus
+    from jtcse.defaults import default_corpus_sentences
+    from jtcse.errors import JTCSEError
+    from jtcse.evaluation.diagnostics import run_diagnostics
+    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.evaluation.sts import read_stsb_file
+
+    for name, value in (("--limit", limit), ("--seq-len", seq_len), ("--max-length", max_length),
+                        ("--attention-size", attention_size), ("--batch-size", batch_size)):
+        if value < 1:
+            raise JTCSEError(f"{name} must be at least 1")
+    texts = read_corpus(sentences).sentences if sentences is not None else default_corpus_sentences(limit=limit)
+    texts = texts[:limit]
+    pair_data = read_stsb_file(pairs) if pairs is not None else None
+    encoder = load_sentence_encoder(model, max_seq_length=max_length, device=device)
+    report = run_diagnostics(
+        encoder, texts, out, pairs=pair_data, positive_threshold=positive_threshold, seq_len=seq_len,
+        max_length=max_length, batch_size=batch_size, attention_size=attention_size, max_pairs=limit,
+        model_name=model,
+    )
+    for name, entry in report["alignment_uniformity"].items():
+        extra = f", alignment {entry['alignment']:.4f}" if "alignment" in entry else ""
+        typer.echo(f"{name}: uniformity {entry['uniformity']:.4f}{extra}")
+    for name, entry in report["encoders"].items():
+        cond = entry["condensation"]
+        typer.echo(
+            f"{name}: CLS energy last layer {entry['cls_energy'][-1]:.4f}; condensation spearman {cond['spearman']:.3f} "
+            f"kendall {cond['kendall']:.3f}; {entry['cost']['macs'] / 1e9:.3f} GMACs @ {seq_len} tokens, "
+            f"{entry['cost']['params'] / 1e6:.2f} M params"
+        )
+    typer.echo(f"wrote {Path(out) / 'report.json'} and {len(report['plots'])} PNGs")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diagnose")(diagnose)

@@ -1,0 +1,127 @@
+"""``jtcse eval sts`` (SentEval-protocol 7-task STS table) and ``jtcse eval mteb`` (MTEB tasks)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from jtcse.errors import JTCSEError
+
+eval_app = typer.Typer(
+    name="eval",
+    help="Evaluate any sentence-transformers checkpoint: the SentEval 7-task STS table or MTEB tasks.",
+    no_args_is_help=True,
+)
+
+
+def _parse_task_dirs(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        task, sep, path = item.partition("=")
+        if not sep or not task or not path:
+            raise JTCSEError(f"--task-dir takes TASK=PATH (e.g. STS16=/data/sts2016-english-with-gs-v1.0), not {item!r}")
+        out[task.strip()] = path.strip()
+    return out
+
+
+@eval_app.command("sts")
+def sts(
+    model: str = typer.Argument(..., help="sentence-transformers checkpoint: a local path or a Hub name."),
+    data_dir: Path = typer.Option(..., "--data-dir", help="SentEval data directory (holding STS/ and SICK/)."),
+    output_json: Optional[Path] = typer.Option(None, "--output-json", help="Write the scores and details as JSON here."),
+    output_csv: Optional[Path] = typer.Option(
+        None, "--output-csv", help="Write a 'model,STS12,…,SICKR,avg' row here (appended when the file has that header)."
+    ),
+    pooling: Optional[str] = typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean."),
+    max_seq_length: Optional[int] = typer.Option(
+        None, "--max-seq-length", help="Truncate inputs to this many tokens [default: the model's position capacity, no truncation]."
+    ),
+    tasks: str = typer.Option(
+        "STS12,STS13,STS14,STS15,STS16,STSB,SICKR", "--tasks", help="Comma-separated subset of the seven tasks."
+    ),
+    task_dir: list[str] = typer.Option(
+        [], "--task-dir", help="TASK=PATH: read TASK from PATH instead of the SentEval layout (repeatable)."
+    ),
+    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per encoding batch."),
+    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+    backend: str = typer.Option("jtcse", "--backend", help="'jtcse' (built in) or 'senteval' (needs the senteval package)."),
+) -> None:
+    """SentEval-protocol STS: STS12–16 (Spearman over all pairs of each year), STS-B test, SICK-R test.
+
+    Expects the SentEval layout under --data-dir: STS/STS12-en-test/STS.input.<subset>.txt and
+    STS.gs.<subset>.txt (… STS16-en-test, original STS2016.* names accepted), STS/STSBenchmark/sts-test.csv,
+    SICK/SICK_test_annotated.txt. Missing tasks are reported and left out of the average.
+    Scores are percent with two decimals; the JSON also reports encoding throughput (sentences/s).
+
+    Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream --output-json sts.json
+    """
+    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts
+
+    task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
+    if backend not in ("jtcse", "senteval"):
+        raise JTCSEError(f"--backend must be 'jtcse' or 'senteval', not {backend!r}")
+    if batch_size < 1:
+        raise JTCSEError("--batch-size must be at least 1")
+    task_dirs = _parse_task_dirs(task_dir)
+    encoder = load_sentence_encoder(model, pooling=pooling, max_seq_length=max_seq_length, device=device)
+    if backend == "senteval":
+        report = run_senteval_package(encoder, data_dir, task_list, batch_size=batch_size)
+    else:
+        report = run_senteval_sts(encoder, data_dir, task_list, task_dirs=task_dirs, batch_size=batch_size, show_progress_bar=True)
+    report.meta.update(model=model, pooling=pooling or "model", max_seq_length=encoder.max_seq_length)
+    typer.echo(report.table())
+    if output_json is not None:
+        output_json.parent.mkdir(parents=True, exist_ok=True)
+        output_json.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {output_json}")
+    if output_csv is not None:
+        report.write_csv(output_csv)
+        typer.echo(f"wrote {output_csv}")
+
+
+@eval_app.command("mteb")
+def mteb_command(
+    model: str = typer.Argument(..., help="sentence-transformers checkpoint: a local path or a Hub name."),
+    tasks: Optional[str] = typer.Option(
+        None,
+        "--tasks",
+        help="Comma-separated MTEB task names [default: STS17 (en-en), STS22.v2 (en), STSBenchmarkMultilingualSTS (en, test)].",
+    ),
+    local_task: list[Path] = typer.Option(
+        [], "--local-task", help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable)."
+    ),
+    output_dir: Path = typer.Option(Path("mteb-results"), "--output-dir", help="One JSON per task plus summary.json."),
+    pooling: Optional[str] = typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per encoding batch."),
+    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+) -> None:
+    """Run MTEB tasks; a task whose data cannot be loaded (e.g. offline) is reported and skipped.
+
+    Task names are MTEB's (see `mteb.get_tasks()`); "NAME:SUBSET" keeps one subset (e.g. STS17:en-en).
+    Results: OUTPUT_DIR/<task>.json (MTEB's TaskResult) and OUTPUT_DIR/summary.json (main score per task).
+
+    Example: jtcse eval mteb runs/jtcse --output-dir results/mteb
+    Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_sts.tsv
+    """
+    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.evaluation.mteb_runner import DEFAULT_MTEB_TASKS, run_mteb
+
+    names = DEFAULT_MTEB_TASKS if tasks is None else tuple(t.strip() for t in tasks.split(",") if t.strip())
+    if not names and not local_task:
+        raise JTCSEError("nothing to run: give --tasks and/or --local-task")
+    encoder = load_sentence_encoder(model, pooling=pooling, device=device)
+    summary = run_mteb(encoder, names, output_dir, local_tasks=local_task, batch_size=batch_size)
+    for name, entry in summary["tasks"].items():
+        if "error" in entry:
+            typer.echo(f"{name}: not run ({entry['error']})")
+        else:
+            typer.echo(f"{name}: {entry['main_score']:.4f} ({entry['metric']})")
+    typer.echo(f"wrote {output_dir / 'summary.json'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(eval_app, name="eval")

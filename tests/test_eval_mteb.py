@@ -1,0 +1,81 @@
+"""MTEB path, offline: a custom STS task defined from a local file, and registry tasks failing cleanly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jtcse.errors import JTCSEError
+
+ROWS = [
+    ("A man is playing a guitar.", "A person plays the guitar.", 4.6),
+    ("A woman is slicing onions.", "The stock market fell today.", 0.2),
+    ("Kids play in the park.", "Children are playing outside.", 4.0),
+    ("The cat sleeps on the sofa.", "A dog barks at the mailman.", 0.8),
+    ("He is reading a book.", "A man reads a novel.", 3.7),
+    ("It is raining heavily.", "The sun is shining.", 1.1),
+]
+
+
+@pytest.fixture
+def local_tsv(tmp_path):
+    path = tmp_path / "my_sts.tsv"
+    path.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in ROWS), encoding="utf-8")
+    return path
+
+
+def test_local_task_score_matches_our_spearman(local_tsv, tiny_bert, tmp_path):
+    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.evaluation.mteb_runner import run_mteb
+    from jtcse.evaluation.sts import STSPairs, cosine_spearman
+
+    import numpy as np
+
+    model = load_sentence_encoder(tiny_bert)
+    summary = run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4)
+    entry = summary["tasks"]["Local_my_sts"]
+    pairs = STSPairs([a for a, _, _ in ROWS], [b for _, b, _ in ROWS], np.array([s for *_, s in ROWS]))
+    assert entry["main_score"] == pytest.approx(cosine_spearman(model, pairs), abs=1e-6)
+    saved = json.loads((tmp_path / "out" / entry["file"]).read_text())
+    assert saved["task_name"] == "Local_my_sts"
+    assert json.loads((tmp_path / "out" / "summary.json").read_text()) == summary
+
+
+def test_stsb_format_local_file(tmp_path):
+    from jtcse.evaluation.mteb_runner import local_sts_task
+
+    path = tmp_path / "dev.csv"
+    path.write_text("".join(f"g\tf\t2012\t{i}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(ROWS)), encoding="utf-8")
+    task = local_sts_task(path)
+    task.load_data()
+    assert task.dataset["test"]["sentence1"] == [a for a, _, _ in ROWS]
+    assert (task.min_score, task.max_score) == (0.2, 4.6)
+
+
+def test_unavailable_registry_task_is_reported_not_raised(local_tsv, tiny_bert, tmp_path):
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+
+    result = CliRunner().invoke(
+        app, ["eval", "mteb", tiny_bert, "--tasks", "STS17:en-en", "--local-task", str(local_tsv), "--output-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "error" in summary["tasks"]["STS17"] and "Traceback" not in summary["tasks"]["STS17"]["error"]
+    assert "STS17: not run" in result.output
+    assert "main_score" in summary["tasks"]["Local_my_sts"]
+
+
+def test_bad_inputs(tmp_path):
+    from jtcse.evaluation.mteb_runner import local_sts_task, run_mteb
+
+    with pytest.raises(JTCSEError, match="not found"):
+        local_sts_task(tmp_path / "missing.tsv")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence1\tsentence2\tscore\na\tb\thigh\n", encoding="utf-8")
+    with pytest.raises(JTCSEError, match="line 2: score 'high' is not a number"):
+        local_sts_task(bad)
+    with pytest.raises(JTCSEError, match="unknown MTEB task"):
+        run_mteb(None, ["NoSuchTask"], tmp_path)

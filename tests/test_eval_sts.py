@@ -1,0 +1,286 @@
+"""SentEval-protocol STS: file layouts, the 'all' Spearman per year, reporting, the CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from jtcse.errors import JTCSEError
+from jtcse.evaluation.senteval_data import STS_YEAR_SUBSETS, load_task, read_sick_file, read_sts_input_gold
+from jtcse.evaluation.senteval_sts import percent, run_senteval_sts
+from jtcse.evaluation.sts import STSDevEvaluator, read_stsb_file
+
+LETTERS = "abcdefgh"
+
+
+class LetterCounts:
+    """A transparent encoder: letter counts, so every cosine is computable by hand. Records its calls."""
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def encode(self, sentences, **_):
+        self.calls.append(list(sentences))
+        return np.array([[s.count(c) for c in LETTERS] for s in sentences], dtype=np.float32)
+
+
+def letter_cos(a: str, b: str) -> float:
+    u = np.array([a.count(c) for c in LETTERS], dtype=np.float64)
+    v = np.array([b.count(c) for c in LETTERS], dtype=np.float64)
+    return float(u @ v / np.sqrt((u @ u) * (v @ v)))
+
+
+# Per year, per subset: (raw input line, gold line). Gold "" = skipped pair. Raw lines carry the
+# irregular whitespace and extra tab columns the reader must handle.
+def year_rows(year: int) -> dict[str, list[tuple[str, str]]]:
+    rng = np.random.default_rng(year)
+    rows = {}
+    for k, subset in enumerate(STS_YEAR_SUBSETS[f"STS{year}"]):
+        lines = []
+        for i in range(4):
+            a = "".join(rng.choice(list(LETTERS), size=rng.integers(2, 7)))
+            b = "".join(rng.choice(list(LETTERS), size=rng.integers(2, 7)))
+            lines.append((f"{a}  x\t {b} y", f"{rng.uniform(0, 5):.2f}"))
+        lines.append((f"{a} z\t{a} z\tsource-a\tsource-b", "5.0"))  # extra columns are ignored
+        lines.append(("cab\tbad", ""))  # blank gold: the pair is dropped
+        rows[subset] = lines
+    return rows
+
+
+def expected_all(rows: dict[str, list[tuple[str, str]]]) -> float:
+    cos, gold = [], []
+    for lines in rows.values():
+        for pair, score in lines:
+            if not score:
+                continue
+            s1, s2 = pair.split("\t")[:2]
+            cos.append(letter_cos(" ".join(s1.split()), " ".join(s2.split())))
+            gold.append(float(score))
+    return float(spearmanr(cos, gold).statistic)
+
+
+STSB_ROWS = [("abc d", "abd", 4.2), ("aaa", "hhh", 0.4), ("bcd", "bce", 3.1), ("ggg ff", "ff ggg", 4.8), ("ab", "gh", 1.0)]
+SICK_ROWS = [("a b c", "a b d", 4.1), ("e f", "g h", 1.2), ("a a", "a b", 3.3), ("h h h", "h g", 2.5)]
+
+
+def write_senteval_dir(root, years=(12, 13, 14, 15, 16), original_names=(16,)):
+    expected = {}
+    for year in years:
+        rows = year_rows(year)
+        d = root / "STS" / f"STS{year}-en-test"
+        d.mkdir(parents=True)
+        prefix = f"STS20{year}" if year in original_names else "STS"
+        for subset, lines in rows.items():
+            (d / f"{prefix}.input.{subset}.txt").write_text("".join(p + "\n" for p, _ in lines), encoding="utf-8")
+            (d / f"{prefix}.gs.{subset}.txt").write_text("".join(g + "\n" for _, g in lines), encoding="utf-8")
+        expected[f"STS{year}"] = expected_all(rows)
+    stsb = root / "STS" / "STSBenchmark"
+    stsb.mkdir(parents=True)
+    (stsb / "sts-test.csv").write_text(
+        "".join(f"main-news\tf\t2012\t{i}\t{s}\t{a}\t{b}\textra\tcols\n" for i, (a, b, s) in enumerate(STSB_ROWS)),
+        encoding="utf-8",
+    )
+    expected["STSB"] = float(spearmanr([letter_cos(a, b) for a, b, _ in STSB_ROWS], [s for *_, s in STSB_ROWS]).statistic)
+    sick = root / "SICK"
+    sick.mkdir()
+    (sick / "SICK_test_annotated.txt").write_text(
+        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+        + "".join(f"{i}\t{a}\t{b}\t{s}\tNEUTRAL\n" for i, (a, b, s) in enumerate(SICK_ROWS)),
+        encoding="utf-8",
+    )
+    expected["SICKR"] = float(spearmanr([letter_cos(a, b) for a, b, _ in SICK_ROWS], [s for *_, s in SICK_ROWS]).statistic)
+    return expected
+
+
+@pytest.fixture
+def senteval_dir(tmp_path):
+    root = tmp_path / "senteval"
+    return root, write_senteval_dir(root)
+
+
+def test_all_seven_tasks_match_direct_spearman(senteval_dir):
+    root, expected = senteval_dir
+    report = run_senteval_sts(LetterCounts(), root)
+    assert report.missing == {}
+    for task, rho in expected.items():
+        assert report.results[task].spearman == pytest.approx(rho, abs=1e-12), task
+    out = report.to_json()
+    assert set(expected) | {"avg"} <= set(out)
+    assert out["STS13"] == float(f"{expected['STS13'] * 100:.2f}")
+    assert out["avg"] == pytest.approx(round(sum(out[t] for t in expected) / 7, 2), abs=1e-9)
+    # blank gold lines dropped: 5 scored pairs per subset
+    assert report.results["STS14"].n_pairs == 5 * 6
+    assert out["sentences_per_second"] > 0 and out["details"]["STS12"]["sentences_per_second"] > 0
+
+
+def test_reader_normalises_whitespace_and_ignores_extra_columns(tmp_path):
+    inp, gold = tmp_path / "STS.input.x.txt", tmp_path / "STS.gs.x.txt"
+    inp.write_text("  two   spaces\there \t\tthird\nkeep\tme\r\ndrop\tthis\nlast\tone\n", encoding="utf-8")
+    gold.write_text("1.5\n2\n\n4.25\n", encoding="utf-8")
+    pairs = read_sts_input_gold(inp, gold)
+    assert pairs.sentences1 == ["two spaces", "keep", "last"]
+    assert pairs.sentences2 == ["here", "me", "one"]
+    assert pairs.scores.tolist() == [1.5, 2.0, 4.25]
+
+
+def test_sick_reader_uses_header_columns(tmp_path):
+    path = tmp_path / "SICK_test_annotated.txt"
+    path.write_text("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n1\tA  dog\tA cat\t3.6\tNEUTRAL\n\n", encoding="utf-8")
+    pairs = read_sick_file(path)
+    assert (pairs.sentences1, pairs.sentences2, pairs.scores.tolist()) == (["A dog"], ["A cat"], [3.6])
+
+
+def test_each_unique_sentence_encoded_once_sorted_by_length(senteval_dir):
+    root, _ = senteval_dir
+    model = LetterCounts()
+    run_senteval_sts(model, root, tasks=["STS12"])
+    assert len(model.calls) == 1
+    sentences = model.calls[0]
+    assert len(sentences) == len(set(sentences))
+    assert [len(s) for s in sentences] == sorted(len(s) for s in sentences)
+    task = load_task(root, "STS12")
+    expected = {s for p in task.subsets.values() for s in p.sentences1 + p.sentences2}
+    assert set(sentences) == expected
+
+
+def test_missing_file_and_bad_bytes_are_reported_not_fatal(senteval_dir):
+    root, expected = senteval_dir
+    (root / "STS" / "STS13-en-test" / "STS.gs.FNWN.txt").unlink()
+    bad = root / "STS" / "STS15-en-test" / "STS.input.belief.txt"
+    bad.write_bytes(bad.read_bytes().replace(b"\n", b"\xff\n", 2))
+    (root / "SICK" / "SICK_test_annotated.txt").unlink()
+    report = run_senteval_sts(LetterCounts(), root)
+    assert set(report.missing) == {"STS13", "STS15", "SICKR"}
+    assert "STS.gs.FNWN.txt" in report.missing["STS13"]
+    assert "line 1 is not valid UTF-8" in report.missing["STS15"]
+    out = report.to_json()
+    assert out["STS13"] is None and out["SICKR"] is None
+    present = ["STS12", "STS14", "STS16", "STSB"]
+    assert out["avg_over"] == present
+    assert out["avg"] == pytest.approx(round(sum(percent(expected[t]) for t in present) / 4, 2))
+    assert "STS13: not evaluated" in report.table()
+
+
+@pytest.mark.parametrize(
+    "inp, gold, message",
+    [
+        ("a\tb\nc\td\n", "1\n", "has 2 lines but"),
+        ("a b\n", "1\n", "line 1 has no tab"),
+        ("a\tb\n", "high\n", "is not a number"),
+        ("a\tb\n", "\n", "no scored pairs"),
+    ],
+)
+def test_input_gold_errors(tmp_path, inp, gold, message):
+    (tmp_path / "i.txt").write_text(inp, encoding="utf-8")
+    (tmp_path / "g.txt").write_text(gold, encoding="utf-8")
+    with pytest.raises(JTCSEError, match=message):
+        read_sts_input_gold(tmp_path / "i.txt", tmp_path / "g.txt")
+
+
+def test_run_errors(tmp_path):
+    with pytest.raises(JTCSEError, match="not a directory"):
+        run_senteval_sts(LetterCounts(), tmp_path / "nope")
+    with pytest.raises(JTCSEError, match="unknown task"):
+        run_senteval_sts(LetterCounts(), tmp_path, tasks=["STS11"])
+    with pytest.raises(JTCSEError, match="no STS task could be read"):
+        run_senteval_sts(LetterCounts(), tmp_path)
+
+
+def test_task_dir_override(tmp_path):
+    write_senteval_dir(tmp_path / "a", years=(16,))
+    moved = tmp_path / "sts2016-somewhere"
+    (tmp_path / "a" / "STS" / "STS16-en-test").rename(moved)
+    report = run_senteval_sts(LetterCounts(), tmp_path / "a", tasks=["STS16"], task_dirs={"STS16": str(moved)})
+    assert "STS16" in report.results
+
+
+def test_csv_appends_rows_with_same_header(senteval_dir, tmp_path):
+    root, _ = senteval_dir
+    report = run_senteval_sts(LetterCounts(), root)
+    path = tmp_path / "table.csv"
+    report.meta["model"] = "m1"
+    report.write_csv(path)
+    report.meta["model"] = "m2"
+    report.write_csv(path)
+    rows = list(csv.DictReader(path.open()))
+    assert [r["model"] for r in rows] == ["m1", "m2"]
+    assert rows[0]["STSB"] == f"{report.score('STSB'):.2f}" and rows[0]["avg"] == f"{report.average:.2f}"
+    other = tmp_path / "other.csv"
+    other.write_text("x,y\n1,2\n")
+    with pytest.raises(JTCSEError, match="another header"):
+        report.write_csv(other)
+
+
+def test_dev_evaluator_and_table_share_one_implementation(senteval_dir, tiny_bert):
+    from jtcse.evaluation.encoder import load_sentence_encoder
+
+    root, _ = senteval_dir
+    model = load_sentence_encoder(tiny_bert)
+    path = root / "STS" / "STSBenchmark" / "sts-test.csv"
+    metrics = STSDevEvaluator(path, name="dev")(model)
+    report = run_senteval_sts(model, root, tasks=["STSB"])
+    assert metrics["dev_spearman_cosine"] == pytest.approx(report.results["STSB"].spearman, abs=1e-12)
+    assert read_stsb_file(path).sentences1[0] == "abc d"
+
+
+def test_pooling_override_and_untruncated_length(tiny_bert, tiny_roberta):
+    import torch
+
+    from jtcse.evaluation.encoder import load_sentence_encoder
+
+    cls_model = load_sentence_encoder(tiny_bert)
+    mean_model = load_sentence_encoder(tiny_bert, pooling="mean")
+    assert cls_model.max_seq_length == 68  # tiny towers: 64 + 4 learned positions, all usable by BERT
+    assert load_sentence_encoder(tiny_roberta).max_seq_length == 66  # RoBERTa positions start at pad + 1
+    assert load_sentence_encoder(tiny_bert, max_seq_length=16).max_seq_length == 16
+    sentences = ["a short one", "a rather longer sentence with more words"]
+    hf, tok = mean_model[0].auto_model, mean_model[0].tokenizer
+    batch = tok(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = hf(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected_mean = (hidden * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(mean_model.encode(sentences), expected_mean.numpy(), atol=1e-5)
+    np.testing.assert_allclose(cls_model.encode(sentences), hidden[:, 0].numpy(), atol=1e-5)
+    with pytest.raises(JTCSEError, match="--pooling must be one of"):
+        load_sentence_encoder(tiny_bert, pooling="max")
+    with pytest.raises(JTCSEError, match="cannot load"):
+        load_sentence_encoder(str(tiny_bert) + "-missing")
+
+
+def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+
+    root, _ = senteval_dir
+    (root / "SICK" / "SICK_test_annotated.txt").unlink()
+    out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
+    result = CliRunner().invoke(
+        app, ["eval", "sts", tiny_bert, "--data-dir", str(root), "--output-json", str(out_json),
+              "--output-csv", str(out_csv), "--pooling", "mean"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "SICKR: not evaluated" in result.output and "Avg." in result.output
+    data = json.loads(out_json.read_text())
+    assert list(data)[:8] == ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR", "avg"]
+    assert data["SICKR"] is None and isinstance(data["STS12"], float)
+    assert data["meta"]["pooling"] == "mean"
+    assert next(csv.DictReader(out_csv.open()))["avg"] == f"{data['avg']:.2f}"
+
+
+def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "jtcse", "eval", "sts", tiny_bert, "--data-dir", str(tmp_path), "--task-dir", "STS12"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("Error: --task-dir takes TASK=PATH")
+    assert "Traceback" not in proc.stderr
