@@ -48,5 +48,5 @@ def load_model(path: str | Path, device: str | None = None, **kwargs):
 
     if not Path(path).exists():
         raise JTCSEError(f"Model not found: {path}")
-    trust = needs_jtcse_classes(path)
-    return SentenceTransformer(str(path), device=device, trust_remote_code=trust or kwargs.pop("trust_remote_code", False), **kwargs)
+    trust = needs_jtcse_classes(path) or kwargs.pop("trust_remote_code", False)
+    return SentenceTransformer(str(path), device=device, trust_remote_code=trust, **kwargs)
