@@ -101,13 +101,6 @@ def train_twin(
     JTCSE loss (see :class:`jtcse.losses.JTCSELoss`). ``resume``: continue from the last checkpoint
     under ``output_dir/checkpoints`` when there is one.
     """
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
-    from jtcse.losses import JTCSELoss
-    from jtcse.modeling.build import build_twin
-    from jtcse.training.nan_guard import NonFiniteLossGuard
-
     _check_positive("batch_size", batch_size)
     _check_positive("max_seq_length", max_seq_length, 2)
     _check_positive("eval_steps", eval_steps)
@@ -120,13 +113,21 @@ def train_twin(
 
     output_dir = Path(output_dir)
     checkpoint_dir = output_dir / CHECKPOINT_SUBDIR
+    sentences, data_stats = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
     evaluator = None
     if dev_file is not None:
         from jtcse.evaluation.sts import STSDevEvaluator
 
         evaluator = STSDevEvaluator(dev_file, name="sts-dev")
 
-    sentences, data_stats = read_training_sentences(corpus)
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    from jtcse.losses import JTCSELoss
+    from jtcse.modeling.build import build_twin
+    from jtcse.training.nan_guard import NonFiniteLossGuard
+
     model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=max_seq_length, device=device)
     data_stats["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, max_seq_length)
     dataset = Dataset.from_dict({"text": sentences})
@@ -169,6 +170,7 @@ def train_twin(
         metric_for_best_model=metric if evaluator else None,
         greater_is_better=True,
         dataloader_drop_last=len(sentences) > batch_size,
+        dataloader_pin_memory=torch.cuda.is_available(),
         report_to="none",
         disable_tqdm=not show_progress,
         use_cpu=device == "cpu",
