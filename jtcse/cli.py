@@ -19,6 +19,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+
+@app.callback()
+def _group() -> None:
+    """Keep `jtcse <command>` a command group even while only one command is registered."""
+
+
 # Order here is the order in `jtcse --help`.
 COMMAND_MODULES = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose", "encode", "index"]
 

@@ -1,0 +1,182 @@
+"""The JTCSE training objective as a sentence-transformers loss.
+
+Zong et al., "JTCSE: Joint Tensor-Modulus Constraints and Cross-Attention for Unsupervised
+Contrastive Learning of Sentence Embeddings" (2025), with TNCSE (AAAI 2025) as its no-CAEL case::
+
+    L = L_NCE(I) + L_NCE(II) + L_ICNCE + lambda_ICTM * ICTM
+
+    L_ICNCE = R (ICNCE(c_I, c_II) + ICNCE(h_I, h_II)) + (1 - R) (ICNCE(c_II, c_I) + ICNCE(h_II, h_I))
+    ICTM    = mean_s [ -log max(cos(h_I^a, h_II^b), eps) TMC(p_I^a, p_II^b)
+                     + -log max(cos(h_II^a, h_I^b), eps) TMC(p_II^a, p_I^b) ]
+
+``h`` primitive CLS, ``c`` cross-stream CLS (absent without CAELs), ``p`` pooler output,
+``a``/``b`` the two dropout views, ``R`` in {0, 1} drawn per step from a seeded Python RNG.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from jtcse.errors import JTCSEError
+from jtcse.losses.functional import icnce, ictm, info_nce
+
+_VIEW_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+
+
+def stack_views(sentence_features: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, Any]:
+    """One ``2B`` batch [view a; view b] from one feature dict (used twice) or two dicts of B rows each.
+
+    Two dicts may be padded to different lengths; the shorter is right-padded (``input_ids`` with
+    ``pad_token_id``, masks and type ids with 0) so both views run through a tower in one pass.
+    """
+    if len(sentence_features) == 1:
+        first = second = sentence_features[0]
+    elif len(sentence_features) == 2:
+        first, second = sentence_features
+    else:
+        raise JTCSEError(
+            f"JTCSELoss takes one text column (both views are dropout views of it) or two (view a, view b); "
+            f"got {len(sentence_features)} columns."
+        )
+    stacked = {key: value for key, value in first.items() if key not in _VIEW_KEYS}
+    length = max(first["input_ids"].shape[1], second["input_ids"].shape[1])
+    for key in _VIEW_KEYS:
+        if key not in first:
+            continue
+        if key not in second:
+            raise JTCSEError(f"The two views have different feature keys ({key!r} is missing from the second).")
+        fill = pad_token_id if key == "input_ids" else 0
+        parts = [nn.functional.pad(v[key], (0, length - v[key].shape[1]), value=fill) for v in (first, second)]
+        stacked[key] = torch.cat(parts)
+    if first["input_ids"].shape[0] != second["input_ids"].shape[0]:
+        raise JTCSEError("The two views must hold the same number of sentences.")
+    return stacked
+
+
+class JTCSELoss(nn.Module):
+    def __init__(
+        self,
+        model,
+        temperature: float = 0.05,
+        ictm_weight: float = 0.5,
+        nce_weight: float = 1.0,
+        icnce_weight: float = 1.0,
+        ictm_eps: float = 1e-4,
+        seed: int | None = 0,
+        extra_terms: Mapping[str, Callable[[dict[str, Tensor]], Tensor]] | None = None,
+    ) -> None:
+        """JTCSE loss for a twin built by :func:`jtcse.build_twin` (module 0 a ``TwinTowers``).
+
+        Args:
+            model: the twin ``SentenceTransformer``.
+            temperature: tau of every InfoNCE-style term.
+            ictm_weight: lambda_ICTM (0.5 = the reference code's TMC / 2); 0 switches ICTM off.
+            nce_weight: weight of L_NCE(I) + L_NCE(II); 0 switches them off.
+            icnce_weight: weight of L_ICNCE; 0 switches it off. Its cross-stream half is present
+                exactly when the twin has CAELs (``cael_every`` not None).
+            ictm_eps: epsilon of ``max(cos, eps)`` inside ICTM.
+            seed: seed of the Python RNG drawing R each step (None: unseeded).
+            extra_terms: optional ``{name: fn(outputs) -> scalar}`` added to the total and logged under
+                ``name``; ``outputs`` is the twin's training-mode feature dict (``token_embeddings``,
+                ``attention_mask``, ``cls_1`` ...), e.g. a token-level regulariser.
+
+        Inputs:
+            One text column (each sentence is encoded twice; dropout makes the views, SimCSE style)
+            or two columns (view a, view b, e.g. a sentence and its paraphrase). No labels.
+
+        Returns:
+            A dict of the weighted terms (``nce_1``, ``nce_2``, ``icnce``, ``ictm``, extra names);
+            ``SentenceTransformerTrainer`` sums them and logs each one.
+        """
+        super().__init__()
+        from jtcse.modeling.twin import TwinTowers
+
+        if len(model) == 0 or not isinstance(model[0], TwinTowers):
+            raise JTCSEError("JTCSELoss needs a twin model (jtcse.build_twin); module 0 is not a TwinTowers.")
+        if temperature <= 0:
+            raise JTCSEError(f"temperature must be positive, not {temperature}.")
+        weights = {"nce_weight": nce_weight, "icnce_weight": icnce_weight, "ictm_weight": ictm_weight}
+        for name, value in weights.items():
+            if value < 0:
+                raise JTCSEError(f"{name} must be >= 0, not {value}.")
+        extra_terms = dict(extra_terms or {})
+        if not any(weights.values()) and not extra_terms:
+            raise JTCSEError("Every JTCSE loss term is switched off; set at least one weight above 0.")
+        self.model = model
+        self.temperature = temperature
+        self.nce_weight = nce_weight
+        self.icnce_weight = icnce_weight
+        self.ictm_weight = ictm_weight
+        self.ictm_eps = ictm_eps
+        self.seed = seed
+        self.extra_terms = extra_terms
+        self._rng = random.Random(seed)
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        tokenizer = self.model.tokenizer
+        pad_id = getattr(tokenizer, "pad_token_id", None) or 0
+        features = stack_views(list(sentence_features), pad_token_id=pad_id)
+        return self.compute_loss_from_outputs(self.model(features))
+
+    def compute_loss_from_outputs(self, outputs: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The weighted loss terms from a training-mode twin forward over a [view a; view b] batch."""
+        if "cls_1" not in outputs:
+            raise JTCSEError("JTCSELoss needs the twin's training-mode outputs (call model.train() first).")
+        half = outputs["cls_1"].shape[0] // 2
+
+        def views(key: str) -> tuple[Tensor, Tensor]:
+            value = outputs[key]
+            return value[:half], value[half:]
+
+        h = {1: views("cls_1"), 2: views("cls_2")}
+        tau = self.temperature
+        losses: dict[str, Tensor] = {}
+        if self.nce_weight:
+            losses["nce_1"] = self.nce_weight * info_nce(*h[1], temperature=tau)
+            losses["nce_2"] = self.nce_weight * info_nce(*h[2], temperature=tau)
+        if self.icnce_weight:
+            x, y = (1, 2) if self._rng.random() < 0.5 else (2, 1)  # R = 1: tower I anchors
+            term = icnce(*h[x], *h[y], temperature=tau)
+            if "cross_cls_1" in outputs:
+                c = {1: views("cross_cls_1"), 2: views("cross_cls_2")}
+                term = term + icnce(*c[x], *c[y], temperature=tau)
+            losses["icnce"] = self.icnce_weight * term
+        if self.ictm_weight:
+            if "pooler_1" not in outputs:
+                raise JTCSEError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")
+            p = {1: views("pooler_1"), 2: views("pooler_2")}
+            eps = self.ictm_eps
+            losses["ictm"] = self.ictm_weight * (
+                ictm(h[1][0], h[2][1], p[1][0], p[2][1], eps=eps) + ictm(h[2][0], h[1][1], p[2][0], p[1][1], eps=eps)
+            )
+        for name, term_fn in self.extra_terms.items():
+            losses[name] = term_fn(outputs)
+        return losses
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "nce_weight": self.nce_weight,
+            "icnce_weight": self.icnce_weight,
+            "ictm_weight": self.ictm_weight,
+            "ictm_eps": self.ictm_eps,
+            "seed": self.seed,
+            "cael_every": self.model[0].cael_every,
+            "extra_terms": sorted(self.extra_terms),
+        }
+
+    @property
+    def citation(self) -> str:
+        return """
+@article{zong2025jtcse,
+    title={{JTCSE}: Joint Tensor-Modulus Constraints and Cross-Attention for Unsupervised Contrastive Learning of Sentence Embeddings},
+    author={Zong, Tianyu and Yi, Hongzhu and Wang, Yuanxiang and Xu, Jungang and others},
+    journal={arXiv preprint},
+    year={2025}
+}
+"""

@@ -1,0 +1,1 @@
+"""Model definitions: the JTCSE twin towers and their cross-attention encoder layers."""

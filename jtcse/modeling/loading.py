@@ -1,0 +1,52 @@
+"""Load any checkpoint jtcse writes (a twin or a single tower) as a ``SentenceTransformer``.
+
+sentence-transformers >= 6 imports a module class from outside its own namespace only with
+``trust_remote_code=True``, even for local folders; a twin checkpoint names
+``jtcse.modeling.twin.TwinTowers`` in its ``modules.json``. This helper passes that flag only
+when every module class is from ``sentence_transformers`` or ``jtcse`` itself and no tower
+config asks ``transformers`` for remote code (``auto_map``), so it never trusts foreign code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jtcse.errors import JTCSEError
+
+_TRUSTED_PREFIXES = ("sentence_transformers.", "jtcse.")
+
+
+def needs_jtcse_classes(path: str | Path) -> bool:
+    """True when the checkpoint at ``path`` uses jtcse module classes (and only trusted ones)."""
+    path = Path(path)
+    modules_file = path / "modules.json"
+    if not modules_file.is_file():
+        return False
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise JTCSEError(f"{modules_file} is not readable JSON: {err}") from None
+    types = [str(entry.get("type", "")) for entry in modules]
+    if not any(t.startswith("jtcse.") for t in types):
+        return False
+    foreign = [t for t in types if not t.startswith(_TRUSTED_PREFIXES)]
+    if foreign:
+        raise JTCSEError(f"{path} mixes jtcse modules with foreign module classes {foreign}; refusing to load it.")
+    for config_file in path.rglob("config.json"):
+        try:
+            if "auto_map" in json.loads(config_file.read_text(encoding="utf-8")):
+                raise JTCSEError(f"{config_file} asks for remote model code (auto_map); refusing to load it.")
+        except ValueError:
+            raise JTCSEError(f"{config_file} is not readable JSON.") from None
+    return True
+
+
+def load_model(path: str | Path, device: str | None = None, **kwargs):
+    """``SentenceTransformer(path)`` that also opens jtcse twin checkpoints (see the module docstring)."""
+    from sentence_transformers import SentenceTransformer
+
+    if not Path(path).exists():
+        raise JTCSEError(f"Model not found: {path}")
+    trust = needs_jtcse_classes(path) or kwargs.pop("trust_remote_code", False)
+    return SentenceTransformer(str(path), device=device, trust_remote_code=trust, **kwargs)

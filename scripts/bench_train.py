@@ -1,0 +1,133 @@
+"""Benchmark: one JTCSE training step vs two plain SimCSE steps on the same towers, batch and length.
+
+Each step is forward + backward + AdamW step in training mode (dropout on), on one batch
+tokenised once. SimCSE = one tower (Transformer + CLS pooling) with the NT-Xent loss over the 2B
+views in one pass; JTCSE = the twin with JTCSELoss, without CAELs (TNCSE) and with cael_every=2.
+Variants are interleaved per repeat so machine noise hits all of them alike; the JSON reports
+medians and the ratios against two SimCSE steps (targets: <= 1.15 without CAEL, <= 2.2 with k=2).
+
+    python scripts/bench_train.py                      # MiniLM, batch 16, length 32, CPU
+    python scripts/bench_train.py --threads 1 --repeats 10 --out bench_train.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tower", default=None, help="tower for all variants (default: the embedded MiniLM)")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--max-seq-length", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    parser.add_argument("--repeats", type=int, default=7, help="timed rounds (median reported)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default=None, help="also write the JSON here")
+    args = parser.parse_args()
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from jtcse import build_twin
+    from jtcse.defaults import default_corpus_sentences, default_tower_path
+    from jtcse.losses import JTCSELoss
+    from jtcse.losses.functional import info_nce
+    from jtcse.losses.jtcse_loss import stack_views
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    tower_path = args.tower or default_tower_path()
+    sentences = [s for s in default_corpus_sentences() if len(s.split()) >= 20][: args.batch_size]
+
+    def make_step(model, loss_fn):
+        model.to(args.device).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        features = {k: v.to(args.device) if torch.is_tensor(v) else v for k, v in model.preprocess(sentences).items()}
+
+        def step() -> None:
+            loss = loss_fn(features)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        return step
+
+    simcse_model = SentenceTransformer(
+        modules=[
+            Transformer(tower_path, max_seq_length=args.max_seq_length),
+            Pooling(384 if args.tower is None else Transformer(tower_path).get_embedding_dimension(), "cls"),
+        ],
+        device=args.device,
+    )
+    pad_id = simcse_model.tokenizer.pad_token_id or 0
+
+    def simcse_loss(features):
+        embeddings = simcse_model(stack_views([features], pad_id))["sentence_embedding"]
+        half = embeddings.shape[0] // 2
+        return info_nce(embeddings[:half], embeddings[half:])
+
+    steps = {"simcse": make_step(simcse_model, simcse_loss)}
+    for name, k in (("jtcse_no_cael", None), ("jtcse_k2", 2)):
+        twin = build_twin(tower_path, tower_path, cael_every=k, max_seq_length=args.max_seq_length, device=args.device)
+        loss = JTCSELoss(twin)
+        steps[name] = make_step(twin, lambda f, loss=loss: torch.stack(list(loss([f]).values())).sum())
+
+    def timed(fn) -> float:
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    times: dict[str, list[float]] = {"two_simcse_steps": [], "jtcse_no_cael": [], "jtcse_k2": []}
+    for round_ in range(args.warmup + args.repeats):
+        two_simcse = timed(steps["simcse"]) + timed(steps["simcse"])
+        no_cael = timed(steps["jtcse_no_cael"])
+        k2 = timed(steps["jtcse_k2"])
+        if round_ >= args.warmup:
+            times["two_simcse_steps"].append(two_simcse)
+            times["jtcse_no_cael"].append(no_cael)
+            times["jtcse_k2"].append(k2)
+
+    median = {name: statistics.median(values) for name, values in times.items()}
+    ratios = {
+        "jtcse_no_cael / two_simcse_steps": median["jtcse_no_cael"] / median["two_simcse_steps"],
+        "jtcse_k2 / two_simcse_steps": median["jtcse_k2"] / median["two_simcse_steps"],
+    }
+    targets = {"jtcse_no_cael / two_simcse_steps": 1.15, "jtcse_k2 / two_simcse_steps": 2.2}
+    report = {
+        "benchmark": "one JTCSE step vs two SimCSE steps (forward + backward + AdamW, train mode)",
+        "tower": tower_path,
+        "device": args.device,
+        "threads": torch.get_num_threads(),
+        "batch_size": args.batch_size,
+        "max_seq_length": args.max_seq_length,
+        "tokens_per_view": int(simcse_model.preprocess(sentences)["input_ids"].shape[1]),
+        "warmup": args.warmup,
+        "repeats": args.repeats,
+        "median_s": {k: round(v, 4) for k, v in median.items()},
+        "all_s": {k: [round(x, 4) for x in v] for k, v in times.items()},
+        "ratios": {k: round(v, 3) for k, v in ratios.items()},
+        "targets": targets,
+        "within_target": {k: ratios[k] <= targets[k] for k in ratios},
+        "versions": {"torch": torch.__version__},
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Training end to end: `jtcse train` -> checkpoint -> encode, resume, the run summary, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from jtcse.defaults import default_corpus_sentences
+from jtcse.errors import JTCSEError
+from jtcse.modeling.loading import load_model
+from jtcse.training.twin import train_twin
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """36 sentences, two blank lines, one duplicate and one sentence far over any small max length."""
+    sentences = default_corpus_sentences(limit=34)
+    lines = sentences[:10] + ["", "   "] + sentences[10:] + [sentences[0], " ".join(["token"] * 120)]
+    path = tmp_path_factory.mktemp("data") / "corpus.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def dev_file(tmp_path_factory) -> Path:
+    pairs = [
+        ("A man is playing a guitar.", "A man plays the guitar.", 4.8),
+        ("A woman is slicing an onion.", "Someone is cutting an onion.", 4.2),
+        ("A dog runs in the park.", "A cat sleeps on the sofa.", 0.6),
+        ("The stock market fell today.", "Shares dropped sharply on Monday.", 3.4),
+        ("Kids are playing football.", "Children play soccer outside.", 4.0),
+        ("A plane is taking off.", "A man is eating pasta.", 0.1),
+    ]
+    path = tmp_path_factory.mktemp("data") / "sts-dev.csv"
+    path.write_text(
+        "".join(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(pairs)),
+        encoding="utf-8",
+    )
+    return path
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+
+
+def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tiny_bert_b, corpus, dev_file):
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable, "-m", "jtcse", "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b,
+        "--corpus", str(corpus), "--output-dir", str(out), "--batch-size", "8", "--max-seq-length", "32",
+        "--max-steps", "4", "--eval-steps", "2", "--lr", "5e-5", "--dev-file", str(dev_file), "--cael-every", "2",
+    ]
+    run = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "run_summary.json" in run.stdout
+
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["global_step"] == 4
+    assert summary["skipped_empty_lines"] == 2 and summary["duplicates_dropped"] == 1
+    assert summary["sentences"] == 35 and summary["truncated_to_max_seq_length"] >= 1
+    assert summary["cael_layers"] == [2, 4]
+    assert {"nce_1", "nce_2", "icnce", "ictm"} <= set(summary["last_logged_loss_terms"])
+    assert [step for step, _ in summary["dev_spearman_history"]] == [0, 2, 4]
+    assert summary["best_dev_spearman"] == max(score for _, score in summary["dev_spearman_history"][1:])
+    assert (out / "training_curves.png").stat().st_size > 0
+    assert (out / "checkpoints").is_dir()
+
+    model = load_model(out)
+    assert model[0].cael_every == 2
+    embeddings = model.encode(["A freshly trained twin.", "It encodes sentences."])
+    assert embeddings.shape == (2, 32) and np.isfinite(embeddings).all()
+    initial = load_model(tiny_bert).encode(["A freshly trained twin."]) + load_model(tiny_bert_b).encode(
+        ["A freshly trained twin."]
+    )
+    assert np.abs(embeddings[:1] - initial).max() > 1e-4  # training moved the towers
+
+
+def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_bert, tiny_bert_b, corpus):
+    common = dict(
+        corpus=corpus, output_dir=tmp_path / "run", batch_size=8, max_seq_length=24, learning_rate=5e-5,
+        eval_steps=2, cael_every=None, show_progress=False, plot=False,
+    )
+    first = train_twin(tiny_bert, tiny_bert_b, max_steps=2, **common)
+    assert first["global_step"] == 2 and first["resumed_from"] is None
+    second = train_twin(tiny_bert, tiny_bert_b, max_steps=3, **common)
+    assert second["resumed_from"].endswith("checkpoint-2")
+    assert second["global_step"] == 3
+    fresh = train_twin(tiny_bert, tiny_bert_b, max_steps=1, resume=False, **{**common, "output_dir": tmp_path / "r2"})
+    assert fresh["resumed_from"] is None and fresh["global_step"] == 1
+
+
+def test_nan_loss_stops_training_and_names_the_step(tmp_path, tiny_bert, tiny_bert_b, corpus):
+    # AdamW moves every weight by about lr in step 1; with lr = 1e30 the step-2 forward overflows
+    with pytest.raises(JTCSEError, match=r"NaN or infinite at step 2\b.*lower learning rate"):
+        train_twin(
+            tiny_bert, tiny_bert_b, corpus, tmp_path / "run", batch_size=8, max_steps=5, eval_steps=5,
+            learning_rate=1e30, show_progress=False, plot=False,
+        )
+    assert not (tmp_path / "run" / "modules.json").exists()
+
+
+def test_bad_corpus_files(tmp_path, tiny_bert, tiny_bert_b):
+    kwargs = dict(output_dir=tmp_path / "run", max_steps=1, show_progress=False)
+    with pytest.raises(JTCSEError, match="Corpus file not found"):
+        train_twin(tiny_bert, tiny_bert_b, tmp_path / "missing.txt", **kwargs)
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n \n\t\n", encoding="utf-8")
+    with pytest.raises(JTCSEError, match="no sentences"):
+        train_twin(tiny_bert, tiny_bert_b, blank, **kwargs)
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("first line\nsecond line\ncaf\u00e9 au lait\n".encode("latin-1"))
+    with pytest.raises(JTCSEError, match="line 3 is not valid UTF-8"):
+        train_twin(tiny_bert, tiny_bert_b, latin, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"max_seq_length": 1}, "max_seq_length must be >= 2"),
+        ({"learning_rate": float("nan")}, "learning_rate must be a positive number"),
+        ({"max_steps": 0}, "max_steps must be"),
+        ({"cael_every": 3}, r"cael_every=3 does not divide the towers' 4 layers"),
+    ],
+)
+def test_bad_settings(tmp_path, tiny_bert, tiny_bert_b, corpus, kwargs, message):
+    with pytest.raises(JTCSEError, match=message):
+        train_twin(tiny_bert, tiny_bert_b, corpus, tmp_path / "run", **{"max_steps": 1, **kwargs})
+
+
+def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert, tiny_roberta, corpus):
+    cases = [
+        (["--corpus", str(tmp_path / "missing.txt")], "Corpus file not found"),
+        (["--corpus", str(corpus), "--tower-a", tiny_bert, "--tower-b", tiny_roberta], "The towers differ in model type"),
+    ]
+    for extra, message in cases:
+        cmd = [sys.executable, "-m", "jtcse", "train", "--output-dir", str(tmp_path / "run"), *extra]
+        run = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+        assert run.returncode == 2, run.stderr[-2000:]
+        error_lines = [line for line in run.stderr.splitlines() if line.startswith("Error:")]
+        assert len(error_lines) == 1 and message in error_lines[0]
+        assert "Traceback" not in run.stderr
