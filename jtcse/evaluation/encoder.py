@@ -44,11 +44,12 @@ def load_sentence_encoder(
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     from jtcse.errors import JTCSEError
+    from jtcse.modeling.loading import load_model
 
     if pooling is not None and pooling not in POOLING_CHOICES:
         raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
     try:
-        model = SentenceTransformer(model_name_or_path, device=device)
+        model = load_model(model_name_or_path, device=device)
     except (OSError, ValueError, KeyError) as err:
         raise JTCSEError(f"cannot load sentence-transformers model {model_name_or_path!r}: {err}") from None
     first = model[0]

@@ -43,10 +43,21 @@ def needs_jtcse_classes(path: str | Path) -> bool:
 
 
 def load_model(path: str | Path, device: str | None = None, **kwargs):
-    """``SentenceTransformer(path)`` that also opens jtcse twin checkpoints (see the module docstring)."""
+    """``SentenceTransformer(path)`` that also opens jtcse twin checkpoints (see the module docstring).
+
+    ``path`` may also be a model name, resolved by sentence-transformers (hub or local cache).
+    """
     from sentence_transformers import SentenceTransformer
 
-    if not Path(path).exists():
-        raise JTCSEError(f"Model not found: {path}")
-    trust = needs_jtcse_classes(path) or kwargs.pop("trust_remote_code", False)
-    return SentenceTransformer(str(path), device=device, trust_remote_code=trust, **kwargs)
+    trust = kwargs.pop("trust_remote_code", False)
+    if Path(path).exists():
+        trust = needs_jtcse_classes(path) or trust
+    try:
+        return SentenceTransformer(str(path), device=device, trust_remote_code=trust, **kwargs)
+    except OSError as err:
+        if Path(path).exists():
+            raise JTCSEError(f"Cannot load the model at {path}: {err}") from None
+        raise JTCSEError(
+            f"Model not found: {path!r} is not a local folder and could not be loaded from the Hugging Face "
+            "cache or hub (offline machines need a local path)."
+        ) from None
