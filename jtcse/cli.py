@@ -19,6 +19,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+
+@app.callback()
+def _group() -> None:
+    # An explicit callback keeps `jtcse <command>` a command group even while only one command
+    # module is present (typer would otherwise run that lone command without its name).
+    pass
+
+
 # Order here is the order in `jtcse --help`.
 COMMAND_MODULES = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose", "encode", "index"]
 
