@@ -138,6 +138,8 @@ class StubTranslateServer:
         self.script = script
         self.cert = cert
         self.requests: list[StubRequest] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0  # most translation requests handled at the same time
         self._lock = threading.Lock()
         stub = self
 
@@ -154,9 +156,18 @@ class StubTranslateServer:
                 with stub._lock:
                     n = len(stub.requests)
                     stub.requests.append(record)
+                    stub.in_flight += 1
+                    stub.peak_in_flight = max(stub.peak_in_flight, stub.in_flight)
+                try:
+                    self._answer(record, n, parts.path, params)
+                finally:
+                    with stub._lock:
+                        stub.in_flight -= 1
+
+            def _answer(self, record: StubRequest, n: int, path: str, params: dict[str, str]) -> None:
                 reply = stub.script(record, n) if stub.script else None
                 if reply is None:
-                    if parts.path != "/translate_a/single" or "q" not in params:
+                    if path != "/translate_a/single" or "q" not in params:
                         reply = StubReply(status=404, body="not found")
                     else:
                         reply = StubReply(body=gtx_payload(params["q"], params.get("sl", "auto"), params.get("tl", "en")))
@@ -181,7 +192,7 @@ class StubTranslateServer:
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self.service_url = f"127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stub-translate", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="stub-translate", daemon=True)
 
     def translation_requests(self) -> list[StubRequest]:
         with self._lock:
@@ -192,7 +203,8 @@ class StubTranslateServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
     def __enter__(self) -> "StubTranslateServer":
