@@ -151,7 +151,7 @@ class Seq2SeqTranslator(Translator):
 
         results: list[str | TranslationFailure | None] = [None] * len(texts)
         limit = min(tokenizer.model_max_length, getattr(model.config, "max_position_embeddings", None) or 10**9)
-        lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]] if texts else []
+        lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=True, verbose=False)["input_ids"]] if texts else []
         order = []
         for i, (text, n) in enumerate(zip(texts, lengths)):
             if not text.strip():
