@@ -11,8 +11,9 @@ to the input):
   jitter": attempt ``k`` waits ``d/2 + U(0, d/2)`` with ``d = min(backoff_max, backoff_base·2^k)``,
   and never less than the server's ``Retry-After``;
 * packing: up to ``pack_size`` short sentences (``pack_chars`` characters in all) travel in one
-  request, newline-joined, and are split back on the newlines; if the line count comes back wrong
-  the pack is re-sent one sentence per request;
+  request, newline-joined, and are split back on the newlines; if the line count comes back wrong,
+  or the service rejects the pack (4xx), it is re-sent one sentence per request so that only the
+  culprit fails;
 * a clear :class:`ServiceUnreachableError` when the host cannot be reached at all, and a stop after
   ``max_consecutive_failures`` failed texts in a row (everything translated before is cached).
 """
@@ -89,9 +90,10 @@ class GoogletransStats:
 
 
 class _TextFailed(Exception):
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, rejected: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.rejected = rejected  # the service refused this input (4xx), as opposed to being unavailable
 
 
 class GoogletransTranslator(Translator):
@@ -279,6 +281,10 @@ class GoogletransTranslator(Translator):
                 async with semaphore:
                     translated = await self._request(gt, limiter, query, source, target)
             except _TextFailed as failed:
+                if failed.rejected and len(pack) > 1:  # find the culprit: one text per request
+                    self._stats.pack_fallbacks += 1
+                    await asyncio.gather(*(run_pack([i]) for i in pack))
+                    return
                 for i in pack:
                     finish(i, TranslationFailure(failed.reason))
                 return
@@ -346,7 +352,9 @@ class GoogletransTranslator(Translator):
                         data = format_json(response.text)
                         return "".join(segment[0] or "" for segment in data[0] if segment)
                     except Exception:
-                        raise _TextFailed(f"unreadable answer from the service: {response.text[:120]!r}") from None
+                        raise _TextFailed(
+                            f"unreadable answer from the service: {response.text[:120]!r}", rejected=True
+                        ) from None
                 self._stats.http_errors[status] = self._stats.http_errors.get(status, 0) + 1
                 reason = f"HTTP {status}"
                 if status == 429 or status >= 500:
@@ -361,7 +369,7 @@ class GoogletransTranslator(Translator):
                     retryable = False
                     reason = f"HTTP {status}: {response.text[:200]}"
             if not retryable:
-                raise _TextFailed(reason)
+                raise _TextFailed(reason, rejected=True)
             if attempt >= self.max_retries:
                 raise _TextFailed(f"{reason} (gave up after {attempt + 1} attempts)")
             delay = self._backoff(attempt, retry_after)
