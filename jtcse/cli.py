@@ -23,9 +23,7 @@ app = typer.Typer(
 
 @app.callback()
 def _group() -> None:
-    # An explicit callback keeps `jtcse <command>` a command group even while only one command
-    # module is present (typer would otherwise run that lone command without its name).
-    pass
+    """Keep `jtcse <command>` a command group even while only one command is registered."""
 
 
 # Order here is the order in `jtcse --help`.
