@@ -1,0 +1,72 @@
+"""The RTT pairs file: UTF-8 TSV, one ``original<TAB>paraphrase`` pair per line, no header.
+
+This is the format ``jtcse rtt`` writes and ``jtcse simcse --pairs-file`` reads. Tabs, carriage
+returns and newlines inside a sentence are replaced by single spaces on writing, so every line
+always splits into exactly two fields. Deliberately dependency-free (no torch) so any module can
+import it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Iterable
+
+from jtcse.errors import JTCSEError
+
+_LINE_BREAKS = re.compile(r"[\t\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
+
+
+def clean_field(text: str) -> str:
+    """``text`` with tabs and line breaks collapsed to one space and the ends stripped."""
+    return _LINE_BREAKS.sub(" ", text).strip()
+
+
+def write_pairs(path: str | Path, pairs: Iterable[tuple[str, str]]) -> int:
+    """Write ``(original, paraphrase)`` pairs to ``path`` atomically; returns the number written.
+
+    The file is written to a temporary sibling and renamed into place, so a crash never leaves a
+    half-written pairs file behind.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    count = 0
+    with tmp.open("w", encoding="utf-8", newline="\n") as handle:
+        for original, paraphrase in pairs:
+            handle.write(f"{clean_field(original)}\t{clean_field(paraphrase)}\n")
+            count += 1
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return count
+
+
+def read_pairs(path: str | Path) -> list[tuple[str, str]]:
+    """Read a pairs file; blank lines are skipped, any other malformed line is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise JTCSEError(f"Pairs file not found: {path}")
+    pairs: list[tuple[str, str]] = []
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise JTCSEError(
+                    f"{path}: line {line_no} is not valid UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1})."
+                ) from None
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+                raise JTCSEError(
+                    f"{path}: line {line_no} is not 'original<TAB>paraphrase' "
+                    f"(found {len(fields)} tab-separated field(s)); a pairs file has exactly two non-empty fields per line."
+                )
+            pairs.append((fields[0], fields[1]))
+    if not pairs:
+        raise JTCSEError(f"Pairs file {path} has no pairs (it is empty or only blank lines).")
+    return pairs

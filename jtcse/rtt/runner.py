@@ -1,0 +1,157 @@
+"""The resumable RTT job: corpus → per pivot, ``source → pivot → source`` → pairs file + drop list.
+
+Work goes in chunks; each translation is committed to the cache the moment it arrives, so a killed
+or interrupted run resumes where it stopped and a rerun of a finished job makes no request. Per
+pivot the job writes (atomically, when the pivot is complete):
+
+* ``pairs.<pivot>.tsv`` — the kept ``original<TAB>round trip`` pairs (see :mod:`jtcse.rtt.pairs`);
+* ``dropped.<pivot>.tsv`` — ``original<TAB>reason<TAB>detail`` for every sentence not kept:
+  ``identical`` (round trip equals the source up to case and spacing), ``empty``, ``failed``
+  (with the backend's reason) and ``too_long`` (over the backend's character limit, skipped unsent);
+
+and ``summary.json`` with the counts per pivot and the backend's request statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from jtcse.errors import JTCSEError
+from jtcse.rtt.base import TranslationFailure, Translator
+from jtcse.rtt.cache import CachedTranslator, TranslationCache
+from jtcse.rtt.pairs import clean_field, write_pairs
+
+
+@dataclass
+class PivotSummary:
+    pivot: str
+    sentences: int = 0
+    kept: int = 0
+    identical: int = 0
+    empty: int = 0
+    failed: int = 0
+    too_long: int = 0
+    pairs_file: str = ""
+    dropped_file: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class RTTSummary:
+    backend: str
+    source: str
+    input_sentences: int
+    pivots: list[PivotSummary] = field(default_factory=list)
+    backend_stats: dict = field(default_factory=dict)
+    cache: str | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def pairs_path(output_dir: str | Path, pivot: str) -> Path:
+    return Path(output_dir) / f"pairs.{pivot}.tsv"
+
+
+def run_rtt(
+    sentences: Sequence[str],
+    pivots: Sequence[str],
+    translator: Translator,
+    output_dir: str | Path,
+    *,
+    source: str = "en",
+    cache: TranslationCache | None = None,
+    chunk_size: int = 1024,
+    progress: bool = True,
+) -> RTTSummary:
+    """Make round-trip paraphrases of ``sentences`` through each pivot and write the files above.
+
+    ``translator`` is wrapped in a :class:`CachedTranslator` on ``cache`` (unless it is a replay
+    backend). Sentences are cleaned of tabs/newlines first (the pairs format needs one line each);
+    duplicates are translated once.
+    """
+    from tqdm.auto import tqdm
+
+    pivots = list(dict.fromkeys(p.strip() for p in pivots if p.strip()))
+    if not pivots:
+        raise JTCSEError("Name at least one pivot language (e.g. --pivots de,fr,zh).")
+    if source in pivots:
+        raise JTCSEError(f"The pivot languages must differ from the source language {source!r}.")
+    translator.check_languages([source, *pivots])
+    if chunk_size < 1:
+        raise JTCSEError(f"chunk size must be at least 1, got {chunk_size}")
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    engine: Translator = translator
+    if cache is not None and translator.caches_results:
+        engine = CachedTranslator(translator, cache)
+
+    cleaned = [clean_field(s) for s in sentences]
+    limit = translator.max_chars
+    summary = RTTSummary(
+        backend=translator.name,
+        source=source,
+        input_sentences=len(cleaned),
+        cache=str(cache.path) if cache is not None else None,
+    )
+    for pivot in pivots:
+        started = time.perf_counter()
+        stats = PivotSummary(pivot=pivot, sentences=len(cleaned))
+        kept: list[tuple[str, str]] = []
+        dropped: list[tuple[str, str, str]] = []
+        todo: list[str] = []
+        for s in cleaned:
+            if not s:
+                stats.empty += 1
+                dropped.append((s, "empty", "empty input line"))
+            elif limit is not None and len(s) > limit:
+                stats.too_long += 1
+                dropped.append((s, "too_long", f"{len(s)} characters > {limit}, the {translator.name} limit; not sent"))
+            else:
+                todo.append(s)
+        unique = list(dict.fromkeys(todo))
+        answers: dict[str, str | TranslationFailure] = {}
+        with tqdm(total=len(unique), desc=f"{source}→{pivot}→{source}", unit="sent", disable=not progress) as bar:
+            for start in range(0, len(unique), chunk_size):
+                chunk = unique[start : start + chunk_size]
+                answers.update(zip(chunk, engine.round_trip(chunk, source, pivot)))
+                bar.update(len(chunk))
+        for s in todo:
+            result = answers[s]
+            if isinstance(result, TranslationFailure):
+                stats.failed += 1
+                dropped.append((s, "failed", result.reason))
+            elif not result.strip():
+                stats.empty += 1
+                dropped.append((s, "empty", "the round trip came back empty"))
+            elif _normalised(result) == _normalised(s):
+                stats.identical += 1
+                dropped.append((s, "identical", result))
+            else:
+                kept.append((s, result))
+        stats.kept = write_pairs(pairs_path(output_dir, pivot), kept)
+        stats.pairs_file = str(pairs_path(output_dir, pivot))
+        dropped_path = output_dir / f"dropped.{pivot}.tsv"
+        _write_dropped(dropped_path, dropped)
+        stats.dropped_file = str(dropped_path)
+        stats.seconds = round(time.perf_counter() - started, 3)
+        summary.pivots.append(stats)
+    summary.backend_stats = engine.stats()
+    (output_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False) + "\n", "utf-8")
+    return summary
+
+
+def _write_dropped(path: Path, rows: list[tuple[str, str, str]]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8", newline="\n") as handle:
+        for original, reason, detail in rows:
+            handle.write(f"{clean_field(original)}\t{reason}\t{clean_field(detail)}\n")
+    tmp.replace(path)
