@@ -50,7 +50,7 @@ def load_sentence_encoder(
         raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
     try:
         model = load_model(model_name_or_path, device=device)
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError, JTCSEError) as err:
         raise JTCSEError(f"cannot load sentence-transformers model {model_name_or_path!r}: {err}") from None
     first = model[0]
     if pooling is not None:
