@@ -87,17 +87,20 @@ class RowIsolatedAdamW(torch.optim.AdamW):
         grad = p.grad
         state = self.state[p]
         if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32)  # steps seen; torch's Adam bookkeeping expects it
             state["row_step"] = torch.zeros(p.shape[0], dtype=torch.float32, device=p.device)
             state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         shape = (-1,) + (1,) * (p.dim() - 1)
         touched = grad.ne(0).flatten(1).any(dim=1)  # rows with any gradient
         row = touched.view(shape)
+        state["step"] += 1
         step = state["row_step"].add_(touched.to(torch.float32))
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         exp_avg.copy_(torch.where(row, exp_avg * beta1 + grad * (1 - beta1), exp_avg))
         exp_avg_sq.copy_(torch.where(row, exp_avg_sq * beta2 + grad * grad * (1 - beta2), exp_avg_sq))
         safe_step = step.clamp(min=1.0)
+        safe_step = safe_step.double()  # bias corrections in double: float32 powers drift after ~1e3 steps
         bias1 = (1 - beta1**safe_step).view(shape).to(p.dtype)
         bias2 = (1 - beta2**safe_step).view(shape).to(p.dtype)
         update = (exp_avg / bias1) / ((exp_avg_sq / bias2).sqrt() + eps)
