@@ -68,7 +68,10 @@ def _check_temperature(temperature: float, who: str) -> None:
 
 
 def _masked_logsumexp(logits: Tensor, keep: Tensor) -> Tensor:
-    """``log Σ_{keep} exp(logits)`` over the last axis; rows with nothing kept give ``_NEG``."""
+    """``log Σ_{keep} exp(logits)`` over the last axis (terms below max − 30 left out, see ``_LSE_FLOOR``).
+
+    Rows with nothing kept give about ``_NEG`` with a zero gradient.
+    """
     top = torch.where(keep, logits, _NEG).amax(dim=-1, keepdim=True).detach()
     # max=0 is exact for kept entries and keeps exp() of the others (possibly far above top) finite
     shifted = (logits - top).clamp(min=_LSE_FLOOR, max=0.0)
