@@ -1,0 +1,88 @@
+"""CLI regulariser specs → loss objects, with one clear JTCSEError per mistake."""
+
+from __future__ import annotations
+
+import pytest
+
+from jtcse.errors import JTCSEError
+from jtcse.losses import DispersionLoss, NITPLoss, RegularizedLoss, SimRegLoss
+from jtcse.losses.registry import REGULARIZER_HELP, RegularizerSpec, build_regularised_loss, parse_regularizer_spec
+
+
+def test_parse_specs():
+    assert parse_regularizer_spec("simreg") == RegularizerSpec("simreg", {})
+    assert parse_regularizer_spec(" SimReg : weight=2.0 , temperature=0.01, chunk-size=64") == RegularizerSpec(
+        "simreg", {"weight": 2.0, "temperature": 0.01, "chunk_size": 64}
+    )
+    assert parse_regularizer_spec("dispersion:weight=0.1,variant=l2_repel,layers=-1/-2;-3") == RegularizerSpec(
+        "dispersion", {"weight": 0.1, "variant": "l2_repel", "layers": [-1, -2, -3]}
+    )
+    assert parse_regularizer_spec("nitp:weight=1,shallow_layer=2") == RegularizerSpec(
+        "nitp", {"weight": 1.0, "shallow_layer": 2}
+    )
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("", "empty regulariser spec"),
+        ("simcse:weight=1", "unknown regulariser 'simcse'.*simreg, dispersion, nitp"),
+        ("simreg:tau=0.1", "has no option 'tau'; options: weight, temperature"),
+        ("simreg:weight", "'weight' is not key=value"),
+        ("simreg:weight=", "is not key=value"),
+        ("simreg:weight=heavy", "weight='heavy' is not a number"),
+        ("simreg:chunk_size=1.5", "is not an integer"),
+        ("dispersion:layers=last", "integers separated by '/'"),
+        ("nitp:weight=1,weight=2", "given twice"),
+    ],
+)
+def test_parse_errors(spec, message):
+    with pytest.raises(JTCSEError, match=message):
+        parse_regularizer_spec(spec)
+
+
+def _model_and_base(path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    model = SentenceTransformer(path)
+    return model, MultipleNegativesRankingLoss(model)
+
+
+def test_build_wraps_the_base_loss(tiny_bert):
+    model, base = _model_and_base(tiny_bert)
+    assert build_regularised_loss(model, base, []) is base
+    loss = build_regularised_loss(
+        model, base, ["simreg:weight=2.0,temperature=0.05", "dispersion:weight=0.1,variant=angular,layers=-1/2", "nitp:weight=1"]
+    )
+    assert isinstance(loss, RegularizedLoss) and loss.base_loss is base
+    simreg, dispersion, nitp = loss.regularizers
+    assert isinstance(simreg, SimRegLoss) and simreg.weight == 2.0 and simreg.temperature == 0.05
+    assert isinstance(dispersion, DispersionLoss) and dispersion.layers == (-1, 2) and dispersion.needs_hidden_states
+    assert isinstance(nitp, NITPLoss) and nitp.weight == 1.0
+    config = loss.get_config_dict()
+    assert config["base_loss"] == "MultipleNegativesRankingLoss"
+    assert [r["name"] for r in config["regularizers"]] == ["SimRegLoss", "DispersionLoss", "NITPLoss"]
+    assert "SimReg" in loss.citation and "Dispersion Loss" in loss.citation
+
+
+@pytest.mark.parametrize(
+    "specs, message",
+    [
+        (["dispersion:layers=-1/9"], "layer 9 does not exist; this model has hidden states 0..4"),
+        (["simreg:temperature=0"], "temperature must be > 0"),
+        (["dispersion:variant=radial"], "variant must be one of angular"),
+        (["nitp:shallow_layer=7"], "shallow_layer must be an integer in 0..3"),
+        (["simreg", "simreg:weight=3"], "given more than once"),
+        (["simreg:weight=-2"], "weight must be ≥ 0"),
+    ],
+)
+def test_build_errors(tiny_bert, specs, message):
+    model, base = _model_and_base(tiny_bert)
+    with pytest.raises(JTCSEError, match=message):
+        build_regularised_loss(model, base, specs)
+
+
+def test_help_text_names_every_option():
+    for word in ("simreg", "dispersion", "nitp", "temperature", "variant", "layers", "shallow_layer", "Example"):
+        assert word in REGULARIZER_HELP
