@@ -157,3 +157,46 @@ def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert, tiny_roberta
         error_lines = [line for line in run.stderr.splitlines() if line.startswith("Error:")]
         assert len(error_lines) == 1 and message in error_lines[0]
         assert "Traceback" not in run.stderr
+
+
+def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, tiny_bert_b, corpus):
+    import torch
+
+    from jtcse import build_twin
+    from jtcse.losses import DispersionLoss, JTCSELoss
+    from jtcse.losses.registry import build_regularised_loss
+    from jtcse.training.twin import train_twin
+
+    model = build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=16)
+    model.train()
+    base = JTCSELoss(model, seed=3)
+    wrapped = build_regularised_loss(model, base, ["dispersion:weight=0.5"])
+    features = model.tokenize(["one small sentence", "another one here", "and a third"])
+    torch.manual_seed(0)
+    terms = wrapped([features], None)
+    assert set(terms) == {"nce_1", "nce_2", "icnce", "ictm", "dispersion"}
+    # the regulariser's term is λ·penalty on the twin's own forward (same dropout masks: reseed)
+    torch.manual_seed(0)
+    outputs = model(dict(features, input_ids=torch.cat([features["input_ids"]] * 2),
+                         attention_mask=torch.cat([features["attention_mask"]] * 2),
+                         token_type_ids=torch.cat([features["token_type_ids"]] * 2)))
+    expected = 0.5 * DispersionLoss(model).penalty(outputs)
+    torch.testing.assert_close(terms["dispersion"], expected)
+
+    summary = train_twin(
+        tiny_bert, tiny_bert_b, corpus, tmp_path / "reg", batch_size=8, max_seq_length=16, max_steps=2,
+        learning_rate=5e-5, regularizers=["dispersion:weight=0.1", "simreg:weight=2,temperature=0.1"],
+        show_progress=False, plot=False,
+    )
+    assert {"dispersion", "simreg", "icnce"} <= set(summary["last_logged_loss_terms"])
+    assert [r["name"] for r in summary["loss"]["regularizers"]] == ["DispersionLoss", "SimRegLoss"]
+
+
+def test_unknown_regulariser_is_a_one_line_error(tmp_path, tiny_bert, tiny_bert_b, corpus):
+    run = subprocess.run(
+        [sys.executable, "-m", "jtcse", "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus",
+         str(corpus), "--output-dir", str(tmp_path / "x"), "--max-steps", "1", "--regularizer", "simreg:wieght=2"],
+        env=_env(), capture_output=True, text=True, timeout=600,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "wieght" in run.stderr

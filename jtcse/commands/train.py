@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.losses.registry import REGULARIZER_HELP
+
 HELP = """Train a JTCSE twin-tower sentence encoder on a corpus (one sentence per line).
 
 Both towers read every sentence twice (dropout makes the two views) and learn with InfoNCE inside each tower, ICNCE between the towers (on the primitive and the cross-attention stream) and the tensor-modulus term ICTM. The result in OUTPUT_DIR is a SentenceTransformer checkpoint whose encode() returns the sum of the two towers' CLS vectors; open it with jtcse.modeling.loading.load_model(path) or SentenceTransformer(path, trust_remote_code=True).
@@ -40,6 +42,7 @@ def train(
     nce_weight: float = typer.Option(1.0, help="Weight of InfoNCE inside each tower (0 = off)."),
     icnce_weight: float = typer.Option(1.0, help="Weight of ICNCE between the towers (0 = off)."),
     ictm_weight: float = typer.Option(0.5, help="Weight of the tensor-modulus term ICTM (0 = off)."),
+    regularizer: list[str] = typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP),
     logging_steps: Optional[int] = typer.Option(None, help="Log the loss terms every N steps (default: about ten times per run, at most every 50)."),
     device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:1, ... Default: the best available."),
 ) -> None:
@@ -64,6 +67,7 @@ def train(
         nce_weight=nce_weight,
         icnce_weight=icnce_weight,
         ictm_weight=ictm_weight,
+        regularizers=regularizer,
         logging_steps=logging_steps,
         device=device,
     )

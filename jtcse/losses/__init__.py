@@ -1,11 +1,29 @@
-"""Loss classes (sentence-transformers conventions) and their pure-tensor forms in ``jtcse.losses.functional``."""
+"""Loss classes (sentence-transformers conventions) and their pure-tensor forms in ``jtcse.losses.functional``.
 
-from jtcse.losses.dispersion import DispersionLoss  # noqa: F401
-from jtcse.losses.jtcse_loss import JTCSELoss  # noqa: F401
-from jtcse.losses.nitp import NITPHead, NITPLoss, remove_nitp_head  # noqa: F401
-from jtcse.losses.regularized import RegularizedLoss, TokenRegularizer  # noqa: F401
-from jtcse.losses.simreg import SimRegLoss  # noqa: F401
-from jtcse.losses.thresholding import (  # noqa: F401
-    ThresholdedCrossEntropyLoss,
-    ThresholdedMultipleNegativesRankingLoss,
-)
+Exports resolve lazily, so light modules here (``registry``) import without torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "DispersionLoss": "dispersion",
+    "JTCSELoss": "jtcse_loss",
+    "NITPHead": "nitp",
+    "NITPLoss": "nitp",
+    "remove_nitp_head": "nitp",
+    "RegularizedLoss": "regularized",
+    "TokenRegularizer": "regularized",
+    "SimRegLoss": "simreg",
+    "ThresholdedCrossEntropyLoss": "thresholding",
+    "ThresholdedMultipleNegativesRankingLoss": "thresholding",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"jtcse.losses.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'jtcse.losses' has no attribute {name!r}")

@@ -31,6 +31,7 @@ __all__ = [
     "hidden_states_enabled",
     "normalize_layers",
     "regularized_forward",
+    "regularizer_name",
 ]
 
 
@@ -199,17 +200,34 @@ def regularized_forward(
     sentence_features: Iterable[dict[str, Tensor]],
     labels: Tensor | None,
 ) -> Tensor:
-    """``base_loss(sentence_features, labels) + Σ_r mean_forwards r.regularization(features)``."""
+    """``base_loss(sentence_features, labels) + Σ_r mean_forwards r.regularization(features)``.
+
+    A base loss that returns a dict of named terms (e.g. :class:`jtcse.losses.JTCSELoss`) gets each
+    regulariser as one more term, named after it (``simreg``, ``dispersion``, ``nitp``), so the
+    trainer sums and logs them like the others.
+    """
     needs_hidden = any(r.needs_hidden_states for r in regularizers)
     with capture_features(model, hidden_states=needs_hidden) as captured:
-        total = base_loss(sentence_features, labels)
+        base = base_loss(sentence_features, labels)
     if not captured:
         raise RuntimeError(
             f"{type(base_loss).__name__} did not call the regularised model; wrap a loss built on the same model"
         )
-    for reg in regularizers:
-        total = total + torch.stack([reg.regularization(features) for features in captured]).mean()
-    return total
+    terms = {
+        regularizer_name(reg): torch.stack([reg.regularization(features) for features in captured]).mean()
+        for reg in regularizers
+    }
+    if isinstance(base, dict):
+        clash = sorted(set(base) & set(terms))
+        if clash:
+            raise ValueError(f"the base loss already has a term named {clash[0]!r}")
+        return {**base, **terms}
+    return base + sum(terms.values())
+
+
+def regularizer_name(reg: nn.Module) -> str:
+    """``SimRegLoss`` -> ``simreg``: the name a regulariser's term is logged under."""
+    return type(reg).__name__.removesuffix("Loss").lower()
 
 
 class RegularizedLoss(nn.Module):

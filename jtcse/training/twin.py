@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,7 @@ def train_twin(
     icnce_weight: float = 1.0,
     ictm_weight: float = 0.5,
     extra_losses: Mapping[str, Callable] | None = None,
+    regularizers: Sequence[str] = (),
     logging_steps: int | None = None,
     warmup_ratio: float = 0.0,
     save_total_limit: int = 2,
@@ -98,7 +99,10 @@ def train_twin(
     evaluation every 100 steps keeping the best checkpoint). ``tower_a``/``tower_b`` None: the
     embedded MiniLM; ``corpus`` None: the standard library's prose. ``cael_every`` None trains
     without cross-attention (TNCSE). ``extra_losses``: ``{name: fn(outputs) -> scalar}`` added to the
-    JTCSE loss (see :class:`jtcse.losses.JTCSELoss`). ``resume``: continue from the last checkpoint
+    JTCSE loss (see :class:`jtcse.losses.JTCSELoss`). ``regularizers``: token-level regulariser specs
+    such as ``"simreg:weight=2"`` or ``"dispersion:weight=0.1"`` (see :mod:`jtcse.losses.registry`),
+    computed on the twin's own forward (its ``token_embeddings``, the sum of the towers' last hidden
+    states) and logged as separate terms. ``resume``: continue from the last checkpoint
     under ``output_dir/checkpoints`` when there is one.
     """
     _check_positive("batch_size", batch_size)
@@ -125,6 +129,7 @@ def train_twin(
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
     from jtcse.losses import JTCSELoss
+    from jtcse.losses.registry import build_regularised_loss
     from jtcse.modeling.build import build_twin
     from jtcse.training.nan_guard import NonFiniteLossGuard
 
@@ -140,6 +145,7 @@ def train_twin(
         seed=seed,
         extra_terms=extra_losses,
     )
+    loss = build_regularised_loss(model, loss, list(regularizers))
     guard = NonFiniteLossGuard(
         loss,
         hint=f"Try a lower learning rate (now {learning_rate:g}) or check the towers for NaN weights; "
