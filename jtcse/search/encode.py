@@ -241,16 +241,7 @@ def encode_file(
     identity = model_name or (model_identity(str(model)) if isinstance(model, (str, os.PathLike)) else None)
     if identity is None:
         resolve_model(model, None)  # raises the "pass model_name" error
-    stat = input_path.stat()
-    wanted = {
-        "model": identity,
-        "input": str(input_path.resolve()),
-        "input_size": stat.st_size,
-        "input_mtime_ns": stat.st_mtime_ns,
-        "output_format": fmt,
-        "dtype": "float16" if fp16 else "float32",
-        "normalized": bool(normalize),
-    }
+    wanted = run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
 
     meta_file = meta_path_for(output)
     meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
@@ -326,6 +317,41 @@ def encode_file(
     )
 
 
+def run_settings(identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool) -> dict:
+    """The settings a run must share with an unfinished one to continue it (``_RESUME_KEYS``)."""
+    input_path = Path(input_path)
+    stat = input_path.stat()
+    return {
+        "model": identity,
+        "input": str(input_path.resolve()),
+        "input_size": stat.st_size,
+        "input_mtime_ns": stat.st_mtime_ns,
+        "output_format": OUTPUT_FORMATS[Path(output).suffix.lower()],
+        "dtype": "float16" if fp16 else "float32",
+        "normalized": bool(normalize),
+    }
+
+
+def same_settings(meta: dict, wanted: dict) -> bool:
+    return all(meta.get(key) == wanted[key] for key in _RESUME_KEYS)
+
+
+def result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
+    """The result of a finished run, from its ``OUT.json`` (nothing encoded now)."""
+    return EncodeResult(
+        output=str(output),
+        meta=str(meta_path_for(output)),
+        rows=meta["rows"],
+        dim=meta["dim"],
+        dtype=meta["dtype"],
+        normalized=meta["normalized"],
+        empty_lines=meta["empty_lines"],
+        resumed_from=meta["rows"],
+        chunks_encoded=0,
+        seconds=0.0,
+    )
+
+
 def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overwrite: bool) -> dict | None:
     """The progress of an unfinished run to continue, or None to start fresh (after checks)."""
     if overwrite:
@@ -346,7 +372,7 @@ def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overw
     differences = [
         f"{key}: {meta.get(key)!r} then, {wanted[key]!r} now" for key in _RESUME_KEYS if meta.get(key) != wanted[key]
     ]
-    if differences:
+    if differences:  # same_settings(), spelt out for the message
         raise JTCSEError(
             f"An unfinished run into {output} used other settings ({'; '.join(differences)}); "
             "run with those settings to resume, or pass --overwrite to start over."
