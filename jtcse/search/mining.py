@@ -47,6 +47,8 @@ def read_pairs(path: str | Path, anchor_column: str | None = None, positive_colu
         raise JTCSEError(f"{path} has columns {columns}; mining needs an anchor and a positive column.")
     anchor_column = anchor_column or columns[0]
     positive_column = positive_column or next(c for c in columns if c != anchor_column)
+    if table.num_rows == 0:
+        raise JTCSEError(f"Pairs file {path} has a header but no rows.")
     for role, name in (("anchor", anchor_column), ("positive", positive_column)):
         if name not in columns:
             raise JTCSEError(f"{path} has no {role} column {name!r}; its columns are {columns}.")
@@ -56,8 +58,6 @@ def read_pairs(path: str | Path, anchor_column: str | None = None, positive_colu
             raise JTCSEError(f"Column {name!r} of {path} holds {table.schema.field(name).type}, not text.")
     if anchor_column == positive_column:
         raise JTCSEError("The anchor and positive columns must differ.")
-    if table.num_rows == 0:
-        raise JTCSEError(f"Pairs file {path} has a header but no rows.")
     table = table.select([anchor_column, positive_column])
     for name in (anchor_column, positive_column):
         if table.column(name).null_count:
