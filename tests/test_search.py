@@ -303,6 +303,31 @@ def test_ivf_index_directory_end_to_end(tmp_path, tiny_bert, tiny_model):
     assert reloaded.search_vectors(tiny_model.encode([SENTENCES[2]]), k=1)[1][0, 0] == 2
 
 
+def test_interrupted_build_resumes_and_overwrite_keeps_index_on_bad_input(tmp_path, tiny_bert, tiny_model, monkeypatch):
+    corpus = tmp_path / "c.txt"
+    write_corpus(corpus)
+    index_dir = tmp_path / "idx"
+    name = str(Path(tiny_bert).resolve())
+    with pytest.raises(Interrupt):  # a build that died after encoding 4 of 11 sentences
+        encode_file(
+            tiny_model, corpus, index_dir / "embeddings.npy", chunk_size=4, normalize=True, model_name=name,
+            show_progress=False, on_chunk=lambda done, total: (_ for _ in ()).throw(Interrupt()),
+        )
+    encoded: list[str] = []
+    real_encode = tiny_model.encode
+    monkeypatch.setattr(tiny_model, "encode", lambda s, **kw: encoded.extend(s) or real_encode(s, **kw))
+    index = build_index(tiny_model, corpus, index_dir, model_name=name, chunk_size=4, show_progress=False)
+    assert encoded == SENTENCES[4:]  # only the rest was encoded
+    assert index.search(SENTENCES[1], k=1, model=tiny_model, model_name=name)[0][0].row == 1
+    assert not (index_dir / "embeddings.npy").exists()
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n", encoding="utf-8")
+    with pytest.raises(JTCSEError, match="no sentences"):
+        build_index(tiny_bert, empty, index_dir, overwrite=True, show_progress=False)
+    assert SearchIndex(index_dir).manifest.rows == 11  # the old index is untouched
+
+
 def test_index_bad_inputs(built_index, tmp_path, tiny_bert, tiny_roberta, minilm_path):
     index_dir = built_index / "idx"
     index = SearchIndex(index_dir)

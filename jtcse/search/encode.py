@@ -73,16 +73,27 @@ def load_model(model: str, device: str | None = None):
         raise JTCSEError(f"Cannot load model {model!r}: {err}".splitlines()[0]) from None
 
 
-def resolve_model(model: Any, model_name: str | None, device: str | None = None) -> tuple[Any, str]:
-    """Accept a model name/path or a loaded SentenceTransformer; return (model, identity)."""
+def model_name_of(model: Any, model_name: str | None = None) -> str:
+    """The identity to record for ``model``: ``model_name`` if given, else that of a name/path.
+
+    A loaded SentenceTransformer does not know where it came from, so it needs ``model_name``.
+    """
+    if model_name:
+        return model_name
     if isinstance(model, (str, os.PathLike)):
-        return load_model(str(model), device), model_name or model_identity(str(model))
-    if not model_name:
-        raise JTCSEError(
-            "A loaded SentenceTransformer was given without model_name=...: pass the name or path it "
-            "was loaded from, so the output records which model made it."
-        )
-    return model, model_name
+        return model_identity(str(model))
+    raise JTCSEError(
+        "A loaded SentenceTransformer was given without model_name=...: pass the name or path it "
+        "was loaded from, so the output records which model made it."
+    )
+
+
+def resolve_model(model: Any, model_name: str | None = None, device: str | None = None) -> tuple[Any, str]:
+    """Accept a model name/path or a loaded SentenceTransformer; return (model, identity)."""
+    name = model_name_of(model, model_name)
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(str(model), device), name
+    return model, name
 
 
 def meta_path_for(output: str | Path) -> Path:
@@ -238,11 +249,10 @@ def encode_file(
         raise JTCSEError(f"chunk size must be at least 1, not {chunk_size}")
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
-    identity = model_name or (model_identity(str(model)) if isinstance(model, (str, os.PathLike)) else None)
-    if identity is None:
-        resolve_model(model, None)  # raises the "pass model_name" error
+    identity = model_name_of(model, model_name)
     wanted = run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
 
+    output.parent.mkdir(parents=True, exist_ok=True)
     meta_file = meta_path_for(output)
     meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
     if meta is None:
@@ -277,6 +287,8 @@ def encode_file(
     chunks = 0
     with tqdm(total=meta["rows"], initial=resumed_from, unit="sent", desc="Encoding", disable=not show_progress) as bar:
         for chunk in iter_chunks(input_path, chunk_size, start_byte=meta["next_byte"], start_line=meta["next_line"]):
+            if meta["rows_done"] + len(chunk.texts) > meta["rows"]:
+                raise JTCSEError(f"{input_path} grew while it was being encoded; run again with --overwrite.")
             vectors = st_model.encode(
                 chunk.texts,
                 batch_size=batch_size,

@@ -4,7 +4,7 @@ Scores are inner products; with normalisation on (the default) that is cosine si
 Small corpora (``rows <= ivf_threshold``) get an exact ``IndexFlatIP``; larger ones an
 ``IndexIVFFlat`` with ``nlist ≈ 4·√rows`` lists, its k-means trained on a random sample, and
 ``nprobe`` calibrated at build time as the smallest value whose recall@k against exact search
-reaches ``target_recall`` on held-in queries (sampled corpus vectors, their own hit excluded).
+reaches ``target_recall`` on corpus rows left out of the k-means sample where possible (their own hit excluded).
 faiss-gpu is used when it is installed and sees a GPU; the file on disk is always a CPU index.
 
 Index directory (format version 1)::
@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from jtcse.search.encode import (
     run_settings,
     same_settings,
 )
-from jtcse.search.lines import ROW_DTYPE, iter_chunks, read_line_at
+from jtcse.search.lines import ROW_DTYPE, count_rows, iter_chunks, read_line_at
 
 INDEX_FORMAT = "jtcse-index"
 INDEX_FORMAT_VERSION = 1
@@ -52,6 +51,8 @@ INDEX_FILE = "index.faiss"
 TEXTS_FILE = "texts.txt"
 ROWS_FILE = "rows.npy"
 EMBEDDINGS_FILE = "embeddings.npy"
+# encode_file's outputs for EMBEDDINGS_FILE: vectors, progress/meta, row table.
+_EMBEDDING_FILES = (EMBEDDINGS_FILE, meta_path_for(EMBEDDINGS_FILE).name, rows_path_for(EMBEDDINGS_FILE).name)
 
 DEFAULT_IVF_THRESHOLD = 50_000
 DEFAULT_TARGET_RECALL = 0.95
@@ -141,16 +142,22 @@ def calibrate_nprobe(
     *,
     k: int = 10,
     target_recall: float = DEFAULT_TARGET_RECALL,
-    queries: int = 256,
+    queries: int = 512,
     seed: int = 0,
+    trained_on: np.ndarray | None = None,
 ) -> tuple[int, dict]:
     """Smallest nprobe whose recall@k (vs. exact search) reaches ``target_recall``.
 
-    Queries are ``queries`` random corpus rows; each row's own hit is removed from both result lists,
-    so the rest measures how well the IVF finds true neighbours. Doubling, then bisection.
+    Queries are ``queries`` random corpus rows, taken from rows outside ``trained_on`` (the k-means
+    sample) when there are enough, so they stand for unseen queries; each row's own hit is removed
+    from both result lists, so the rest measures how well the IVF finds true neighbours.
+    Doubling, then bisection.
     """
     rng = np.random.default_rng(seed)
-    own = np.sort(rng.choice(len(vectors), size=min(queries, len(vectors)), replace=False))
+    pool = np.arange(len(vectors))
+    if trained_on is not None and len(vectors) - len(trained_on) >= queries:
+        pool = np.setdiff1d(pool, trained_on, assume_unique=True)
+    own = np.sort(rng.choice(pool, size=min(queries, len(pool)), replace=False))
     xq = np.ascontiguousarray(vectors[own], dtype=np.float32)
     k = min(k, len(vectors) - 1)
     if k < 1:
@@ -176,7 +183,8 @@ def calibrate_nprobe(
         else:
             low = middle
     set_nprobe(index, high)
-    return high, {"nprobe": high, "recall": recall(high), "k": k, "queries": len(own), "tried": dict(sorted(tried.items()))}
+    info = {"nprobe": high, "recall": recall(high), "k": k, "queries": len(own), "held_out": len(pool) < len(vectors)}
+    return high, {**info, "tried": dict(sorted(tried.items()))}
 
 
 def build_faiss_index(
@@ -222,7 +230,9 @@ def build_faiss_index(
     calibration: dict = {}
     if kind == "ivf":
         if nprobe is None:
-            nprobe, calibration = calibrate_nprobe(index, vectors, nlist, target_recall=target_recall, seed=seed)
+            nprobe, calibration = calibrate_nprobe(
+                index, vectors, nlist, target_recall=target_recall, seed=seed, trained_on=sample
+            )
         nprobe = max(1, min(int(nprobe), nlist))
         set_nprobe(index, nprobe)
     if gpu:  # pragma: no cover
@@ -367,7 +377,7 @@ class SearchIndex:
             )
         if isinstance(model, (str, os.PathLike)) and model_name in self._models:
             return self._models[model_name]
-        loaded, name = resolve_model(model, model_name or wanted, device)
+        loaded, name = resolve_model(model, model_name or "the given model", device)
         dim = loaded.get_embedding_dimension()
         if dim is not None and dim != self.manifest.dim:
             raise JTCSEError(
@@ -464,18 +474,18 @@ def build_index(
     started = time.perf_counter()
     index_dir = Path(index_dir)
     input_path = Path(input_path)
+    if not input_path.is_file():
+        raise JTCSEError(f"Input file not found: {input_path}")
+    model, identity = resolve_model(model, model_name, device)
     if (index_dir / MANIFEST).exists():
         if not overwrite:
             raise JTCSEError(f"{index_dir} already holds an index; pass --overwrite to rebuild it.")
         _require_jtcse_index(index_dir)  # only ever delete what is recognisably a jtcse index
-        shutil.rmtree(index_dir)
-    elif overwrite and index_dir.exists() and any(index_dir.iterdir()):
-        for name in (EMBEDDINGS_FILE, meta_path_for(EMBEDDINGS_FILE).name, rows_path_for(EMBEDDINGS_FILE).name):
+        count_rows(input_path)  # a bad input must not cost the user the old index
+    if overwrite:
+        for name in (MANIFEST, INDEX_FILE, TEXTS_FILE, ROWS_FILE, *_EMBEDDING_FILES):
             (index_dir / name).unlink(missing_ok=True)
     index_dir.mkdir(parents=True, exist_ok=True)
-    model, identity = resolve_model(model, model_name, device)
-    if not input_path.is_file():
-        raise JTCSEError(f"Input file not found: {input_path}")
     embeddings = index_dir / EMBEDDINGS_FILE
     # An earlier, interrupted build left embeddings: reuse them if finished, resume them if not,
     # and start over only if they were made with other settings.
@@ -511,8 +521,8 @@ def build_index(
     del vectors
     _faiss().write_index(built.index, str(index_dir / INDEX_FILE))
     if not keep_embeddings:
-        for path in (embeddings, rows_path_for(embeddings), meta_path_for(embeddings)):
-            path.unlink(missing_ok=True)
+        for name in _EMBEDDING_FILES:
+            (index_dir / name).unlink(missing_ok=True)
     manifest = IndexManifest(
         model=identity,
         dim=encoded.dim,
