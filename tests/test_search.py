@@ -362,6 +362,9 @@ def test_index_bad_inputs(built_index, tmp_path, tiny_bert, tiny_roberta, minilm
     with pytest.raises(JTCSEError, match="not a jtcse index directory"):
         SearchIndex(tmp_path)
     (newer / MANIFEST).write_text(json.dumps(manifest))
+    (newer / "index.faiss").write_bytes(b"not an index")
+    with pytest.raises(JTCSEError, match="corrupt or truncated"):
+        SearchIndex(newer)
     (newer / "texts.txt").unlink()
     with pytest.raises(JTCSEError, match="missing texts.txt"):
         SearchIndex(newer)

@@ -311,7 +311,10 @@ class SearchIndex:
         for name in (INDEX_FILE, TEXTS_FILE, ROWS_FILE):
             if not (self.dir / name).is_file():
                 raise JTCSEError(f"Index {self.dir} is missing {name}; rebuild it with `jtcse index build`.")
-        self.index = faiss.read_index(str(self.dir / INDEX_FILE))
+        try:
+            self.index = faiss.read_index(str(self.dir / INDEX_FILE))
+        except RuntimeError as err:
+            raise JTCSEError(f"Cannot read {self.dir / INDEX_FILE} (corrupt or truncated?): {str(err).splitlines()[0]}") from None
         if self.index.d != self.manifest.dim or self.index.ntotal != self.manifest.rows:
             raise JTCSEError(
                 f"Index {self.dir}: index.faiss holds {self.index.ntotal} {self.index.d}-d vectors but the manifest "
