@@ -23,7 +23,7 @@ OUTPUT_FORMATS = (".jsonl", ".parquet", ".csv", ".tsv")
 
 
 def read_pairs(path: str | Path, anchor_column: str | None = None, positive_column: str | None = None):
-    """Read a pairs file as a ``datasets.Dataset`` with the anchor and positive columns first.
+    """Read a pairs file as a ``datasets.Dataset`` of just its anchor and positive columns (in that order).
 
     Without column names, the file's first two columns are anchor and positive.
     """
