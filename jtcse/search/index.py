@@ -55,6 +55,7 @@ EMBEDDINGS_FILE = "embeddings.npy"
 _EMBEDDING_FILES = (EMBEDDINGS_FILE, meta_path_for(EMBEDDINGS_FILE).name, rows_path_for(EMBEDDINGS_FILE).name)
 
 DEFAULT_IVF_THRESHOLD = 50_000
+GPU_MAX_NPROBE = 2048  # faiss-gpu limit on lists visited (and results) per query
 DEFAULT_TARGET_RECALL = 0.95
 
 
@@ -138,7 +139,7 @@ def _drop_self(ids: np.ndarray, own: np.ndarray, k: int) -> np.ndarray:
 def calibrate_nprobe(
     index: Any,
     vectors: np.ndarray,
-    nlist: int,
+    max_nprobe: int,
     *,
     k: int = 10,
     target_recall: float = DEFAULT_TARGET_RECALL,
@@ -154,7 +155,7 @@ def calibrate_nprobe(
     The measured recall is an estimate from ``queries·k`` neighbours, so it must reach
     ``target + 2·sqrt(target·(1 − target) / (queries·k))`` (two binomial standard errors): the
     nprobe found then meets the target on unseen queries, not just on this sample.
-    Doubling, then bisection.
+    Doubling, then bisection, up to ``max_nprobe`` (normally nlist, where IVF-Flat is exhaustive).
     """
     rng = np.random.default_rng(seed)
     pool = np.arange(len(vectors))
@@ -179,9 +180,9 @@ def calibrate_nprobe(
         return tried[nprobe]
 
     low, high = 0, 1
-    while high < nlist and recall(high) < needed:
-        low, high = high, min(2 * high, nlist)
-    while high - low > 1:  # recall(low) < needed <= recall(high), or high == nlist
+    while high < max_nprobe and recall(high) < needed:
+        low, high = high, min(2 * high, max_nprobe)
+    while high - low > 1:  # recall(low) < needed <= recall(high), or high == max_nprobe
         middle = (low + high) // 2
         if recall(middle) >= needed:
             high = middle
@@ -243,10 +244,12 @@ def build_faiss_index(
     calibration: dict = {}
     if kind == "ivf":
         if nprobe is None:
+            # GPU IVF searches visit at most 2048 lists.
+            max_nprobe = min(nlist, GPU_MAX_NPROBE) if gpu else nlist
             nprobe, calibration = calibrate_nprobe(
-                index, vectors, nlist, target_recall=target_recall, seed=seed, trained_on=sample
+                index, vectors, max_nprobe, target_recall=target_recall, seed=seed, trained_on=sample
             )
-        nprobe = max(1, min(int(nprobe), nlist))
+        nprobe = max(1, min(int(nprobe), nlist, GPU_MAX_NPROBE if gpu else nlist))
         set_nprobe(index, nprobe)
     if gpu:  # pragma: no cover
         index = faiss.index_gpu_to_cpu(index)
@@ -339,7 +342,7 @@ class SearchIndex:
         if _want_gpu(use_gpu):  # pragma: no cover - no GPU in CI
             self.index = faiss.index_cpu_to_all_gpus(self.index)
             if self.manifest.nprobe:
-                set_nprobe(self.index, min(self.manifest.nprobe, 2048))
+                set_nprobe(self.index, min(self.manifest.nprobe, GPU_MAX_NPROBE))
         self._models: dict[str, Any] = {}  # loaded query encoders by identity
 
     def __len__(self) -> int:
