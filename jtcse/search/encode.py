@@ -64,11 +64,18 @@ def model_identity(model: str) -> str:
 
 
 def load_model(model: str, device: str | None = None):
-    """Load a SentenceTransformer, turning 'not found / not a model' into a one-line JTCSEError."""
-    from sentence_transformers import SentenceTransformer
+    """Load a SentenceTransformer (jtcse twins included), a bad name/path being a one-line JTCSEError.
 
+    Delegates to ``jtcse.modeling.loading.load_model``, which opens twin checkpoints (their jtcse
+    module class needs ``trust_remote_code`` under sentence-transformers 6) and refuses foreign code;
+    plain ``SentenceTransformer`` where that module is absent.
+    """
     try:
-        return SentenceTransformer(model, device=device)
+        from jtcse.modeling.loading import load_model as load_checkpoint
+    except ImportError:  # a tree without jtcse.modeling: single-tower checkpoints only
+        from sentence_transformers import SentenceTransformer as load_checkpoint
+    try:
+        return load_checkpoint(model, device=device)
     except (OSError, ValueError) as err:
         raise JTCSEError(f"Cannot load model {model!r}: {err}".splitlines()[0]) from None
 
