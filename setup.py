@@ -23,6 +23,8 @@ setup(
         "matplotlib",
         "tqdm",
         "typer>=0.12",
+        "faiss-cpu>=1.8",
+        "pyarrow>=14",
     ],
     extras_require={
         "mteb": ["mteb>=1.14"],

@@ -1,0 +1,58 @@
+"""``jtcse encode``: embed a one-sentence-per-line file into .npy or .parquet, streaming and resumable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("encode")(encode)
+
+
+def encode(
+    model: Optional[str] = typer.Argument(
+        None, help="SentenceTransformer name or path (a jtcse checkpoint works). Default: the embedded MiniLM."
+    ),
+    input: Path = typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
+    output: Path = typer.Option(..., "--output", "-o", help="FILE.npy or FILE.parquet."),
+    batch_size: int = typer.Option(64, help="Sentences per forward pass."),
+    chunk_size: int = typer.Option(8192, help="Lines read, encoded and written at a time (bounds memory)."),
+    normalize: bool = typer.Option(False, "--normalize/--no-normalize", help="Scale every vector to unit length."),
+    fp16: bool = typer.Option(False, "--fp16", help="Store float16 instead of float32 (half the size)."),
+    device: Optional[str] = typer.Option(None, help="torch device, e.g. cuda or cpu. Default: the best available."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output instead of refusing or resuming."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Embed every non-empty line of a text file.
+
+    The file is streamed CHUNK-SIZE lines at a time, so memory stays bounded whatever its size.
+
+    Row i of the output is the i-th non-empty line. For .npy, STEM.rows.npy holds each row's 1-based line number and byte offset; .parquet has columns line, offset, text, embedding.
+
+    OUT.json records model, settings and progress: if a run is interrupted, run the same command again and it resumes after the last finished chunk.
+
+    Example: jtcse encode ./my-model -i corpus.txt -o corpus.npy --normalize --fp16
+    """
+    from jtcse.defaults import default_tower_path
+    from jtcse.search.encode import encode_file, result_dict
+
+    result = encode_file(
+        model or default_tower_path(),
+        input,
+        output,
+        batch_size=batch_size,
+        chunk_size=chunk_size,
+        normalize=normalize,
+        fp16=fp16,
+        device=device,
+        overwrite=overwrite,
+        show_progress=progress,
+    )
+    summary = result_dict(result)
+    if result.resumed_from:
+        typer.echo(f"Resumed after row {result.resumed_from}.", err=True)
+    typer.echo(json.dumps(summary, indent=2))

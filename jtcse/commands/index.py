@@ -1,0 +1,162 @@
+"""``jtcse index``: build a faiss index over a text file, search it, mine hard negatives."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+index_app = typer.Typer(
+    name="index",
+    help="Semantic search: build a faiss index over a text file (flat, or IVF for large corpora), "
+    "query it, and mine hard negatives for training pairs.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(index_app, name="index")
+
+
+@index_app.command("build")
+def build(
+    model: Optional[str] = typer.Argument(None, help="SentenceTransformer name or path. Default: the embedded MiniLM."),
+    input: Path = typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
+    index: Path = typer.Option(..., "--index", help="Directory to write the index to."),
+    normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit vectors (scores are cosines)."),
+    ivf_threshold: int = typer.Option(50_000, help="Corpora with more vectors than this get an IVF index."),
+    nlist: Optional[int] = typer.Option(None, help="IVF lists. Default: about 4*sqrt(vectors)."),
+    nprobe: Optional[int] = typer.Option(None, help="IVF lists searched per query. Default: calibrated to --target-recall."),
+    target_recall: float = typer.Option(0.95, help="Recall@10 vs exact search that the calibrated nprobe must reach."),
+    train_size: Optional[int] = typer.Option(None, help="Vectors sampled to train the IVF. Default: 64*nlist."),
+    batch_size: int = typer.Option(64, help="Sentences per forward pass."),
+    chunk_size: int = typer.Option(8192, help="Lines read and encoded at a time (bounds memory)."),
+    gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
+    device: Optional[str] = typer.Option(None, help="torch device for encoding. Default: the best available."),
+    keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep INDEX/embeddings.npy (the raw vectors) after building."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing index."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Encode a text file and write a searchable index directory.
+
+    The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file.
+
+    Up to --ivf-threshold vectors the index is exact (flat); past it, IVF with nprobe calibrated to --target-recall. An interrupted build resumes where encoding stopped.
+
+    Example: jtcse index build ./my-model -i corpus.txt --index corpus.idx
+    """
+    from jtcse.defaults import default_tower_path
+    from jtcse.search.index import build_index
+
+    built = build_index(
+        model or default_tower_path(),
+        input,
+        index,
+        normalize=normalize,
+        batch_size=batch_size,
+        chunk_size=chunk_size,
+        ivf_threshold=ivf_threshold,
+        nlist=nlist,
+        nprobe=nprobe,
+        target_recall=target_recall,
+        train_size=train_size,
+        use_gpu=gpu,
+        device=device,
+        keep_embeddings=keep_embeddings,
+        overwrite=overwrite,
+        show_progress=progress,
+    )
+    typer.echo(json.dumps(built.manifest.to_dict(), indent=2))
+
+
+@index_app.command("search")
+def search(
+    index: Path = typer.Option(..., "--index", help="Index directory made by `jtcse index build`."),
+    query: List[str] = typer.Option([], "--query", "-q", help="A query sentence (repeat for several)."),
+    queries_file: Optional[Path] = typer.Option(None, help="File of queries, one per line."),
+    k: int = typer.Option(10, "-k", help="Results per query."),
+    model: Optional[str] = typer.Option(None, help="Query encoder. Default: the model the index was built with."),
+    allow_other_model: bool = typer.Option(False, "--allow-other-model", help="Accept a query model other than the index's (same dimension)."),
+    nprobe: Optional[int] = typer.Option(None, help="IVF lists to search (more: slower, higher recall). Default: the index's."),
+    gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the results as JSON lines here."),
+) -> None:
+    """Print the k nearest sentences of each query, with score and source line number.
+
+    Example: jtcse index search --index corpus.idx -q "a man plays the guitar" -k 5
+    """
+    from jtcse.corpus import read_corpus
+    from jtcse.errors import JTCSEError
+    from jtcse.search.index import SearchIndex
+
+    queries = list(query)
+    if queries_file is not None:
+        queries += read_corpus(queries_file).sentences
+    if not queries:
+        raise JTCSEError("Give a query with --query or --queries-file.")
+    loaded = SearchIndex(index, use_gpu=gpu)
+    results = loaded.search(queries, k, model=model, allow_other_model=allow_other_model, nprobe=nprobe)
+    records = [{"query": q, "hits": [asdict(hit) for hit in hits]} for q, hits in zip(queries, results)]
+    for record in records:
+        typer.echo(f"query: {record['query']}")
+        for hit in record["hits"]:
+            typer.echo(f"  {hit['rank']:>3}  {hit['score']:.4f}  line {hit['line']}: {hit['text']}")
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with output.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+@index_app.command("mine")
+def mine(
+    model: Optional[str] = typer.Argument(None, help="SentenceTransformer name or path. Default: the embedded MiniLM."),
+    pairs: Path = typer.Option(..., "--pairs", "-i", help="(anchor, positive) pairs: .csv/.tsv with header, .jsonl or .parquet."),
+    output: Path = typer.Option(..., "--output", "-o", help="Mined set: .jsonl, .parquet, .csv or .tsv."),
+    corpus: Optional[Path] = typer.Option(None, help="Extra candidate negatives, one sentence per line."),
+    anchor_column: Optional[str] = typer.Option(None, help="Anchor column. Default: the first."),
+    positive_column: Optional[str] = typer.Option(None, help="Positive column. Default: the second."),
+    num_negatives: int = typer.Option(3, help="Negatives per anchor."),
+    range_min: int = typer.Option(0, help="Skip this many nearest candidates (guards against unlabelled positives)."),
+    range_max: Optional[int] = typer.Option(None, help="Consider only this many nearest candidates."),
+    max_score: Optional[float] = typer.Option(None, help="Drop candidates scoring above this."),
+    min_score: Optional[float] = typer.Option(None, help="Drop candidates scoring below this."),
+    absolute_margin: Optional[float] = typer.Option(None, help="Keep a negative only if score <= positive score - margin."),
+    relative_margin: Optional[float] = typer.Option(None, help="Keep a negative only if score <= positive score * (1 - margin); 0.05 is the NV-Retriever choice."),
+    sampling: str = typer.Option("top", help="'top' (nearest valid candidates) or 'random' (random valid ones)."),
+    output_format: str = typer.Option("triplet", help="triplet, n-tuple, labeled-pair or labeled-list."),
+    batch_size: int = typer.Option(64, help="Sentences per forward pass."),
+    device: Optional[str] = typer.Option(None, help="torch device. Default: the best available."),
+) -> None:
+    """Add hard negatives to (anchor, positive) pairs with sentence-transformers' mine_hard_negatives.
+
+    Candidates are the positives (plus --corpus); each anchor's nearest candidates other than its own positive become its negatives. A summary is printed and written to OUTPUT.json.
+
+    Example: jtcse index mine -i nli_pairs.tsv -o nli_triplets.jsonl --num-negatives 1 --range-min 5 --relative-margin 0.05
+    """
+    from jtcse.defaults import default_tower_path
+    from jtcse.search.mining import mine_hard_negatives_file
+
+    summary = mine_hard_negatives_file(
+        model or default_tower_path(),
+        pairs,
+        output,
+        corpus_path=corpus,
+        anchor_column=anchor_column,
+        positive_column=positive_column,
+        num_negatives=num_negatives,
+        range_min=range_min,
+        range_max=range_max,
+        max_score=max_score,
+        min_score=min_score,
+        absolute_margin=absolute_margin,
+        relative_margin=relative_margin,
+        sampling_strategy=sampling,
+        output_format=output_format,
+        batch_size=batch_size,
+        device=device,
+    )
+    typer.echo(json.dumps(summary, indent=2))

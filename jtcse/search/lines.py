@@ -1,0 +1,120 @@
+"""Streaming a one-sentence-per-line file in bounded chunks, keeping where every sentence lives.
+
+A *row* is a non-empty line (after stripping whitespace). Blank lines are skipped but still counted
+in line numbers and byte offsets, so row ``i`` can always be found again by seeking to
+``offsets[i]`` in the file it came from (:func:`read_line_at`). Nothing here holds more than one
+chunk of text in memory, whatever the file size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from jtcse.errors import JTCSEError
+
+#: One record per row: its 1-based line number and the byte offset of the line's start.
+ROW_DTYPE = np.dtype([("line", "<i8"), ("offset", "<i8")])
+
+
+@dataclass
+class LineChunk:
+    """Up to ``chunk_size`` consecutive rows of a file."""
+
+    texts: list[str]
+    rows: np.ndarray  # ROW_DTYPE records, one per text
+    end_byte: int  # byte offset just after the last line read for this chunk
+    next_line: int  # 1-based number of the line that follows this chunk
+
+
+@dataclass
+class LineCount:
+    """What a first pass over a file found."""
+
+    rows: int
+    empty_lines: int
+    size: int
+
+
+def _decode(raw: bytes, path: Path, line_no: int) -> str:
+    try:
+        return raw.decode("utf-8").strip()
+    except UnicodeDecodeError as err:
+        raise JTCSEError(
+            f"{path}: line {line_no} is not valid UTF-8 (byte {raw[err.start]:#04x} at column "
+            f"{err.start + 1}). Re-encode the file as UTF-8."
+        ) from None
+
+
+def _check_file(path: str | Path) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise JTCSEError(f"Input file not found: {path}")
+    return path
+
+
+def count_rows(path: str | Path) -> LineCount:
+    """Count non-empty lines (checking every line is UTF-8) in one streaming pass.
+
+    Raises :class:`JTCSEError` for a missing file, a non-UTF-8 line (naming it) or a file with no
+    non-empty line.
+    """
+    path = _check_file(path)
+    rows = empty = 0
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            if _decode(raw, path, line_no):
+                rows += 1
+            else:
+                empty += 1
+    if rows == 0:
+        raise JTCSEError(f"Input file {path} has no sentences (it is empty or only blank lines).")
+    return LineCount(rows=rows, empty_lines=empty, size=path.stat().st_size)
+
+
+def iter_chunks(
+    path: str | Path, chunk_size: int, *, start_byte: int = 0, start_line: int = 1
+) -> Iterator[LineChunk]:
+    """Yield the rows of ``path`` from ``start_byte`` (the start of line ``start_line``) in chunks.
+
+    Each chunk holds at most ``chunk_size`` rows; the last may hold fewer. Blank lines are skipped.
+    """
+    if chunk_size < 1:
+        raise JTCSEError(f"chunk size must be at least 1, not {chunk_size}")
+    path = _check_file(path)
+    texts: list[str] = []
+    lines: list[int] = []
+    offsets: list[int] = []
+    position = start_byte
+    line_no = start_line
+    with path.open("rb") as handle:
+        handle.seek(start_byte)
+        for raw in handle:
+            text = _decode(raw, path, line_no)
+            if text:
+                texts.append(text)
+                lines.append(line_no)
+                offsets.append(position)
+            position += len(raw)
+            line_no += 1
+            if len(texts) == chunk_size:
+                yield _chunk(texts, lines, offsets, position, line_no)
+                texts, lines, offsets = [], [], []
+    if texts:
+        yield _chunk(texts, lines, offsets, position, line_no)
+
+
+def _chunk(texts: list[str], lines: list[int], offsets: list[int], end: int, next_line: int) -> LineChunk:
+    rows = np.empty(len(texts), dtype=ROW_DTYPE)
+    rows["line"] = lines
+    rows["offset"] = offsets
+    return LineChunk(texts=texts, rows=rows, end_byte=end, next_line=next_line)
+
+
+def read_line_at(handle, offset: int) -> str:
+    """The stripped text of the line starting at byte ``offset`` of an open binary file."""
+    handle.seek(int(offset))
+    return handle.readline().decode("utf-8").strip()

