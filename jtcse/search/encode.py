@@ -67,13 +67,10 @@ def load_model(model: str, device: str | None = None):
     """Load a SentenceTransformer (jtcse twins included), a bad name/path being a one-line JTCSEError.
 
     Delegates to ``jtcse.modeling.loading.load_model``, which opens twin checkpoints (their jtcse
-    module class needs ``trust_remote_code`` under sentence-transformers 6) and refuses foreign code;
-    plain ``SentenceTransformer`` where that module is absent.
+    module class needs ``trust_remote_code`` under sentence-transformers 6) and refuses foreign code.
     """
-    try:
-        from jtcse.modeling.loading import load_model as load_checkpoint
-    except ImportError:  # a tree without jtcse.modeling: single-tower checkpoints only
-        from sentence_transformers import SentenceTransformer as load_checkpoint
+    from jtcse.modeling.loading import load_model as load_checkpoint
+
     try:
         return load_checkpoint(model, device=device)
     except (OSError, ValueError) as err:
