@@ -1,0 +1,1 @@
+"""Training stages: tower warm-up (SimCSE), twin training, distillation, and the glue they share."""
