@@ -73,6 +73,7 @@ def distill(
     dev_file: str | Path | None = None,
     eval_steps: int = 250,
     save_steps: int | None = None,
+    logging_steps: int = 50,
     teacher_batch_size: int = 128,
     project: bool = False,
     resume: bool = True,
@@ -170,6 +171,7 @@ def distill(
         has_dev=evaluator is not None,
         eval_steps=eval_steps,
         save_steps=save_steps,
+        logging_steps=logging_steps,
     )
     trainer = SentenceTransformerTrainer(
         model=model,

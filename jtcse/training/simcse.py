@@ -106,6 +106,7 @@ def train_simcse(
     dev_file: str | Path | None = None,
     eval_steps: int = 125,
     save_steps: int | None = None,
+    logging_steps: int = 50,
     extra_losses: Sequence[Callable[[Any], nn.Module]] | None = None,
     resume: bool = True,
     overwrite: bool = False,
@@ -196,6 +197,7 @@ def train_simcse(
         has_dev=evaluator is not None,
         eval_steps=eval_steps,
         save_steps=save_steps,
+        logging_steps=logging_steps,
         use_no_duplicates_sampler=True,
     )
     trainer = SentenceTransformerTrainer(
