@@ -25,7 +25,9 @@ def register(app: typer.Typer) -> None:
         ),
     )
     def distill(
-        teacher: str = typer.Option(..., "--teacher", "-t", help="Teacher model dir (a twin checkpoint or any encoder)."),
+        teacher: str = typer.Option(
+            ..., "--teacher", "-t", help="Teacher model dir (a twin checkpoint or any encoder)."
+        ),
         output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the student is written."),
         student: Optional[str] = typer.Option(
             None, "--student", "-s", help="Student initialisation (a tower / pretrained dir). Default: embedded MiniLM."
@@ -33,21 +35,31 @@ def register(app: typer.Typer) -> None:
         train_file: Optional[Path] = typer.Option(
             None, "--train-file", help="Unlabeled sentences, one a line. Default: embedded stdlib prose."
         ),
-        dev_file: Optional[Path] = typer.Option(None, "--dev-file", help="STS-B-format dev file for checkpoint choice."),
+        dev_file: Optional[Path] = typer.Option(
+            None, "--dev-file", help="STS-B-format dev file for checkpoint choice."
+        ),
         batch_size: int = typer.Option(64, help="Student batch size."),
         teacher_batch_size: int = typer.Option(128, help="Batch size for the one-off teacher encoding."),
-        max_seq_length: int = typer.Option(64, help="Student token limit during training (saved model keeps its own)."),
+        max_seq_length: int = typer.Option(
+            64, help="Student token limit during training (the saved model keeps its own)."
+        ),
         learning_rate: float = typer.Option(5e-5, help="AdamW learning rate."),
         epochs: float = typer.Option(1.0, help="Passes over the data."),
         max_steps: int = typer.Option(-1, help="Stop after this many steps (-1: run the epochs)."),
         eval_steps: int = typer.Option(250, help="Evaluate on --dev-file (and checkpoint) every N steps."),
         save_steps: Optional[int] = typer.Option(None, help="Checkpoint every N steps without a dev file."),
         logging_steps: int = typer.Option(50, help="Log the training loss every N steps."),
-        project: bool = typer.Option(False, "--project", help="Learn a linear student->teacher projection if widths differ."),
+        project: bool = typer.Option(
+            False, "--project", help="Learn a linear student->teacher projection if widths differ."
+        ),
         seed: int = typer.Option(42, help="Random seed."),
         resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume an interrupted run in --output-dir."),
-        overwrite: bool = typer.Option(False, "--overwrite", help="Replace a finished run (the teacher cache is kept)."),
-        keep_checkpoints: bool = typer.Option(False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."),
+        overwrite: bool = typer.Option(
+            False, "--overwrite", help="Replace a finished run (the teacher cache is kept)."
+        ),
+        keep_checkpoints: bool = typer.Option(
+            False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."
+        ),
     ) -> None:
         from jtcse.training.distill import distill as run_distill
 

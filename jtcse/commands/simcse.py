@@ -38,7 +38,9 @@ def register(app: typer.Typer) -> None:
         pairs: Optional[Path] = typer.Option(
             None, "--pairs", help="TSV original<TAB>paraphrase; the paraphrase becomes the sentence's positive."
         ),
-        dev_file: Optional[Path] = typer.Option(None, "--dev-file", help="STS-B-format dev file for checkpoint choice."),
+        dev_file: Optional[Path] = typer.Option(
+            None, "--dev-file", help="STS-B-format dev file for checkpoint choice."
+        ),
         batch_size: int = typer.Option(64, help="Sentences per batch (in-batch negatives)."),
         max_seq_length: int = typer.Option(32, help="Token limit during training (the saved tower keeps its own)."),
         learning_rate: float = typer.Option(3e-5, help="AdamW learning rate."),

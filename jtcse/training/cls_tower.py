@@ -12,6 +12,13 @@ from pathlib import Path
 from jtcse.errors import JTCSEError
 
 
+def describe_source(source, default: str = "<embedded MiniLM>") -> str:
+    """How a model argument is named in summaries: its path, ``default`` for ``None``, or a placeholder."""
+    if source is None:
+        return default
+    return str(source) if isinstance(source, (str, Path)) else "<in-memory model>"
+
+
 def load_sentence_transformer(source, *, role: str):
     """``SentenceTransformer(source)`` with a one-line :class:`JTCSEError` when it cannot be loaded.
 

@@ -98,7 +98,7 @@ def distill(
 
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
-    from jtcse.training.cls_tower import load_cls_tower
+    from jtcse.training.cls_tower import describe_source, load_cls_tower
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
     start = time.perf_counter()
@@ -118,9 +118,7 @@ def distill(
         corpus_note = {"train_file": "<embedded stdlib prose>"}
     evaluator = dev_evaluator(dev_file, batch_size=batch_size)
 
-    student_source = (
-        "<in-memory model>" if student is not None and not isinstance(student, (str, Path)) else str(student or "<embedded MiniLM>")
-    )
+    student_source = describe_source(student)
     config = {
         "stage": "distill",
         "teacher": teacher_fingerprint(teacher),
@@ -195,7 +193,7 @@ def distill(
     summary: dict[str, Any] = {
         "stage": "distill",
         "output_dir": str(output_dir),
-        "teacher": str(teacher) if isinstance(teacher, (str, Path)) else "<in-memory model>",
+        "teacher": describe_source(teacher),
         "student": student_source,
         "student_changes": pooling_changes,
         "teacher_dimension": teacher_dim,

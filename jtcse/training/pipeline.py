@@ -155,7 +155,9 @@ def run_pipeline(
         folder = folders[stage]
         done = _stage_done(folder)
         if done is not None:
-            rows.append({"stage": stage, "output": str(folder), "status": "skipped (done)", "seconds": 0.0, "summary": done})
+            rows.append(
+                {"stage": stage, "output": str(folder), "status": "skipped (done)", "seconds": 0.0, "summary": done}
+            )
             continue
         start = time.perf_counter()
         summary = runners[stage]()
@@ -175,7 +177,12 @@ def run_pipeline(
         }
         for row in rows
     ]
-    result = {"output_dir": str(output_dir), "until": until, "table": table, "stages": {r["stage"]: r["summary"] for r in rows}}
+    result = {
+        "output_dir": str(output_dir),
+        "until": until,
+        "table": table,
+        "stages": {row["stage"]: row["summary"] for row in rows},
+    }
     (output_dir / "pipeline_summary.json").write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     (output_dir / "pipeline_summary.md").write_text(format_table(table), encoding="utf-8")
     return result

@@ -132,7 +132,7 @@ def train_simcse(
 
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
-    from jtcse.training.cls_tower import load_cls_tower
+    from jtcse.training.cls_tower import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
     start = time.perf_counter()
@@ -162,7 +162,7 @@ def train_simcse(
         raise JTCSEError(f"SimCSE needs at least 2 training sentences for in-batch negatives (got {len(anchors)}).")
     evaluator = dev_evaluator(dev_file, batch_size=batch_size)
 
-    model_source = "<in-memory model>" if model is not None and not isinstance(model, (str, Path)) else str(model or "<embedded MiniLM>")
+    model_source = describe_source(model)
     config = {
         "stage": "simcse",
         "model": model_source,

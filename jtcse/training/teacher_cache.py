@@ -93,7 +93,9 @@ def teacher_targets(
         show_progress_bar=show_progress_bar,
     ).astype(np.float32, copy=False)
     if embeddings.ndim != 2 or embeddings.shape[0] != len(sentences):
-        raise JTCSEError(f"the teacher returned embeddings of shape {embeddings.shape}; expected one vector per sentence.")
+        raise JTCSEError(
+            f"the teacher returned embeddings of shape {embeddings.shape}; expected one vector per sentence."
+        )
     if not np.isfinite(embeddings).all():
         raise JTCSEError("the teacher produced NaN/inf embeddings; check the teacher checkpoint.")
     cache_dir.mkdir(parents=True, exist_ok=True)
