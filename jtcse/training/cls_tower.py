@@ -23,7 +23,8 @@ def load_sentence_transformer(source, *, role: str):
     """``SentenceTransformer(source)`` with a one-line :class:`JTCSEError` when it cannot be loaded.
 
     ``source`` is a path, or an already built ``SentenceTransformer`` (returned as is). ``role`` names
-    it in messages ("teacher", "student", "tower").
+    it in messages ("teacher", "student", "tower"). Twin checkpoints (jtcse module classes) open through
+    ``jtcse.modeling.loading.load_model``, which allows jtcse's own classes and no foreign code.
     """
     from sentence_transformers import SentenceTransformer
 
@@ -33,7 +34,13 @@ def load_sentence_transformer(source, *, role: str):
     if not path.exists():
         raise JTCSEError(f"{role} model not found: {path} (give a sentence-transformers directory).")
     try:
-        return SentenceTransformer(str(path))
+        from jtcse.modeling.loading import load_model
+    except ImportError:  # branch without the twin package (before merge): plain checkpoints only
+        load_model = SentenceTransformer
+    try:
+        return load_model(str(path))
+    except JTCSEError as err:
+        raise JTCSEError(f"cannot load the {role} {path}: {err}") from err
     except Exception as err:  # noqa: BLE001 - any load failure is the user's path problem, said in one line
         raise JTCSEError(f"cannot load the {role} {path} as a sentence-transformers model: {err}") from err
 
