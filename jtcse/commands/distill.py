@@ -1,0 +1,88 @@
+"""``jtcse distill``: distil a teacher encoder (the JTCSE twin) into one CLS tower with MSE."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "distill",
+        short_help="Distil a teacher (the twin) into one CLS tower with MSE (JTCSE-D).",
+        help=(
+            "Distil a teacher (e.g. a JTCSE twin: sum of the towers' CLS) into one tower: the student is "
+            "trained with MSE to the teacher's embeddings of unlabeled sentences (JTCSE-D). Teacher "
+            "embeddings are computed once and cached in OUTPUT_DIR/teacher_cache, reused on rerun. The "
+            "student tokenizes for itself (teacher and student tokenizers may differ) and is saved as "
+            "Transformer + CLS Pooling, loadable with plain sentence-transformers. Widths must match "
+            "unless --project adds a trained linear Dense layer. An interrupted run resumes.\n\n"
+            "Example: jtcse distill --teacher runs/twin --student runs/tower_de --train-file wiki1m.txt "
+            "--dev-file sts-dev.csv --output-dir runs/distilled"
+        ),
+    )
+    def distill(
+        teacher: str = typer.Option(
+            ..., "--teacher", "-t", help="Teacher model dir (a twin checkpoint or any encoder)."
+        ),
+        output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the student is written."),
+        student: Optional[str] = typer.Option(
+            None, "--student", "-s", help="Student initialisation (a tower / pretrained dir). Default: embedded MiniLM."
+        ),
+        train_file: Optional[Path] = typer.Option(
+            None, "--train-file", help="Unlabeled sentences, one a line. Default: embedded stdlib prose."
+        ),
+        dev_file: Optional[Path] = typer.Option(
+            None, "--dev-file", help="STS-B-format dev file for checkpoint choice."
+        ),
+        batch_size: int = typer.Option(64, help="Student batch size."),
+        teacher_batch_size: int = typer.Option(128, help="Batch size for the one-off teacher encoding."),
+        max_seq_length: int = typer.Option(
+            64, help="Student token limit during training (the saved model keeps its own)."
+        ),
+        learning_rate: float = typer.Option(5e-5, help="AdamW learning rate."),
+        epochs: float = typer.Option(1.0, help="Passes over the data."),
+        max_steps: int = typer.Option(-1, help="Stop after this many steps (-1: run the epochs)."),
+        eval_steps: int = typer.Option(250, help="Evaluate on --dev-file (and checkpoint) every N steps."),
+        save_steps: Optional[int] = typer.Option(None, help="Checkpoint every N steps without a dev file."),
+        logging_steps: int = typer.Option(50, help="Log the training loss every N steps."),
+        project: bool = typer.Option(
+            False, "--project", help="Learn a linear student->teacher projection if widths differ."
+        ),
+        seed: int = typer.Option(42, help="Random seed."),
+        resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume an interrupted run in --output-dir."),
+        overwrite: bool = typer.Option(
+            False, "--overwrite", help="Replace a finished run (the teacher cache is kept)."
+        ),
+        keep_checkpoints: bool = typer.Option(
+            False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."
+        ),
+    ) -> None:
+        from jtcse.training.distill import distill as run_distill
+
+        summary = run_distill(
+            teacher,
+            student,
+            train_file,
+            output_dir,
+            batch_size=batch_size,
+            max_seq_length=max_seq_length,
+            learning_rate=learning_rate,
+            epochs=epochs,
+            max_steps=max_steps,
+            seed=seed,
+            dev_file=dev_file,
+            eval_steps=eval_steps,
+            save_steps=save_steps,
+            logging_steps=logging_steps,
+            teacher_batch_size=teacher_batch_size,
+            project=project,
+            resume=resume,
+            overwrite=overwrite,
+            keep_checkpoints=keep_checkpoints,
+        )
+        typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
+        typer.echo(f"Student saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")

@@ -1,0 +1,81 @@
+"""``jtcse simcse``: warm up one tower with unsupervised SimCSE (optionally with RTT paraphrase positives)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(
+        "simcse",
+        short_help="Warm up one tower with SimCSE (dropout or RTT-paraphrase positives).",
+        help=(
+            "Warm up one tower with unsupervised SimCSE: two dropout views of each sentence, in-batch "
+            "negatives (MultipleNegativesRankingLoss, τ=0.05). With --pairs (original<TAB>paraphrase, as "
+            "`jtcse rtt` writes), a sentence's positive is its round-trip paraphrase; identical pairs are "
+            "counted and dropped. The output is a plain sentence-transformers checkpoint (Transformer + CLS "
+            "Pooling) that `jtcse train` accepts as a tower; mean pooling / Normalize of the input model are "
+            "replaced. With --dev-file the checkpoint with the best STS-B dev Spearman is kept. An "
+            "interrupted run resumes from its last checkpoint.\n\n"
+            "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs rtt_de.tsv "
+            "--dev-file sts-dev.csv --output-dir runs/tower_de"
+        ),
+    )
+    def simcse(
+        output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the warmed-up tower is written."),
+        model: Optional[str] = typer.Option(
+            None, "--model", "-m", help="Tower to start from (sentence-transformers dir). Default: embedded MiniLM."
+        ),
+        corpus: Optional[Path] = typer.Option(
+            None,
+            "--corpus",
+            help="One sentence a line. Default: embedded stdlib prose, or only the pairs when --pairs is given.",
+        ),
+        pairs: Optional[Path] = typer.Option(
+            None, "--pairs", help="TSV original<TAB>paraphrase; the paraphrase becomes the sentence's positive."
+        ),
+        dev_file: Optional[Path] = typer.Option(
+            None, "--dev-file", help="STS-B-format dev file for checkpoint choice."
+        ),
+        batch_size: int = typer.Option(64, help="Sentences per batch (in-batch negatives)."),
+        max_seq_length: int = typer.Option(32, help="Token limit during training (the saved tower keeps its own)."),
+        learning_rate: float = typer.Option(3e-5, help="AdamW learning rate."),
+        epochs: float = typer.Option(1.0, help="Passes over the data."),
+        max_steps: int = typer.Option(-1, help="Stop after this many steps (-1: run the epochs)."),
+        eval_steps: int = typer.Option(125, help="Evaluate on --dev-file (and checkpoint) every N steps."),
+        save_steps: Optional[int] = typer.Option(None, help="Checkpoint every N steps without a dev file."),
+        logging_steps: int = typer.Option(50, help="Log the training loss every N steps."),
+        temperature: float = typer.Option(0.05, help="InfoNCE temperature τ (scale = 1/τ)."),
+        seed: int = typer.Option(42, help="Random seed (data order, dropout)."),
+        resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume an interrupted run in --output-dir."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Replace a finished run in --output-dir."),
+        keep_checkpoints: bool = typer.Option(False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."),
+    ) -> None:
+        from jtcse.training.simcse import train_simcse
+
+        summary = train_simcse(
+            model,
+            corpus,
+            output_dir,
+            pairs_file=pairs,
+            batch_size=batch_size,
+            max_seq_length=max_seq_length,
+            learning_rate=learning_rate,
+            epochs=epochs,
+            max_steps=max_steps,
+            seed=seed,
+            temperature=temperature,
+            dev_file=dev_file,
+            eval_steps=eval_steps,
+            save_steps=save_steps,
+            logging_steps=logging_steps,
+            resume=resume,
+            overwrite=overwrite,
+            keep_checkpoints=keep_checkpoints,
+        )
+        typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
+        typer.echo(f"Tower saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")

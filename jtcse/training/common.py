@@ -1,0 +1,194 @@
+"""Pieces every single-encoder trainer here shares: training arguments, the STS dev evaluator wiring,
+checkpoint/resume handling, the non-finite-loss guard and the ``run_summary.json`` writer.
+
+Used by :mod:`jtcse.training.simcse` and :mod:`jtcse.training.distill`. Trainer checkpoints live in
+``<output_dir>/checkpoints`` so that the output directory itself holds only the final model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from jtcse.errors import JTCSEError
+
+CHECKPOINTS_SUBDIR = "checkpoints"
+RUN_SUMMARY_NAME = "run_summary.json"
+RUN_CONFIG_NAME = "jtcse_run_config.json"
+DEV_EVALUATOR_NAME = "sts-dev"
+DEV_METRIC = f"eval_{DEV_EVALUATOR_NAME}_spearman_cosine"
+
+
+def checkpoints_dir(output_dir: str | Path) -> Path:
+    return Path(output_dir) / CHECKPOINTS_SUBDIR
+
+
+def is_finished(output_dir: str | Path) -> bool:
+    """True when ``output_dir`` holds a completed run: a saved model and its run summary."""
+    output_dir = Path(output_dir)
+    return (output_dir / RUN_SUMMARY_NAME).is_file() and (output_dir / "modules.json").is_file()
+
+
+def prepare_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> str | None:
+    """Check ``output_dir`` before training; return the trainer checkpoint to resume from, if any.
+
+    A finished run is refused unless ``overwrite``. An interrupted run (checkpoints present) is resumed
+    when ``resume`` and its recorded ``config`` matches this one; a changed config is an error, because
+    resuming would silently mix two set-ups.
+    """
+    from transformers.trainer_utils import get_last_checkpoint
+
+    output_dir = Path(output_dir)
+    ckpt_dir = checkpoints_dir(output_dir)
+    if is_finished(output_dir) and not overwrite:
+        raise JTCSEError(
+            f"{output_dir} already holds a finished run ({RUN_SUMMARY_NAME} is there). "
+            "Choose another --output-dir or pass --overwrite."
+        )
+    if overwrite:
+        for name in (RUN_SUMMARY_NAME, "modules.json"):
+            (output_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    config_path = ckpt_dir / RUN_CONFIG_NAME
+    last = get_last_checkpoint(str(ckpt_dir)) if resume else None
+    if last is None:
+        for stale in ckpt_dir.glob("checkpoint-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
+        return None
+    if config_path.is_file():
+        previous = json.loads(config_path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(previous) | set(config) if previous.get(k) != config.get(k))
+        if changed:
+            raise JTCSEError(
+                f"{output_dir} holds an interrupted run with other settings ({', '.join(changed)} differ). "
+                "Rerun with the same settings to resume, or pass --no-resume to start over."
+            )
+    return last
+
+
+def build_training_args(
+    output_dir: str | Path,
+    *,
+    batch_size: int,
+    learning_rate: float,
+    epochs: float,
+    max_steps: int,
+    seed: int,
+    has_dev: bool,
+    eval_steps: int,
+    save_steps: int | None = None,
+    logging_steps: int = 50,
+    warmup_ratio: float = 0.0,
+    use_no_duplicates_sampler: bool = False,
+):
+    """``SentenceTransformerTrainingArguments`` for a jtcse stage.
+
+    With a dev file: evaluate and save every ``eval_steps`` and keep the best checkpoint by dev
+    Spearman (``load_best_model_at_end``). Without: save every ``save_steps`` (default ``eval_steps``)
+    so an interrupted run can resume. NaN/inf losses are logged as they are (not filtered), so
+    :class:`NonFiniteLossCallback` sees them.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformerTrainingArguments
+    from sentence_transformers.base.sampler import BatchSamplers
+
+    if batch_size < 2:
+        raise JTCSEError(f"batch size must be at least 2 (got {batch_size}).")
+    if learning_rate <= 0:
+        raise JTCSEError(f"learning rate must be positive (got {learning_rate}).")
+    if eval_steps < 1:
+        raise JTCSEError(f"eval steps must be at least 1 (got {eval_steps}).")
+    save_every = eval_steps if has_dev or save_steps is None else save_steps
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(checkpoints_dir(output_dir)),
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=batch_size,
+        learning_rate=learning_rate,
+        num_train_epochs=epochs,
+        max_steps=max_steps,
+        seed=seed,
+        data_seed=seed,
+        warmup_steps=warmup_ratio,
+        logging_steps=max(1, min(logging_steps, save_every)),
+        logging_nan_inf_filter=False,
+        save_strategy="steps",
+        save_steps=save_every,
+        save_total_limit=1,
+        report_to="none",
+        fp16=False,
+        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    if use_no_duplicates_sampler:
+        kwargs["batch_sampler"] = BatchSamplers.NO_DUPLICATES
+    if has_dev:
+        kwargs.update(
+            eval_strategy="steps",
+            eval_steps=eval_steps,
+            load_best_model_at_end=True,
+            metric_for_best_model=DEV_METRIC,
+            greater_is_better=True,
+        )
+    else:
+        kwargs.update(eval_strategy="no")
+    return SentenceTransformerTrainingArguments(**kwargs)
+
+
+def dev_evaluator(dev_file: str | Path | None, batch_size: int = 64):
+    """An :class:`~jtcse.evaluation.sts.STSDevEvaluator` for ``dev_file`` (``None`` when no file)."""
+    if dev_file is None:
+        return None
+    from jtcse.evaluation.sts import STSDevEvaluator
+
+    return STSDevEvaluator(dev_file, name=DEV_EVALUATOR_NAME, batch_size=batch_size)
+
+
+class NonFiniteLossCallback(TrainerCallback):
+    """Stop with a clear error when a logged training loss is NaN or infinite.
+
+    It reads the loss the trainer already logs (no extra host sync in the training step).
+    """
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            raise JTCSEError(
+                f"training loss became {loss} at step {state.global_step}; lower the learning rate "
+                "(the last good checkpoint is kept for inspection)."
+            )
+
+
+def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
+    """First/last logged training loss and the dev metrics, from ``trainer.state.log_history``."""
+    losses = [entry["loss"] for entry in log_history if "loss" in entry]
+    devs = [(entry["step"], entry[DEV_METRIC]) for entry in log_history if DEV_METRIC in entry]
+    out: dict[str, Any] = {
+        "first_logged_loss": losses[0] if losses else None,
+        "last_logged_loss": losses[-1] if losses else None,
+    }
+    if devs:
+        best_step, best = max(devs, key=lambda item: item[1])
+        out.update(dev_spearman_by_step=dict(devs), best_dev_spearman=best, best_step=best_step)
+    return out
+
+
+def write_run_summary(output_dir: str | Path, summary: dict[str, Any]) -> Path:
+    """Write ``summary`` as ``<output_dir>/run_summary.json`` (the mark of a finished run)."""
+    path = Path(output_dir) / RUN_SUMMARY_NAME
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def remove_checkpoints(output_dir: str | Path) -> None:
+    """Drop trainer checkpoints once the final model is saved (they hold optimizer state, 3× the model)."""
+    shutil.rmtree(checkpoints_dir(output_dir), ignore_errors=True)

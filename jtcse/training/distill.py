@@ -1,0 +1,213 @@
+"""Distillation of a teacher encoder (the JTCSE twin: sum of the towers' CLS) into one CLS tower (JTCSE-D).
+
+    L = mean_i ‖f_student(x_i) − f_teacher(x_i)‖² / d        (sentence-transformers ``MSELoss``)
+
+on unlabeled sentences (DESIGN §5; EDFSE / JTCSE "-D" models, after Reimers & Gurevych, 2020). Teacher
+embeddings are computed once and cached (:mod:`jtcse.training.teacher_cache`); the student tokenizes the
+text itself, so teacher and student may use different tokenizers. The saved student is a plain
+``Transformer`` + CLS ``Pooling`` checkpoint (plus a ``Dense`` projection only when asked for with
+``project=True`` because the widths differ) that loads with sentence-transformers alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jtcse.errors import JTCSEError
+from jtcse.training.common import (
+    NonFiniteLossCallback,
+    build_training_args,
+    dev_evaluator,
+    loss_history,
+    prepare_output_dir,
+    remove_checkpoints,
+    write_run_summary,
+)
+
+TEACHER_CACHE_SUBDIR = "teacher_cache"
+
+
+def targets_dataset(sentences: Sequence[str], embeddings: np.ndarray):
+    """A ``datasets.Dataset`` with a ``sentence`` column and the teacher vectors as ``label``.
+
+    Built from an Arrow fixed-size-list column (no Python lists of floats), returned with the
+    ``label`` column formatted as torch tensors so the collator only stacks them.
+    """
+    import pyarrow as pa
+    from datasets import Dataset
+
+    dim = int(embeddings.shape[1])
+    labels = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(embeddings, np.float32).reshape(-1)), dim)
+    table = pa.table({"sentence": pa.array(list(sentences), pa.string()), "label": labels})
+    return Dataset(table).with_format("torch", columns=["label"], output_all_columns=True)
+
+
+def _add_projection(student, teacher_dim: int):
+    """Append a linear ``Dense`` (student width → teacher width, identity activation) to ``student``."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Dense
+    from torch import nn
+
+    modules = list(student)
+    dense = Dense(student.get_embedding_dimension(), teacher_dim, activation_function=nn.Identity())
+    return SentenceTransformer(modules=[*modules, dense], device=str(student.device))
+
+
+def distill(
+    teacher,
+    student=None,
+    train_file: str | Path | Sequence[str] | None = None,
+    output_dir: str | Path = "runs/distill",
+    *,
+    batch_size: int = 64,
+    max_seq_length: int = 64,
+    learning_rate: float = 5e-5,
+    epochs: float = 1,
+    max_steps: int = -1,
+    seed: int = 42,
+    dev_file: str | Path | None = None,
+    eval_steps: int = 250,
+    save_steps: int | None = None,
+    logging_steps: int = 50,
+    teacher_batch_size: int = 128,
+    project: bool = False,
+    resume: bool = True,
+    overwrite: bool = False,
+    keep_checkpoints: bool = False,
+    callbacks: Sequence[Any] = (),
+) -> dict[str, Any]:
+    """Train ``student`` to reproduce ``teacher``'s embeddings (MSE) and save it to ``output_dir``.
+
+    ``teacher``: path or ``SentenceTransformer`` (e.g. a JTCSE twin checkpoint). ``student``: path,
+    ``SentenceTransformer`` or ``None`` (embedded MiniLM); its pooling is set to CLS (changes listed in
+    the summary). ``train_file``: one-sentence-a-line file, list of sentences, or ``None`` (embedded
+    prose). Teacher embeddings are cached in ``<output_dir>/teacher_cache`` and reused. Different
+    widths are an error unless ``project=True``, which appends a trained linear ``Dense`` layer.
+    ``dev_file`` (STS-B format) keeps the checkpoint with the best dev Spearman. An interrupted run
+    resumes from its last trainer checkpoint when ``resume``.
+
+    Returns the run summary (also written to ``<output_dir>/run_summary.json``).
+    """
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.losses import MSELoss
+
+    from jtcse.corpus import read_corpus
+    from jtcse.defaults import default_corpus_sentences
+    from jtcse.training.cls_tower import describe_source, load_cls_tower
+    from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
+
+    start = time.perf_counter()
+    if max_seq_length < 4:
+        raise JTCSEError(f"max sequence length must be at least 4 tokens (got {max_seq_length}).")
+    if isinstance(train_file, (str, Path)):
+        read = read_corpus(train_file)
+        sentences = list(dict.fromkeys(read.sentences))
+        corpus_note: dict[str, Any] = {"train_file": read.path, "skipped_blank_lines": read.skipped_empty}
+    elif train_file is not None:
+        sentences = list(dict.fromkeys(s.strip() for s in train_file if s and s.strip()))
+        if not sentences:
+            raise JTCSEError("the training corpus has no sentences.")
+        corpus_note = {"train_file": f"<{len(sentences)} sentences given in memory>"}
+    else:
+        sentences = default_corpus_sentences()
+        corpus_note = {"train_file": "<embedded stdlib prose>"}
+    evaluator = dev_evaluator(dev_file, batch_size=batch_size)
+
+    student_source = describe_source(student)
+    config = {
+        "stage": "distill",
+        "teacher": teacher_fingerprint(teacher),
+        "student": student_source,
+        "data": sentences_digest(sentences)[:16],
+        "batch_size": batch_size,
+        "max_seq_length": max_seq_length,
+        "learning_rate": learning_rate,
+        "epochs": epochs,
+        "max_steps": max_steps,
+        "seed": seed,
+        "project": project,
+        "dev_file": str(dev_file) if dev_file else None,
+        "eval_steps": eval_steps,
+    }
+    resume_from = prepare_output_dir(output_dir, config, resume=resume, overwrite=overwrite)
+
+    targets = teacher_targets(
+        teacher,
+        sentences,
+        Path(output_dir) / TEACHER_CACHE_SUBDIR,
+        batch_size=teacher_batch_size,
+        fingerprint=config["teacher"],
+    )
+    teacher_dim = int(targets.embeddings.shape[1])
+
+    model, pooling_changes = load_cls_tower(student, role="student")
+    student_dim = model.get_embedding_dimension()
+    if student_dim != teacher_dim:
+        if not project:
+            raise JTCSEError(
+                f"teacher embeddings have {teacher_dim} dimensions but the student's have {student_dim}. "
+                "Use a student of the teacher's width, or pass --project to learn a linear projection "
+                "(a Dense layer saved with the student)."
+            )
+        model = _add_projection(model, teacher_dim)
+        pooling_changes.append(f"added a linear Dense projection {student_dim}->{teacher_dim}")
+    saved_max_seq_length = model.max_seq_length
+    model.max_seq_length = max_seq_length
+
+    args = build_training_args(
+        output_dir,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        epochs=epochs,
+        max_steps=max_steps,
+        seed=seed,
+        has_dev=evaluator is not None,
+        eval_steps=eval_steps,
+        save_steps=save_steps,
+        logging_steps=logging_steps,
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=targets_dataset(sentences, targets.embeddings),
+        loss=MSELoss(model),
+        evaluator=evaluator,
+        callbacks=[NonFiniteLossCallback(), *callbacks],
+    )
+    trainer.train(resume_from_checkpoint=resume_from)
+
+    final_dev = None
+    if evaluator is not None:
+        metrics = evaluator(model)
+        final_dev = metrics[evaluator.primary_metric]
+    model.max_seq_length = saved_max_seq_length
+    model.save(str(output_dir))
+    if not keep_checkpoints:
+        remove_checkpoints(output_dir)
+
+    summary: dict[str, Any] = {
+        "stage": "distill",
+        "output_dir": str(output_dir),
+        "teacher": describe_source(teacher),
+        "student": student_source,
+        "student_changes": pooling_changes,
+        "teacher_dimension": teacher_dim,
+        "student_dimension": student_dim,
+        **corpus_note,
+        "sentences": len(sentences),
+        "teacher_cache": str(targets.cache_path),
+        "teacher_cache_hit": targets.cache_hit,
+        "steps": trainer.state.global_step,
+        "resumed_from": resume_from,
+        **loss_history(trainer.state.log_history),
+        "final_dev_spearman": final_dev,
+        "seconds": round(time.perf_counter() - start, 2),
+        "config": config,
+    }
+    write_run_summary(output_dir, summary)
+    return summary

@@ -1,0 +1,112 @@
+"""Teacher embeddings for distillation: computed once, batched, cached on disk, reused on rerun.
+
+The cache file is ``teacher-<key>.npy`` (float32, one row per sentence, corpus order) beside a
+``.json`` note. The key hashes the teacher's identity and the exact sentence list, so a changed
+teacher or corpus never reuses stale targets:
+
+* a teacher given as a path → its resolved path plus the name, size and mtime of every file in it
+  (retraining into the same directory changes the key) — and the teacher is not even loaded on a hit;
+* a teacher given as a model object → a hash of its weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from jtcse.errors import JTCSEError
+
+
+@dataclass
+class TeacherTargets:
+    embeddings: np.ndarray
+    cache_path: Path
+    cache_hit: bool
+    teacher_key: str
+
+
+def sentences_digest(sentences: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    for sentence in sentences:
+        digest.update(sentence.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def teacher_fingerprint(teacher) -> str:
+    """A string that changes whenever the teacher's weights may have changed (see module doc)."""
+    if isinstance(teacher, (str, Path)):
+        root = Path(teacher).resolve()
+        if not root.exists():
+            raise JTCSEError(f"teacher model not found: {teacher}")
+        digest = hashlib.sha256(str(root).encode("utf-8"))
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+        return f"path:{root}:{digest.hexdigest()[:16]}"
+    import torch
+
+    digest = hashlib.sha256(type(teacher).__name__.encode())
+    for name, tensor in teacher.state_dict().items():
+        digest.update(name.encode())
+        # Raw bytes (viewed as uint8 so bf16 weights hash too).
+        digest.update(tensor.detach().to("cpu").contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return f"weights:{digest.hexdigest()[:16]}"
+
+
+def teacher_targets(
+    teacher,
+    sentences: Sequence[str],
+    cache_dir: str | Path,
+    *,
+    batch_size: int = 128,
+    show_progress_bar: bool = True,
+    fingerprint: str | None = None,
+) -> TeacherTargets:
+    """Return the teacher's embeddings of ``sentences``, from the cache when it holds them.
+
+    ``teacher`` is a path or a ``SentenceTransformer``; it is loaded only on a cache miss. The file is
+    written atomically, so an interrupted encode leaves no half cache behind. ``fingerprint`` is
+    :func:`teacher_fingerprint` of ``teacher`` when the caller already has it.
+    """
+    from jtcse.training.cls_tower import load_sentence_transformer
+
+    fingerprint = fingerprint or teacher_fingerprint(teacher)
+    key = hashlib.sha256(f"{fingerprint}|{sentences_digest(sentences)}".encode()).hexdigest()[:20]
+    cache_dir = Path(cache_dir)
+    cache_path = cache_dir / f"teacher-{key}.npy"
+    if cache_path.is_file():
+        embeddings = np.load(cache_path)
+        if embeddings.shape[0] == len(sentences):
+            return TeacherTargets(embeddings, cache_path, True, fingerprint)
+    model = load_sentence_transformer(teacher, role="teacher")
+    embeddings = model.encode(
+        list(sentences),
+        batch_size=batch_size,
+        convert_to_numpy=True,
+        show_progress_bar=show_progress_bar,
+    ).astype(np.float32, copy=False)
+    if embeddings.ndim != 2 or embeddings.shape[0] != len(sentences):
+        raise JTCSEError(
+            f"the teacher returned embeddings of shape {embeddings.shape}; expected one vector per sentence."
+        )
+    if not np.isfinite(embeddings).all():
+        raise JTCSEError("the teacher produced NaN/inf embeddings; check the teacher checkpoint.")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_path.with_name(cache_path.name + ".part")
+    with tmp.open("wb") as handle:
+        np.save(handle, embeddings)
+    os.replace(tmp, cache_path)
+    cache_path.with_suffix(".json").write_text(
+        json.dumps(
+            {"teacher": fingerprint, "sentences": len(sentences), "dimension": int(embeddings.shape[1])}, indent=2
+        ),
+        encoding="utf-8",
+    )
+    return TeacherTargets(embeddings, cache_path, False, fingerprint)

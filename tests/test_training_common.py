@@ -1,0 +1,63 @@
+"""Shared trainer glue: output-dir/resume rules, the non-finite-loss guard, loss-history summary."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import TrainerControl, TrainerState
+
+from jtcse.errors import JTCSEError
+from jtcse.training.common import (
+    DEV_METRIC,
+    NonFiniteLossCallback,
+    loss_history,
+    prepare_output_dir,
+    write_run_summary,
+)
+
+
+def test_fresh_dir_records_config_and_resumes_only_with_the_same_config(tmp_path):
+    config = {"lr": 1e-3, "batch_size": 8}
+    assert prepare_output_dir(tmp_path, config, resume=True, overwrite=False) is None
+    (tmp_path / "checkpoints" / "checkpoint-4").mkdir()
+    (tmp_path / "checkpoints" / "checkpoint-12").mkdir()
+    assert prepare_output_dir(tmp_path, config, resume=True, overwrite=False).endswith("checkpoint-12")
+    with pytest.raises(JTCSEError, match=r"\(batch_size, lr differ\)"):
+        prepare_output_dir(tmp_path, {"lr": 1e-4, "batch_size": 16}, resume=True, overwrite=False)
+    # --no-resume starts over: stale checkpoints go, the new config is recorded
+    assert prepare_output_dir(tmp_path, {"lr": 1e-4}, resume=False, overwrite=False) is None
+    assert not list((tmp_path / "checkpoints").glob("checkpoint-*"))
+    assert prepare_output_dir(tmp_path, {"lr": 1e-4}, resume=True, overwrite=False) is None
+
+
+def test_finished_run_is_refused_unless_overwrite(tmp_path):
+    (tmp_path / "modules.json").write_text("[]", encoding="utf-8")
+    write_run_summary(tmp_path, {"stage": "x"})
+    with pytest.raises(JTCSEError, match="already holds a finished run"):
+        prepare_output_dir(tmp_path, {}, resume=True, overwrite=False)
+    assert prepare_output_dir(tmp_path, {}, resume=True, overwrite=True) is None
+    assert not (tmp_path / "run_summary.json").exists()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_loss_stops_training_with_a_clear_error(bad):
+    state = TrainerState()
+    state.global_step = 7
+    callback = NonFiniteLossCallback()
+    callback.on_log(None, state, TrainerControl(), logs={"loss": 0.5})  # finite: nothing happens
+    with pytest.raises(JTCSEError, match="training loss became (nan|inf) at step 7; lower the learning rate"):
+        callback.on_log(None, state, TrainerControl(), logs={"loss": bad})
+
+
+def test_loss_history_picks_first_last_and_best_dev():
+    history = [
+        {"loss": 3.0, "step": 1},
+        {DEV_METRIC: 0.5, "step": 2},
+        {"loss": 2.0, "step": 3},
+        {DEV_METRIC: 0.7, "step": 4},
+        {DEV_METRIC: 0.6, "step": 6},
+        {"loss": 1.5, "step": 6},
+    ]
+    out = loss_history(history)
+    assert out["first_logged_loss"] == 3.0 and out["last_logged_loss"] == 1.5
+    assert out["best_dev_spearman"] == 0.7 and out["best_step"] == 4
+    assert out["dev_spearman_by_step"] == {2: 0.5, 4: 0.7, 6: 0.6}

@@ -1,0 +1,243 @@
+"""Tower warm-up (``jtcse simcse``): pairs file reading, training rows, loss going down, CLS output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from jtcse.defaults import default_corpus_sentences
+from jtcse.errors import JTCSEError
+from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
+from jtcse.training.simcse import simcse_rows, train_simcse
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def spread_bert(tmp_path_factory) -> str:
+    from spread_towers import make_spread_tower
+
+    return make_spread_tower(tmp_path_factory.mktemp("spread") / "bert", "bert", seed=0)
+
+
+def _paraphrase(sentence: str) -> str:
+    """A deterministic stand-in for a round trip: same content, other surface form."""
+    words = sentence.rstrip(".").split()
+    return " ".join(words[1:] + words[:1]) + ", indeed."
+
+
+def _simcse_loss_on_batch(model, anchors: list[str], positives: list[str]) -> float:
+    """The SimCSE loss on one fixed batch, dropout on, with a fixed dropout seed."""
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    loss = MultipleNegativesRankingLoss(model)
+    features = [model.preprocess(anchors), model.preprocess(positives)]
+    model.train()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        return float(loss(features, None))
+
+
+# ---------------------------------------------------------------- pairs file
+
+
+def test_pairs_file_counts_and_drops_identical_and_empty(tmp_path):
+    path = tmp_path / "rtt.tsv"
+    path.write_text(
+        "The cat sat on the mat.\tA cat was sitting on the mat.\n"
+        "Hello  World.\thello world.\n"  # same after whitespace/case normalisation
+        "\n"
+        "Nothing came back.\t\n"
+        "It rains.\tIt is raining.\n",
+        encoding="utf-8",
+    )
+    pairs = read_paraphrase_pairs(path)
+    assert pairs.originals == ["The cat sat on the mat.", "It rains."]
+    assert pairs.paraphrases == ["A cat was sitting on the mat.", "It is raining."]
+    assert (pairs.dropped_identical, pairs.dropped_empty, pairs.skipped_blank_lines) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"\n \n", "is empty"),
+        (b"Same.\tsame.\nX y.\t x  Y. \n", "no usable pair: 2"),
+        (b"one field only\n", "line 1 has 1 tab-separated fields"),
+        (b"a\tb\tc\n", "line 1 has 3"),
+        (b"ok\tfine\nbad \xff\tbyte\n", "line 2 is not valid UTF-8"),
+    ],
+)
+def test_pairs_file_errors(tmp_path, content, message):
+    path = tmp_path / "bad.tsv"
+    path.write_bytes(content)
+    with pytest.raises(JTCSEError, match=message):
+        read_paraphrase_pairs(path)
+    with pytest.raises(JTCSEError, match="not found"):
+        read_paraphrase_pairs(tmp_path / "missing.tsv")
+
+
+def test_rows_pair_sentences_with_paraphrases_and_keep_the_rest_as_dropout_views(tmp_path):
+    path = tmp_path / "p.tsv"
+    path.write_text("a b c.\tc b a.\n", encoding="utf-8")
+    anchors, positives, counts = simcse_rows(["a b c.", "d e f.", "d e f.", "g h."], read_paraphrase_pairs(path))
+    assert list(zip(anchors, positives)) == [("a b c.", "c b a."), ("d e f.", "d e f."), ("g h.", "g h.")]
+    assert counts == {"rows": 3, "paraphrase_rows": 1, "dropout_only_rows": 2}
+    anchors, positives, counts = simcse_rows(None, read_paraphrase_pairs(path))
+    assert (anchors, positives, counts["rows"]) == (["a b c."], ["c b a."], 1)
+
+
+# ---------------------------------------------------------------- model set-up
+
+
+def test_mean_pooled_normalized_minilm_becomes_a_cls_tower(minilm_path):
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from jtcse.training.cls_tower import load_cls_tower
+
+    tower, changes = load_cls_tower(minilm_path)
+    modules = list(tower)
+    assert [type(m) for m in modules] == [Transformer, Pooling]
+    assert modules[1].pooling_mode == "cls"
+    assert changes == ["replaced 'mean' pooling by CLS pooling", "dropped Normalize"]
+    # the CLS embedding is the first token's last hidden state, unnormalised
+    features = tower.preprocess(["a short sentence"])
+    with torch.no_grad():
+        out = tower(features)
+    torch.testing.assert_close(out["sentence_embedding"][0], out["token_embeddings"][0, 0])
+
+
+def test_a_cls_tower_is_taken_unchanged(tiny_bert):
+    from jtcse.training.cls_tower import load_cls_tower
+
+    _, changes = load_cls_tower(tiny_bert)
+    assert changes == []
+
+
+# ---------------------------------------------------------------- training
+
+
+def test_warmup_lowers_the_simcse_loss_on_a_fixed_batch_and_saves_a_cls_tower(spread_bert, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    batch = default_corpus_sentences(limit=16)  # the corpus is one batch: every step sees it
+    before = _simcse_loss_on_batch(SentenceTransformer(spread_bert), batch, batch)
+    out = tmp_path / "tower"
+    summary = train_simcse(spread_bert, batch, out, batch_size=16, max_steps=10, learning_rate=1e-3, max_seq_length=24)
+    after = _simcse_loss_on_batch(SentenceTransformer(str(out)), batch, batch)
+    assert after < before * 0.6, (before, after)
+    assert summary["steps"] == 10 and summary["dropout_only_rows"] == 16
+    assert json.loads((out / "run_summary.json").read_text())["steps"] == 10
+    modules = json.loads((out / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling"]
+    assert json.loads((out / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "cls"
+    assert SentenceTransformer(str(out)).max_seq_length == 64  # the tower's own limit, not the training one
+    assert not (out / "checkpoints").exists()
+    with pytest.raises(JTCSEError, match="already holds a finished run"):
+        train_simcse(spread_bert, batch, out, batch_size=16, max_steps=1)
+
+
+def test_warmup_with_rtt_pairs_uses_paraphrases_as_positives(spread_bert, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    sentences = default_corpus_sentences(limit=16)
+    pairs_path = tmp_path / "rtt_de.tsv"
+    lines = [f"{s}\t{_paraphrase(s)}" for s in sentences] + [f"{s}\t{s.upper()}" for s in sentences[:5]]
+    pairs_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    anchors, positives = sentences[:16], [_paraphrase(s) for s in sentences[:16]]
+    before = _simcse_loss_on_batch(SentenceTransformer(spread_bert), anchors, positives)
+    out = tmp_path / "tower_de"
+    summary = train_simcse(
+        spread_bert, None, out, pairs_file=pairs_path, batch_size=16, max_steps=10, learning_rate=1e-3
+    )
+    after = _simcse_loss_on_batch(SentenceTransformer(str(out)), anchors, positives)
+    assert after < before * 0.6, (before, after)
+    assert summary["pairs_used"] == 16 and summary["pairs_dropped_identical"] == 5
+    assert summary["paraphrase_rows"] == 16 and summary["dropout_only_rows"] == 0
+
+
+def test_dev_file_keeps_the_best_checkpoint(tiny_bert, tmp_path, shared_data):
+    dev = tmp_path / "dev.csv"
+    lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:60]
+    dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    summary = train_simcse(
+        tiny_bert,
+        default_corpus_sentences(limit=64),
+        tmp_path / "tower",
+        dev_file=dev,
+        batch_size=16,
+        max_steps=6,
+        eval_steps=2,
+        learning_rate=1e-3,
+    )
+    by_step = summary["dev_spearman_by_step"]
+    assert sorted(by_step) == [2, 4, 6]
+    assert summary["best_dev_spearman"] == max(by_step.values())
+    # the saved model is the best checkpoint, not the last one
+    assert summary["final_dev_spearman"] == pytest.approx(summary["best_dev_spearman"], abs=1e-6)
+
+
+class _MeanSquaredNorm(torch.nn.Module):
+    """A tiny extra loss in the sentence-transformers convention: weight · mean ‖z‖²."""
+
+    def __init__(self, model, weight: float = 0.01):
+        super().__init__()
+        self.model, self.weight = model, weight
+
+    def forward(self, sentence_features, labels):
+        z = self.model(sentence_features[0])["sentence_embedding"]
+        return self.weight * z.pow(2).sum(-1).mean()
+
+
+def test_extra_losses_are_added_and_logged(tiny_bert, tmp_path):
+    summary = train_simcse(
+        tiny_bert,
+        default_corpus_sentences(limit=32),
+        tmp_path / "tower",
+        batch_size=16,
+        max_steps=2,
+        extra_losses=[_MeanSquaredNorm],
+        logging_steps=1,
+        keep_checkpoints=True,
+    )
+    state = json.loads(next((tmp_path / "tower" / "checkpoints").glob("checkpoint-*/trainer_state.json")).read_text())
+    logged = [entry for entry in state["log_history"] if "loss" in entry]
+    assert "simcse" in logged[0] and "0__MeanSquaredNorm" in logged[0]
+    assert logged[0]["loss"] == pytest.approx(logged[0]["simcse"] + logged[0]["0__MeanSquaredNorm"], rel=1e-3)
+    assert summary["steps"] == 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"temperature": 0.0}, "temperature must be positive"),
+        ({"batch_size": 1}, "batch size must be at least 2"),
+        ({"corpus": ["only one sentence"]}, "at least 2 training sentences"),
+        ({"corpus": ["  ", ""]}, "no sentences"),
+    ],
+)
+def test_bad_settings_are_clear_errors(tiny_bert, tmp_path, kwargs, message):
+    kwargs = {"corpus": ["first sentence", "second sentence"], **kwargs}
+    with pytest.raises(JTCSEError, match=message):
+        train_simcse(tiny_bert, output_dir=tmp_path / "out", **kwargs)
+
+
+def test_cli_reports_an_empty_pairs_file_in_one_line(tmp_path):
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "jtcse", "simcse", "-o", str(tmp_path / "out"), "--pairs", str(empty)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"Error: pairs file {empty} is empty (no original<TAB>paraphrase lines)."
