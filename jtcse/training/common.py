@@ -1,5 +1,6 @@
 """Pieces every single-encoder trainer here shares: training arguments, the STS dev evaluator wiring,
-checkpoint/resume handling, the non-finite-loss guard and the ``run_summary.json`` writer.
+checkpoint/resume handling, the non-finite-loss guard (:func:`nan_guard`) and the ``run_summary.json``
+writer.
 
 Used by :mod:`jtcse.training.simcse` and :mod:`jtcse.training.distill`. Trainer checkpoints live in
 ``<output_dir>/checkpoints`` so that the output directory itself holds only the final model.
@@ -8,12 +9,9 @@ Used by :mod:`jtcse.training.simcse` and :mod:`jtcse.training.distill`. Trainer 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 from typing import Any
-
-from transformers import TrainerCallback
 
 from jtcse.errors import JTCSEError
 
@@ -92,8 +90,8 @@ def build_training_args(
 
     With a dev file: evaluate and save every ``eval_steps`` and keep the best checkpoint by dev
     Spearman (``load_best_model_at_end``). Without: save every ``save_steps`` (default ``eval_steps``)
-    so an interrupted run can resume. NaN/inf losses are logged as they are (not filtered), so
-    :class:`NonFiniteLossCallback` sees them.
+    so an interrupted run can resume. The trainer's NaN/inf log filter is off (it syncs with the host
+    every step); :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
     """
     import torch
     from sentence_transformers import SentenceTransformerTrainingArguments
@@ -151,19 +149,15 @@ def dev_evaluator(dev_file: str | Path | None, batch_size: int = 64):
     return STSDevEvaluator(dev_file, name=DEV_EVALUATOR_NAME, batch_size=batch_size)
 
 
-class NonFiniteLossCallback(TrainerCallback):
-    """Stop with a clear error when a logged training loss is NaN or infinite.
+def nan_guard(loss, learning_rate: float, output_dir: str | Path):
+    """A :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` on ``loss`` whose error tells the user what to try."""
+    from jtcse.training.nan_guard import NonFiniteLossGuard
 
-    It reads the loss the trainer already logs (no extra host sync in the training step).
-    """
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(float(loss)):
-            raise JTCSEError(
-                f"training loss became {loss} at step {state.global_step}; lower the learning rate "
-                "(the last good checkpoint is kept for inspection)."
-            )
+    return NonFiniteLossGuard(
+        loss,
+        hint=f"Try a lower learning rate (now {learning_rate:g}); the last good checkpoint is kept in "
+        f"{checkpoints_dir(output_dir)} for inspection.",
+    )
 
 
 def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:

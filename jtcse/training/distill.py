@@ -20,10 +20,10 @@ import numpy as np
 
 from jtcse.errors import JTCSEError
 from jtcse.training.common import (
-    NonFiniteLossCallback,
     build_training_args,
     dev_evaluator,
     loss_history,
+    nan_guard,
     prepare_output_dir,
     remove_checkpoints,
     write_run_summary,
@@ -171,15 +171,20 @@ def distill(
         save_steps=save_steps,
         logging_steps=logging_steps,
     )
+    loss = MSELoss(model)
+    guard = nan_guard(loss, learning_rate, output_dir)
     trainer = SentenceTransformerTrainer(
         model=model,
         args=args,
         train_dataset=targets_dataset(sentences, targets.embeddings),
-        loss=MSELoss(model),
+        loss=loss,
         evaluator=evaluator,
-        callbacks=[NonFiniteLossCallback(), *callbacks],
+        callbacks=[guard, *callbacks],
     )
-    trainer.train(resume_from_checkpoint=resume_from)
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    finally:
+        guard.remove()
 
     final_dev = None
     if evaluator is not None:

@@ -26,10 +26,10 @@ from torch import nn
 
 from jtcse.errors import JTCSEError
 from jtcse.training.common import (
-    NonFiniteLossCallback,
     build_training_args,
     dev_evaluator,
     loss_history,
+    nan_guard,
     prepare_output_dir,
     remove_checkpoints,
     write_run_summary,
@@ -200,15 +200,19 @@ def train_simcse(
         logging_steps=logging_steps,
         use_no_duplicates_sampler=True,
     )
+    guard = nan_guard(loss, learning_rate, output_dir)
     trainer = SentenceTransformerTrainer(
         model=tower,
         args=args,
         train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
         loss=loss,
         evaluator=evaluator,
-        callbacks=[NonFiniteLossCallback(), *callbacks],
+        callbacks=[guard, *callbacks],
     )
-    trainer.train(resume_from_checkpoint=resume_from)
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    finally:
+        guard.remove()
 
     final_dev = None
     if evaluator is not None:
