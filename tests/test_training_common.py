@@ -39,6 +39,22 @@ def test_finished_run_is_refused_unless_overwrite(tmp_path):
     assert not (tmp_path / "run_summary.json").exists()
 
 
+def test_finished_run_with_checkpoints_continues_only_when_resuming_with_the_same_settings(tmp_path):
+    config = {"lr": 1e-3, "max_steps": 2}
+    prepare_output_dir(tmp_path, config, resume=True, overwrite=False)
+    (tmp_path / "checkpoints" / "checkpoint-2").mkdir()
+    (tmp_path / "modules.json").write_text("[]", encoding="utf-8")
+    write_run_summary(tmp_path, {"stage": "x"})
+    # a longer run continues from the finished one; the length is the one setting that may change
+    assert prepare_output_dir(tmp_path, {"lr": 1e-3, "max_steps": 5}, resume=True, overwrite=False).endswith(
+        "checkpoint-2"
+    )
+    with pytest.raises(JTCSEError, match=r"\(lr differ\)"):
+        prepare_output_dir(tmp_path, {"lr": 1e-2, "max_steps": 5}, resume=True, overwrite=False)
+    with pytest.raises(JTCSEError, match="already holds a finished run"):
+        prepare_output_dir(tmp_path, config, resume=False, overwrite=False)
+
+
 class _ScaledSum(torch.nn.Module):
     """A stand-in loss module: the guard only watches what ``forward`` returns."""
 

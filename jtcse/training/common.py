@@ -20,6 +20,8 @@ RUN_SUMMARY_NAME = "run_summary.json"
 RUN_CONFIG_NAME = "jtcse_run_config.json"
 DEV_EVALUATOR_NAME = "sts-dev"
 DEV_METRIC = f"eval_{DEV_EVALUATOR_NAME}_spearman_cosine"
+LENGTH_KEYS = ("max_steps", "epochs")
+"""Settings that may change when a run resumes: they only say how long to train."""
 
 
 def checkpoints_dir(output_dir: str | Path) -> Path:
@@ -35,26 +37,32 @@ def is_finished(output_dir: str | Path) -> bool:
 def prepare_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> str | None:
     """Check ``output_dir`` before training; return the trainer checkpoint to resume from, if any.
 
-    A finished run is refused unless ``overwrite``. An interrupted run (checkpoints present) is resumed
-    when ``resume`` and its recorded ``config`` matches this one; a changed config is an error, because
-    resuming would silently mix two set-ups.
+    The rules, shared by ``jtcse simcse``, ``jtcse distill`` and ``jtcse train``:
+
+    * ``resume`` and a trainer checkpoint in ``<output_dir>/checkpoints``: continue from the last one,
+      whether the run was interrupted or finished (a finished run continues when the new run is longer,
+      e.g. a larger ``max_steps``). The recorded ``config`` must match this one except for the training
+      length (:data:`LENGTH_KEYS`); other changes are an error, because resuming would mix two set-ups.
+    * A finished run (model and run summary saved) with nothing to resume from, or with ``resume`` off,
+      is refused unless ``overwrite``, so a finished model is never replaced by accident.
+    * Otherwise training starts afresh (stale checkpoints are removed) and ``config`` is recorded.
     """
     from transformers.trainer_utils import get_last_checkpoint
 
     output_dir = Path(output_dir)
     ckpt_dir = checkpoints_dir(output_dir)
-    if is_finished(output_dir) and not overwrite:
-        raise JTCSEError(
-            f"{output_dir} already holds a finished run ({RUN_SUMMARY_NAME} is there). "
-            "Choose another --output-dir or pass --overwrite."
-        )
     if overwrite:
         for name in (RUN_SUMMARY_NAME, "modules.json"):
             (output_dir / name).unlink(missing_ok=True)
         shutil.rmtree(ckpt_dir, ignore_errors=True)
+    last = get_last_checkpoint(str(ckpt_dir)) if resume and ckpt_dir.is_dir() else None
+    if is_finished(output_dir) and last is None:
+        raise JTCSEError(
+            f"{output_dir} already holds a finished run ({RUN_SUMMARY_NAME} is there). "
+            "Choose another --output-dir or pass --overwrite."
+        )
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     config_path = ckpt_dir / RUN_CONFIG_NAME
-    last = get_last_checkpoint(str(ckpt_dir)) if resume else None
     if last is None:
         for stale in ckpt_dir.glob("checkpoint-*"):
             shutil.rmtree(stale, ignore_errors=True)
@@ -62,12 +70,15 @@ def prepare_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume
         return None
     if config_path.is_file():
         previous = json.loads(config_path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(previous) | set(config) if previous.get(k) != config.get(k))
+        changed = sorted(
+            k for k in (set(previous) | set(config)) - set(LENGTH_KEYS) if previous.get(k) != config.get(k)
+        )
         if changed:
             raise JTCSEError(
-                f"{output_dir} holds an interrupted run with other settings ({', '.join(changed)} differ). "
+                f"{output_dir} holds a run with other settings ({', '.join(changed)} differ). "
                 "Rerun with the same settings to resume, or pass --no-resume to start over."
             )
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
     return last
 
 
@@ -85,6 +96,7 @@ def build_training_args(
     logging_steps: int = 50,
     warmup_ratio: float = 0.0,
     use_no_duplicates_sampler: bool = False,
+    **overrides: Any,
 ):
     """``SentenceTransformerTrainingArguments`` for a jtcse stage.
 
@@ -92,6 +104,7 @@ def build_training_args(
     Spearman (``load_best_model_at_end``). Without: save every ``save_steps`` (default ``eval_steps``)
     so an interrupted run can resume. The trainer's NaN/inf log filter is off (it syncs with the host
     every step); :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
+    ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last.
     """
     import torch
     from sentence_transformers import SentenceTransformerTrainingArguments
@@ -137,6 +150,7 @@ def build_training_args(
         )
     else:
         kwargs.update(eval_strategy="no")
+    kwargs.update(overrides)
     return SentenceTransformerTrainingArguments(**kwargs)
 
 
