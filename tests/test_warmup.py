@@ -241,3 +241,17 @@ def test_cli_reports_an_empty_pairs_file_in_one_line(tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr.strip() == f"Error: pairs file {empty} is empty (no original<TAB>paraphrase lines)."
+
+
+def test_cli_takes_the_pairs_file_as_pairs_file_and_refuses_both_names(tmp_path):
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    out = ["simcse", "-o", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, [*out, "--pairs-file", str(empty)])
+    assert isinstance(result.exception, JTCSEError) and "is empty" in str(result.exception)
+    result = CliRunner().invoke(app, [*out, "--pairs-file", str(empty), "--pairs", str(empty)])
+    assert isinstance(result.exception, JTCSEError) and "give the pairs file once" in str(result.exception)

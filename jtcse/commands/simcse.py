@@ -15,13 +15,13 @@ def register(app: typer.Typer) -> None:
         short_help="Warm up one tower with SimCSE (dropout or RTT-paraphrase positives).",
         help=(
             "Warm up one tower with unsupervised SimCSE: two dropout views of each sentence, in-batch "
-            "negatives (MultipleNegativesRankingLoss, τ=0.05). With --pairs (original<TAB>paraphrase, as "
+            "negatives (MultipleNegativesRankingLoss, τ=0.05). With --pairs-file (original<TAB>paraphrase, as "
             "`jtcse rtt` writes), a sentence's positive is its round-trip paraphrase; identical pairs are "
             "counted and dropped. The output is a plain sentence-transformers checkpoint (Transformer + CLS "
             "Pooling) that `jtcse train` accepts as a tower; mean pooling / Normalize of the input model are "
             "replaced. With --dev-file the checkpoint with the best STS-B dev Spearman is kept. An "
             "interrupted run resumes from its last checkpoint.\n\n"
-            "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs rtt_de.tsv "
+            "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs-file rtt_de.tsv "
             "--dev-file sts-dev.csv --output-dir runs/tower_de"
         ),
     )
@@ -33,11 +33,14 @@ def register(app: typer.Typer) -> None:
         corpus: Optional[Path] = typer.Option(
             None,
             "--corpus",
-            help="One sentence a line. Default: embedded stdlib prose, or only the pairs when --pairs is given.",
+            help="One sentence a line. Default: embedded stdlib prose, or only the pairs when --pairs-file is given.",
         ),
-        pairs: Optional[Path] = typer.Option(
-            None, "--pairs", help="TSV original<TAB>paraphrase; the paraphrase becomes the sentence's positive."
+        pairs_file: Optional[Path] = typer.Option(
+            None,
+            "--pairs-file",
+            help="TSV original<TAB>paraphrase (as `jtcse rtt` writes); the paraphrase becomes the sentence's positive.",
         ),
+        pairs_alias: Optional[Path] = typer.Option(None, "--pairs", hidden=True, help="Old name of --pairs-file."),
         dev_file: Optional[Path] = typer.Option(
             None, "--dev-file", help="STS-B-format dev file for checkpoint choice."
         ),
@@ -55,13 +58,18 @@ def register(app: typer.Typer) -> None:
         overwrite: bool = typer.Option(False, "--overwrite", help="Replace a finished run in --output-dir."),
         keep_checkpoints: bool = typer.Option(False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."),
     ) -> None:
+        from jtcse.errors import JTCSEError
         from jtcse.training.simcse import train_simcse
+
+        if pairs_file is not None and pairs_alias is not None:
+            raise JTCSEError("give the pairs file once, with --pairs-file (--pairs is its old name).")
+        pairs_file = pairs_file or pairs_alias
 
         summary = train_simcse(
             model,
             corpus,
             output_dir,
-            pairs_file=pairs,
+            pairs_file=pairs_file,
             batch_size=batch_size,
             max_seq_length=max_seq_length,
             learning_rate=learning_rate,
