@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.losses.registry import REGULARIZER_HELP
+
 
 def register(app: typer.Typer) -> None:
     @app.command(
@@ -54,6 +56,7 @@ def register(app: typer.Typer) -> None:
         logging_steps: int = typer.Option(50, help="Log the training loss every N steps."),
         temperature: float = typer.Option(0.05, help="InfoNCE temperature τ (scale = 1/τ)."),
         seed: int = typer.Option(42, help="Random seed (data order, dropout)."),
+        regularizer: list[str] = typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP),
         resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume an interrupted run in --output-dir."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Replace a finished run in --output-dir."),
         keep_checkpoints: bool = typer.Option(False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."),
@@ -81,6 +84,7 @@ def register(app: typer.Typer) -> None:
             eval_steps=eval_steps,
             save_steps=save_steps,
             logging_steps=logging_steps,
+            regularizers=regularizer,
             resume=resume,
             overwrite=overwrite,
             keep_checkpoints=keep_checkpoints,

@@ -37,10 +37,12 @@ from jtcse.training.common import (
 
 
 class SummedLosses(nn.Module):
-    """A base loss plus extra losses on the same batch, returned as named parts.
+    """A base loss plus extra losses on the same batch, returned as named parts (``simcse``, ...).
 
     The trainer sums the parts and logs each one. ``extras`` follow the sentence-transformers loss
-    convention (``forward(sentence_features, labels)``) and carry their own weights.
+    convention (``forward(sentence_features, labels)``) and carry their own weights. Token-level
+    regularisers wrap this module (:func:`jtcse.losses.registry.build_regularised_loss`) and join the
+    parts under their own names.
     """
 
     def __init__(self, model, base: nn.Module, extras: Sequence[nn.Module]):
@@ -108,6 +110,7 @@ def train_simcse(
     save_steps: int | None = None,
     logging_steps: int = 50,
     extra_losses: Sequence[Callable[[Any], nn.Module]] | None = None,
+    regularizers: Sequence[str] = (),
     resume: bool = True,
     overwrite: bool = False,
     keep_checkpoints: bool = False,
@@ -122,6 +125,9 @@ def train_simcse(
     ``pairs_file``: ``original<TAB>paraphrase`` TSV; identical pairs are counted and dropped.
     ``dev_file``: STS-B-format file; the checkpoint with the best dev Spearman is kept.
     ``extra_losses``: callables ``f(model) -> loss`` (e.g. a regulariser class), added to the SimCSE loss.
+    ``regularizers``: token-level regulariser specs such as ``"dispersion:weight=0.1"`` (see
+    :mod:`jtcse.losses.registry`), computed on the token states of the SimCSE forward itself; each is
+    logged as its own term next to ``simcse`` and listed in the summary.
     An interrupted run in ``output_dir`` resumes from its last checkpoint when ``resume``.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
@@ -132,6 +138,7 @@ def train_simcse(
 
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
+    from jtcse.losses.registry import build_regularised_loss, parse_regularizer_spec
     from jtcse.training.cls_tower import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
@@ -140,6 +147,9 @@ def train_simcse(
         raise JTCSEError(f"temperature must be positive (got {temperature}).")
     if max_seq_length < 4:
         raise JTCSEError(f"max sequence length must be at least 4 tokens (got {max_seq_length}).")
+    regularizers = list(regularizers)
+    for spec in regularizers:  # syntax errors fail before anything is loaded or written
+        parse_regularizer_spec(spec)
 
     corpus_note: dict[str, Any] = {}
     if isinstance(corpus, (str, Path)):
@@ -174,6 +184,7 @@ def train_simcse(
         "max_steps": max_steps,
         "seed": seed,
         "temperature": temperature,
+        "regularizers": regularizers,
         "dev_file": str(dev_file) if dev_file else None,
         "eval_steps": eval_steps,
     }
@@ -185,7 +196,9 @@ def train_simcse(
 
     base_loss = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature)
     extras = [factory(tower) for factory in (extra_losses or [])]
-    loss = SummedLosses(tower, base_loss, extras) if extras else base_loss
+    # named terms (a dict) whenever there is more than the SimCSE loss, so the trainer logs each one
+    loss = SummedLosses(tower, base_loss, extras) if extras or regularizers else base_loss
+    loss = build_regularised_loss(tower, loss, regularizers)
 
     args = build_training_args(
         output_dir,
@@ -234,6 +247,7 @@ def train_simcse(
         "pairs_dropped_identical": pairs.dropped_identical if pairs is not None else 0,
         "pairs_dropped_empty": pairs.dropped_empty if pairs is not None else 0,
         **counts,
+        "regularizers": loss.get_config_dict()["regularizers"] if regularizers else [],
         "steps": trainer.state.global_step,
         "resumed_from": resume_from,
         **loss_history(trainer.state.log_history),
