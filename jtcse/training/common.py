@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,66 @@ def nan_guard(loss, learning_rate: float, output_dir: str | Path):
         hint=f"Try a lower learning rate (now {learning_rate:g}); the last good checkpoint is kept in "
         f"{checkpoints_dir(output_dir)} for inspection.",
     )
+
+
+def read_sentences(source: str | Path | Sequence[str], what: str = "corpus") -> tuple[list[str], str, int]:
+    """``(sentences, label, skipped_blank_lines)`` from a one-sentence-a-line file or a list of sentences.
+
+    Files go through :func:`jtcse.corpus.read_corpus` (missing / empty / non-UTF-8 errors); in-memory
+    lists are stripped of blank entries. ``label`` names the source in run summaries.
+    """
+    from jtcse.corpus import read_corpus
+
+    if isinstance(source, (str, Path)):
+        read = read_corpus(source)
+        return read.sentences, read.path, read.skipped_empty
+    sentences = [s.strip() for s in source if s and s.strip()]
+    if not sentences:
+        raise JTCSEError(f"the {what} has no sentences.")
+    return sentences, f"<{len(sentences)} sentences given in memory>", 0
+
+
+def train_guarded(
+    model,
+    args,
+    train_dataset,
+    loss,
+    evaluator,
+    *,
+    learning_rate: float,
+    output_dir: str | Path,
+    resume_from: str | None,
+    callbacks: Sequence[Any] = (),
+):
+    """Train with ``SentenceTransformerTrainer`` under a :func:`nan_guard` on ``loss``; returns
+    ``(trainer, train_output)``. The guard is removed from ``loss`` however training ends."""
+    from sentence_transformers import SentenceTransformerTrainer
+
+    guard = nan_guard(loss, learning_rate, output_dir)
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_dataset,
+        loss=loss,
+        evaluator=evaluator,
+        callbacks=[guard, *callbacks],
+    )
+    try:
+        output = trainer.train(resume_from_checkpoint=resume_from)
+    finally:
+        guard.remove()
+    return trainer, output
+
+
+def save_final_model(model, output_dir: str | Path, evaluator, *, max_seq_length: int, keep_checkpoints: bool):
+    """Score ``model`` on the dev evaluator (``None`` without one), save it to ``output_dir`` with its own
+    ``max_seq_length`` restored, and drop the trainer checkpoints unless ``keep_checkpoints``."""
+    final_dev = evaluator(model)[evaluator.primary_metric] if evaluator is not None else None
+    model.max_seq_length = max_seq_length
+    model.save(str(output_dir))
+    if not keep_checkpoints:
+        remove_checkpoints(output_dir)
+    return final_dev
 
 
 def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:

@@ -29,9 +29,10 @@ from jtcse.training.common import (
     build_training_args,
     dev_evaluator,
     loss_history,
-    nan_guard,
     prepare_output_dir,
-    remove_checkpoints,
+    read_sentences,
+    save_final_model,
+    train_guarded,
     write_run_summary,
 )
 
@@ -133,10 +134,8 @@ def train_simcse(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.losses.registry import build_regularised_loss, parse_regularizer_spec
     from jtcse.training.cls_tower import describe_source, load_cls_tower
@@ -152,15 +151,12 @@ def train_simcse(
         parse_regularizer_spec(spec)
 
     corpus_note: dict[str, Any] = {}
-    if isinstance(corpus, (str, Path)):
-        read = read_corpus(corpus)
-        sentences: list[str] | None = read.sentences
-        corpus_note = {"corpus": read.path, "corpus_skipped_blank_lines": read.skipped_empty}
-    elif corpus is not None:
-        sentences = [s.strip() for s in corpus if s and s.strip()]
-        if not sentences:
-            raise JTCSEError("the corpus has no sentences.")
-        corpus_note = {"corpus": f"<{len(sentences)} sentences given in memory>"}
+    if corpus is not None:
+        sentences: list[str] | None
+        sentences, label, skipped = read_sentences(corpus, "corpus")
+        corpus_note = {"corpus": label}
+        if isinstance(corpus, (str, Path)):
+            corpus_note["corpus_skipped_blank_lines"] = skipped
     elif pairs_file is None:
         sentences = default_corpus_sentences()
         corpus_note = {"corpus": "<embedded stdlib prose>"}
@@ -213,28 +209,20 @@ def train_simcse(
         logging_steps=logging_steps,
         use_no_duplicates_sampler=True,
     )
-    guard = nan_guard(loss, learning_rate, output_dir)
-    trainer = SentenceTransformerTrainer(
-        model=tower,
-        args=args,
-        train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
-        loss=loss,
-        evaluator=evaluator,
-        callbacks=[guard, *callbacks],
+    trainer, _ = train_guarded(
+        tower,
+        args,
+        Dataset.from_dict({"anchor": anchors, "positive": positives}),
+        loss,
+        evaluator,
+        learning_rate=learning_rate,
+        output_dir=output_dir,
+        resume_from=resume_from,
+        callbacks=callbacks,
     )
-    try:
-        trainer.train(resume_from_checkpoint=resume_from)
-    finally:
-        guard.remove()
-
-    final_dev = None
-    if evaluator is not None:
-        metrics = evaluator(tower)
-        final_dev = metrics[evaluator.primary_metric]
-    tower.max_seq_length = saved_max_seq_length
-    tower.save(str(output_dir))
-    if not keep_checkpoints:
-        remove_checkpoints(output_dir)
+    final_dev = save_final_model(
+        tower, output_dir, evaluator, max_seq_length=saved_max_seq_length, keep_checkpoints=keep_checkpoints
+    )
 
     summary: dict[str, Any] = {
         "stage": "simcse",

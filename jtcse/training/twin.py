@@ -23,8 +23,8 @@ from jtcse.training.common import (
     RUN_SUMMARY_NAME,
     build_training_args,
     dev_evaluator,
-    nan_guard,
     prepare_output_dir,
+    train_guarded,
     write_run_summary,
 )
 
@@ -148,7 +148,6 @@ def train_twin(
     resume_from = prepare_output_dir(output_dir, config, resume=resume, overwrite=overwrite)
 
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer
 
     from jtcse.losses import JTCSELoss
     from jtcse.losses.registry import build_regularised_loss
@@ -167,7 +166,6 @@ def train_twin(
         extra_terms=extra_losses,
     )
     loss = build_regularised_loss(model, loss, list(regularizers))
-    guard = nan_guard(loss, learning_rate, output_dir)
 
     steps_per_epoch = max(1, len(sentences) // batch_size) if len(sentences) > batch_size else 1
     total_steps = max_steps if max_steps > 0 else math.ceil(steps_per_epoch * epochs)
@@ -193,14 +191,11 @@ def train_twin(
         use_cpu=device == "cpu",
         bf16=False,
     )
-    trainer = SentenceTransformerTrainer(
-        model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=[guard]
-    )
     started = time.time()
-    try:
-        train_output = trainer.train(resume_from_checkpoint=resume_from)
-    finally:
-        guard.remove()
+    trainer, train_output = train_guarded(
+        model, args, dataset, loss, evaluator,
+        learning_rate=learning_rate, output_dir=output_dir, resume_from=resume_from,
+    )
     runtime = time.time() - started
 
     model.save(str(output_dir))
