@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
+
+from jtcse.commands import _trainer_options as opts
 
 from jtcse.losses.registry import REGULARIZER_HELP
 
@@ -43,23 +44,21 @@ def register(app: typer.Typer) -> None:
             help="TSV original<TAB>paraphrase (as `jtcse rtt` writes); the paraphrase becomes the sentence's positive.",
         ),
         pairs_alias: Optional[Path] = typer.Option(None, "--pairs", hidden=True, help="Old name of --pairs-file."),
-        dev_file: Optional[Path] = typer.Option(
-            None, "--dev-file", help="STS-B-format dev file for checkpoint choice."
-        ),
+        dev_file: Optional[Path] = opts.dev_file_option(),
         batch_size: int = typer.Option(64, help="Sentences per batch (in-batch negatives)."),
         max_seq_length: int = typer.Option(32, help="Token limit during training (the saved tower keeps its own)."),
         learning_rate: float = typer.Option(3e-5, help="AdamW learning rate."),
-        epochs: float = typer.Option(1.0, help="Passes over the data."),
-        max_steps: int = typer.Option(-1, help="Stop after this many steps (-1: run the epochs)."),
-        eval_steps: int = typer.Option(125, help="Evaluate on --dev-file (and checkpoint) every N steps."),
-        save_steps: Optional[int] = typer.Option(None, help="Checkpoint every N steps without a dev file."),
-        logging_steps: int = typer.Option(50, help="Log the training loss every N steps."),
+        epochs: float = opts.epochs_option(),
+        max_steps: int = opts.max_steps_option(),
+        eval_steps: int = opts.eval_steps_option(125),
+        save_steps: Optional[int] = opts.save_steps_option(),
+        logging_steps: int = opts.logging_steps_option(),
         temperature: float = typer.Option(0.05, help="InfoNCE temperature τ (scale = 1/τ)."),
         seed: int = typer.Option(42, help="Random seed (data order, dropout)."),
         regularizer: list[str] = typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP),
-        resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume an interrupted run in --output-dir."),
-        overwrite: bool = typer.Option(False, "--overwrite", help="Replace a finished run in --output-dir."),
-        keep_checkpoints: bool = typer.Option(False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."),
+        resume: bool = opts.resume_option(),
+        overwrite: bool = opts.overwrite_option(),
+        keep_checkpoints: bool = opts.keep_checkpoints_option(),
     ) -> None:
         from jtcse.errors import JTCSEError
         from jtcse.training.simcse import train_simcse
@@ -89,5 +88,4 @@ def register(app: typer.Typer) -> None:
             overwrite=overwrite,
             keep_checkpoints=keep_checkpoints,
         )
-        typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
-        typer.echo(f"Tower saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")
+        opts.echo_summary(summary, output_dir, "Tower")
