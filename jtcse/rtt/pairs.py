@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from jtcse.corpus import utf8_lines
 from jtcse.errors import JTCSEError
 
 _LINE_BREAKS = re.compile(r"[\t\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
@@ -68,30 +69,22 @@ def read_pairs_counted(path: str | Path, *, allow_empty_side: bool = False) -> P
         raise JTCSEError(f"pairs file not found: {path}")
     pairs: list[tuple[str, str]] = []
     blank = 0
-    with path.open("rb") as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise JTCSEError(
-                    f"{path}: line {line_no} is not valid UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1})."
-                ) from None
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                blank += 1
-                continue
-            fields = line.split("\t")
-            if len(fields) != 2:
-                raise JTCSEError(
-                    f"{path}: line {line_no} is not 'original<TAB>paraphrase': line {line_no} has {len(fields)} "
-                    f"tab-separated fields (found {len(fields)}, a pairs file has exactly two per line)."
-                )
-            if not allow_empty_side and not (fields[0].strip() and fields[1].strip()):
-                raise JTCSEError(
-                    f"{path}: line {line_no} is not 'original<TAB>paraphrase': one side is empty "
-                    "(a pairs file has two non-empty fields per line)."
-                )
-            pairs.append((fields[0], fields[1]))
+    for line_no, line in utf8_lines(path):
+        if not line.strip():
+            blank += 1
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise JTCSEError(
+                f"{path}: line {line_no} is not 'original<TAB>paraphrase': line {line_no} has {len(fields)} "
+                f"tab-separated fields (found {len(fields)}, a pairs file has exactly two per line)."
+            )
+        if not allow_empty_side and not (fields[0].strip() and fields[1].strip()):
+            raise JTCSEError(
+                f"{path}: line {line_no} is not 'original<TAB>paraphrase': one side is empty "
+                "(a pairs file has two non-empty fields per line)."
+            )
+        pairs.append((fields[0], fields[1]))
     if not pairs and blank:
         raise JTCSEError(f"pairs file {path} has no pairs: it is empty apart from {blank} blank line(s).")
     if not pairs:
