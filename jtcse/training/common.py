@@ -249,6 +249,21 @@ def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def run_outcome(trainer, *, resume_from: str | None, final_dev: float | None, started: float, config: dict) -> dict[str, Any]:
+    """The summary entries every single-encoder stage ends with: steps, resume point, loss/dev history
+    (:func:`loss_history`), final dev score, wall time since ``started`` (``time.perf_counter()``), config."""
+    import time
+
+    return {
+        "steps": trainer.state.global_step,
+        "resumed_from": resume_from,
+        **loss_history(trainer.state.log_history),
+        "final_dev_spearman": final_dev,
+        "seconds": round(time.perf_counter() - started, 2),
+        "config": config,
+    }
+
+
 def write_run_summary(output_dir: str | Path, summary: dict[str, Any]) -> Path:
     """Write ``summary`` as ``<output_dir>/run_summary.json`` (the mark of a finished run)."""
     path = Path(output_dir) / RUN_SUMMARY_NAME

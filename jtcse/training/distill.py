@@ -22,9 +22,9 @@ from jtcse.errors import JTCSEError
 from jtcse.training.common import (
     build_training_args,
     dev_evaluator,
-    loss_history,
     prepare_output_dir,
     read_sentences,
+    run_outcome,
     save_final_model,
     train_guarded,
     write_run_summary,
@@ -194,12 +194,7 @@ def distill(
         "sentences": len(sentences),
         "teacher_cache": str(targets.cache_path),
         "teacher_cache_hit": targets.cache_hit,
-        "steps": trainer.state.global_step,
-        "resumed_from": resume_from,
-        **loss_history(trainer.state.log_history),
-        "final_dev_spearman": final_dev,
-        "seconds": round(time.perf_counter() - start, 2),
-        "config": config,
+        **run_outcome(trainer, resume_from=resume_from, final_dev=final_dev, started=start, config=config),
     }
     write_run_summary(output_dir, summary)
     return summary

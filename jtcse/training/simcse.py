@@ -28,9 +28,9 @@ from jtcse.errors import JTCSEError
 from jtcse.training.common import (
     build_training_args,
     dev_evaluator,
-    loss_history,
     prepare_output_dir,
     read_sentences,
+    run_outcome,
     save_final_model,
     train_guarded,
     write_run_summary,
@@ -236,12 +236,7 @@ def train_simcse(
         "pairs_dropped_empty": pairs.dropped_empty if pairs is not None else 0,
         **counts,
         "regularizers": loss.get_config_dict()["regularizers"] if regularizers else [],
-        "steps": trainer.state.global_step,
-        "resumed_from": resume_from,
-        **loss_history(trainer.state.log_history),
-        "final_dev_spearman": final_dev,
-        "seconds": round(time.perf_counter() - start, 2),
-        "config": config,
+        **run_outcome(trainer, resume_from=resume_from, final_dev=final_dev, started=start, config=config),
     }
     write_run_summary(output_dir, summary)
     return summary
