@@ -1,9 +1,10 @@
-"""Pieces every single-encoder trainer here shares: training arguments, the STS dev evaluator wiring,
-checkpoint/resume handling, the non-finite-loss guard (:func:`nan_guard`) and the ``run_summary.json``
-writer.
+"""Pieces the trainers here share: output-directory / resume rules, training arguments, the STS dev
+evaluator wiring, training under the non-finite-loss guard (:func:`nan_guard`, :func:`train_guarded`) and
+the ``run_summary.json`` writer.
 
-Used by :mod:`jtcse.training.simcse` and :mod:`jtcse.training.distill`. Trainer checkpoints live in
-``<output_dir>/checkpoints`` so that the output directory itself holds only the final model.
+Used by :mod:`jtcse.training.simcse`, :mod:`jtcse.training.distill` and :mod:`jtcse.training.twin`.
+Trainer checkpoints live in ``<output_dir>/checkpoints`` so that the output directory itself holds only
+the final model and its summary (rules in ``docs/runs.md``).
 """
 
 from __future__ import annotations
