@@ -11,7 +11,7 @@ Defaults (when a path is not given):
   --plain    the embedded MiniLM exactly as shipped (Transformer + mean Pooling + Normalize);
   --student  the same MiniLM rebuilt as a CLS tower (Transformer + CLS Pooling), i.e. what
              `jtcse distill` saves — distillation changes weights, not cost, so this stands in for it;
-  --twin     `jtcse.build_twin(student, student)` when the twin module is installed, else skipped.
+  --twin     `jtcse.build_twin(student, student)`.
 
 Example:
   python scripts/bench_encode.py --student runs/distilled --twin runs/twin --sentences 4096 --out bench.json
@@ -56,23 +56,16 @@ def _load(path: str, device: str):
 
 def _default_models(workdir: Path, device: str) -> dict[str, object]:
     from jtcse.defaults import default_tower_path
+    from jtcse.modeling.build import build_twin
     from jtcse.training.cls_tower import load_cls_tower
 
     plain_path = default_tower_path()
     student, _ = load_cls_tower(plain_path, role="student")
     student_path = workdir / "student_cls"
     student.save(str(student_path))
-    models: dict[str, object] = {"plain": plain_path, "student": str(student_path)}
-    try:
-        import jtcse
-
-        twin = jtcse.build_twin(str(student_path), str(student_path))
-        twin_path = workdir / "twin"
-        twin.save(str(twin_path))
-        models["twin"] = str(twin_path)
-    except (ImportError, AttributeError) as err:
-        models["twin"] = f"skipped: the twin module is not installed here ({err}); pass --twin PATH"
-    return models
+    twin_path = workdir / "twin"
+    build_twin(str(student_path), str(student_path)).save(str(twin_path))
+    return {"plain": plain_path, "student": str(student_path), "twin": str(twin_path)}
 
 
 def _time_encode(model, sentences: list[str], batch_size: int) -> float:
@@ -107,11 +100,7 @@ def main() -> None:
             if getattr(args, name):
                 paths[name] = getattr(args, name)
         models = {}
-        skipped = {}
         for name, path in paths.items():
-            if str(path).startswith("skipped:"):
-                skipped[name] = path
-                continue
             model = _load(str(path), device)
             model.max_seq_length = args.max_seq_length
             model.eval()
@@ -155,7 +144,6 @@ def main() -> None:
         "max_seq_length": args.max_seq_length,
         "repeats": args.repeats,
         "models": per_model,
-        "skipped": skipped,
         "ratios": ratios,
         "targets": TARGETS,
         "meets_target": meets,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -11,7 +10,6 @@ from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.training.pipeline import run_pipeline
 
-HAS_TWIN_TRAINER = importlib.util.find_spec("jtcse.training.twin") is not None
 TINY = {"batch_size": 16, "max_steps": 2, "learning_rate": 1e-3}
 
 
@@ -51,17 +49,6 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path):
         run_pipeline(tmp_path, dev_file=tmp_path / "missing.csv")
 
 
-@pytest.mark.skipif(HAS_TWIN_TRAINER, reason="the twin trainer is installed")
-def test_twin_stage_without_the_twin_trainer_says_what_to_do(tiny_bert, tiny_bert_b, corpus_file, tmp_path):
-    with pytest.raises(JTCSEError, match="Run with --until warmup"):
-        run_pipeline(
-            tmp_path / "r", tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, until="twin",
-            warmup_settings=TINY,
-        )
-    assert (tmp_path / "r" / "tower_a" / "stage_done.json").is_file()  # the warm-ups before it are kept
-
-
-@pytest.mark.skipif(not HAS_TWIN_TRAINER, reason="needs jtcse.training.twin (the twin trainer)")
 def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data):
     dev = tmp_path / "dev.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:40]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from transformers import TrainerControl, TrainerState
 
 from jtcse.errors import JTCSEError
 from jtcse.training.common import (
     DEV_METRIC,
-    NonFiniteLossCallback,
     loss_history,
+    nan_guard,
     prepare_output_dir,
     write_run_summary,
 )
@@ -38,14 +39,45 @@ def test_finished_run_is_refused_unless_overwrite(tmp_path):
     assert not (tmp_path / "run_summary.json").exists()
 
 
+def test_finished_run_with_checkpoints_continues_only_when_resuming_with_the_same_settings(tmp_path):
+    config = {"lr": 1e-3, "max_steps": 2}
+    prepare_output_dir(tmp_path, config, resume=True, overwrite=False)
+    (tmp_path / "checkpoints" / "checkpoint-2").mkdir()
+    (tmp_path / "modules.json").write_text("[]", encoding="utf-8")
+    write_run_summary(tmp_path, {"stage": "x"})
+    # a longer run continues from the finished one; the length is the one setting that may change
+    assert prepare_output_dir(tmp_path, {"lr": 1e-3, "max_steps": 5}, resume=True, overwrite=False).endswith(
+        "checkpoint-2"
+    )
+    with pytest.raises(JTCSEError, match=r"\(lr differ\)"):
+        prepare_output_dir(tmp_path, {"lr": 1e-2, "max_steps": 5}, resume=True, overwrite=False)
+    with pytest.raises(JTCSEError, match="already holds a finished run"):
+        prepare_output_dir(tmp_path, config, resume=False, overwrite=False)
+
+
+class _ScaledSum(torch.nn.Module):
+    """A stand-in loss module: the guard only watches what ``forward`` returns."""
+
+    def forward(self, values):
+        return values.sum()
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_non_finite_loss_stops_training_with_a_clear_error(bad):
-    state = TrainerState()
-    state.global_step = 7
-    callback = NonFiniteLossCallback()
-    callback.on_log(None, state, TrainerControl(), logs={"loss": 0.5})  # finite: nothing happens
-    with pytest.raises(JTCSEError, match="training loss became (nan|inf) at step 7; lower the learning rate"):
-        callback.on_log(None, state, TrainerControl(), logs={"loss": bad})
+def test_non_finite_loss_stops_training_with_a_clear_error(bad, tmp_path):
+    loss = _ScaledSum()
+    guard = nan_guard(loss, 1e-3, tmp_path)
+    state, control = TrainerState(), TrainerControl()
+    for step, value in enumerate([0.5, bad, 0.25], start=0):
+        state.global_step = step
+        guard.on_step_begin(None, state, control)
+        loss(torch.tensor([value, 1.0]))
+    assert guard.first_bad_step() == 2
+    control.should_log = True
+    with pytest.raises(JTCSEError, match=r"NaN or infinite at step 2\. Try a lower learning rate \(now 0\.001\)"):
+        guard.on_step_end(None, state, control)
+    guard.remove()
+    loss(torch.tensor([bad]))  # the hook is gone: nothing is recorded any more
+    assert guard.first_bad_step() == 2
 
 
 def test_loss_history_picks_first_last_and_best_dev():
@@ -61,3 +93,20 @@ def test_loss_history_picks_first_last_and_best_dev():
     assert out["first_logged_loss"] == 3.0 and out["last_logged_loss"] == 1.5
     assert out["best_dev_spearman"] == 0.7 and out["best_step"] == 4
     assert out["dev_spearman_by_step"] == {2: 0.5, 4: 0.7, 6: 0.6}
+
+
+@pytest.mark.parametrize("stage", ["simcse", "distill"])
+def test_simcse_and_distill_stop_on_a_nan_loss_naming_the_step(stage, tiny_bert, tmp_path):
+    from jtcse.defaults import default_corpus_sentences
+    from jtcse.training.distill import distill
+    from jtcse.training.simcse import train_simcse
+
+    sentences = default_corpus_sentences(limit=16)
+    # AdamW moves every weight by about lr in step 1; with lr = 1e30 the step-2 forward overflows
+    settings = dict(batch_size=8, max_steps=4, logging_steps=1, learning_rate=1e30, max_seq_length=16)
+    with pytest.raises(JTCSEError, match=r"NaN or infinite at step 2\b.*lower learning rate"):
+        if stage == "simcse":
+            train_simcse(tiny_bert, sentences, tmp_path / "run", **settings)
+        else:
+            distill(tiny_bert, tiny_bert, sentences, tmp_path / "run", **settings)
+    assert not (tmp_path / "run" / "modules.json").exists()

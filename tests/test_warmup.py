@@ -241,3 +241,53 @@ def test_cli_reports_an_empty_pairs_file_in_one_line(tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr.strip() == f"Error: pairs file {empty} is empty (no original<TAB>paraphrase lines)."
+
+
+def test_cli_takes_the_pairs_file_as_pairs_file_and_refuses_both_names(tmp_path):
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    out = ["simcse", "-o", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, [*out, "--pairs-file", str(empty)])
+    assert isinstance(result.exception, JTCSEError) and "is empty" in str(result.exception)
+    result = CliRunner().invoke(app, [*out, "--pairs-file", str(empty), "--pairs", str(empty)])
+    assert isinstance(result.exception, JTCSEError) and "give the pairs file once" in str(result.exception)
+
+
+def test_regularizer_joins_the_simcse_loss_as_a_logged_term(tiny_bert, tmp_path):
+    summary = train_simcse(
+        tiny_bert,
+        default_corpus_sentences(limit=32),
+        tmp_path / "tower",
+        batch_size=16,
+        max_steps=2,
+        logging_steps=1,
+        regularizers=["dispersion:weight=0.1"],
+        keep_checkpoints=True,
+    )
+    state = json.loads(next((tmp_path / "tower" / "checkpoints").glob("checkpoint-*/trainer_state.json")).read_text())
+    logged = [entry for entry in state["log_history"] if "loss" in entry]
+    assert {"simcse", "dispersion"} <= set(logged[0])
+    assert logged[0]["dispersion"] != 0
+    assert logged[0]["loss"] == pytest.approx(logged[0]["simcse"] + logged[0]["dispersion"], rel=1e-3)
+    assert [(r["name"], r["weight"]) for r in summary["regularizers"]] == [("DispersionLoss", 0.1)]
+    assert summary["config"]["regularizers"] == ["dispersion:weight=0.1"]
+
+
+def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "jtcse", "simcse", "-o", str(tmp_path / "out"), "--regularizer", "dispersion:wieght=1"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "Error: regulariser 'dispersion' has no option 'wieght'; options: weight, temperature, variant, layers, norm_weight"
+    )
+    assert not (tmp_path / "out").exists()  # refused before anything was written

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
+
+from jtcse.commands import _trainer_options as opts
 
 
 def register(app: typer.Typer) -> None:
@@ -35,31 +36,25 @@ def register(app: typer.Typer) -> None:
         train_file: Optional[Path] = typer.Option(
             None, "--train-file", help="Unlabeled sentences, one a line. Default: embedded stdlib prose."
         ),
-        dev_file: Optional[Path] = typer.Option(
-            None, "--dev-file", help="STS-B-format dev file for checkpoint choice."
-        ),
+        dev_file: Optional[Path] = opts.dev_file_option(),
         batch_size: int = typer.Option(64, help="Student batch size."),
         teacher_batch_size: int = typer.Option(128, help="Batch size for the one-off teacher encoding."),
         max_seq_length: int = typer.Option(
             64, help="Student token limit during training (the saved model keeps its own)."
         ),
         learning_rate: float = typer.Option(5e-5, help="AdamW learning rate."),
-        epochs: float = typer.Option(1.0, help="Passes over the data."),
-        max_steps: int = typer.Option(-1, help="Stop after this many steps (-1: run the epochs)."),
-        eval_steps: int = typer.Option(250, help="Evaluate on --dev-file (and checkpoint) every N steps."),
-        save_steps: Optional[int] = typer.Option(None, help="Checkpoint every N steps without a dev file."),
-        logging_steps: int = typer.Option(50, help="Log the training loss every N steps."),
+        epochs: float = opts.epochs_option(),
+        max_steps: int = opts.max_steps_option(),
+        eval_steps: int = opts.eval_steps_option(250),
+        save_steps: Optional[int] = opts.save_steps_option(),
+        logging_steps: int = opts.logging_steps_option(),
         project: bool = typer.Option(
             False, "--project", help="Learn a linear student->teacher projection if widths differ."
         ),
         seed: int = typer.Option(42, help="Random seed."),
-        resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume an interrupted run in --output-dir."),
-        overwrite: bool = typer.Option(
-            False, "--overwrite", help="Replace a finished run (the teacher cache is kept)."
-        ),
-        keep_checkpoints: bool = typer.Option(
-            False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."
-        ),
+        resume: bool = opts.resume_option(),
+        overwrite: bool = opts.overwrite_option(" (the teacher cache is kept)"),
+        keep_checkpoints: bool = opts.keep_checkpoints_option(),
     ) -> None:
         from jtcse.training.distill import distill as run_distill
 
@@ -84,5 +79,4 @@ def register(app: typer.Typer) -> None:
             overwrite=overwrite,
             keep_checkpoints=keep_checkpoints,
         )
-        typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
-        typer.echo(f"Student saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")
+        opts.echo_summary(summary, output_dir, "Student")

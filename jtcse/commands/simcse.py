@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
+
+from jtcse.commands import _trainer_options as opts
+
+from jtcse.losses.registry import REGULARIZER_HELP
 
 
 def register(app: typer.Typer) -> None:
@@ -15,13 +18,13 @@ def register(app: typer.Typer) -> None:
         short_help="Warm up one tower with SimCSE (dropout or RTT-paraphrase positives).",
         help=(
             "Warm up one tower with unsupervised SimCSE: two dropout views of each sentence, in-batch "
-            "negatives (MultipleNegativesRankingLoss, τ=0.05). With --pairs (original<TAB>paraphrase, as "
+            "negatives (MultipleNegativesRankingLoss, τ=0.05). With --pairs-file (original<TAB>paraphrase, as "
             "`jtcse rtt` writes), a sentence's positive is its round-trip paraphrase; identical pairs are "
             "counted and dropped. The output is a plain sentence-transformers checkpoint (Transformer + CLS "
             "Pooling) that `jtcse train` accepts as a tower; mean pooling / Normalize of the input model are "
             "replaced. With --dev-file the checkpoint with the best STS-B dev Spearman is kept. An "
             "interrupted run resumes from its last checkpoint.\n\n"
-            "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs rtt_de.tsv "
+            "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs-file rtt_de.tsv "
             "--dev-file sts-dev.csv --output-dir runs/tower_de"
         ),
     )
@@ -33,35 +36,42 @@ def register(app: typer.Typer) -> None:
         corpus: Optional[Path] = typer.Option(
             None,
             "--corpus",
-            help="One sentence a line. Default: embedded stdlib prose, or only the pairs when --pairs is given.",
+            help="One sentence a line. Default: embedded stdlib prose, or only the pairs when --pairs-file is given.",
         ),
-        pairs: Optional[Path] = typer.Option(
-            None, "--pairs", help="TSV original<TAB>paraphrase; the paraphrase becomes the sentence's positive."
+        pairs_file: Optional[Path] = typer.Option(
+            None,
+            "--pairs-file",
+            help="TSV original<TAB>paraphrase (as `jtcse rtt` writes); the paraphrase becomes the sentence's positive.",
         ),
-        dev_file: Optional[Path] = typer.Option(
-            None, "--dev-file", help="STS-B-format dev file for checkpoint choice."
-        ),
+        pairs_alias: Optional[Path] = typer.Option(None, "--pairs", hidden=True, help="Old name of --pairs-file."),
+        dev_file: Optional[Path] = opts.dev_file_option(),
         batch_size: int = typer.Option(64, help="Sentences per batch (in-batch negatives)."),
         max_seq_length: int = typer.Option(32, help="Token limit during training (the saved tower keeps its own)."),
         learning_rate: float = typer.Option(3e-5, help="AdamW learning rate."),
-        epochs: float = typer.Option(1.0, help="Passes over the data."),
-        max_steps: int = typer.Option(-1, help="Stop after this many steps (-1: run the epochs)."),
-        eval_steps: int = typer.Option(125, help="Evaluate on --dev-file (and checkpoint) every N steps."),
-        save_steps: Optional[int] = typer.Option(None, help="Checkpoint every N steps without a dev file."),
-        logging_steps: int = typer.Option(50, help="Log the training loss every N steps."),
+        epochs: float = opts.epochs_option(),
+        max_steps: int = opts.max_steps_option(),
+        eval_steps: int = opts.eval_steps_option(125),
+        save_steps: Optional[int] = opts.save_steps_option(),
+        logging_steps: int = opts.logging_steps_option(),
         temperature: float = typer.Option(0.05, help="InfoNCE temperature τ (scale = 1/τ)."),
         seed: int = typer.Option(42, help="Random seed (data order, dropout)."),
-        resume: bool = typer.Option(True, "--resume/--no-resume", help="Resume an interrupted run in --output-dir."),
-        overwrite: bool = typer.Option(False, "--overwrite", help="Replace a finished run in --output-dir."),
-        keep_checkpoints: bool = typer.Option(False, "--keep-checkpoints", help="Keep trainer checkpoints at the end."),
+        regularizer: list[str] = typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP),
+        resume: bool = opts.resume_option(),
+        overwrite: bool = opts.overwrite_option(),
+        keep_checkpoints: bool = opts.keep_checkpoints_option(),
     ) -> None:
+        from jtcse.errors import JTCSEError
         from jtcse.training.simcse import train_simcse
+
+        if pairs_file is not None and pairs_alias is not None:
+            raise JTCSEError("give the pairs file once, with --pairs-file (--pairs is its old name).")
+        pairs_file = pairs_file or pairs_alias
 
         summary = train_simcse(
             model,
             corpus,
             output_dir,
-            pairs_file=pairs,
+            pairs_file=pairs_file,
             batch_size=batch_size,
             max_seq_length=max_seq_length,
             learning_rate=learning_rate,
@@ -73,9 +83,9 @@ def register(app: typer.Typer) -> None:
             eval_steps=eval_steps,
             save_steps=save_steps,
             logging_steps=logging_steps,
+            regularizers=regularizer,
             resume=resume,
             overwrite=overwrite,
             keep_checkpoints=keep_checkpoints,
         )
-        typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
-        typer.echo(f"Tower saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")
+        opts.echo_summary(summary, output_dir, "Tower")

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 
+from jtcse.corpus import utf8_lines
 from jtcse.errors import JTCSEError
 
 
@@ -43,27 +44,22 @@ def read_stsb_file(path: str | Path) -> STSPairs:
     s1: list[str] = []
     s2: list[str] = []
     scores: list[float] = []
-    with path.open("rb") as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                raise JTCSEError(f"{path}: line {line_no} is not valid UTF-8.") from None
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) < 7:
-                raise JTCSEError(
-                    f"{path}: line {line_no} has {len(fields)} tab-separated fields; an STS-B line has "
-                    "genre, file, year, id, score, sentence1, sentence2."
-                )
-            try:
-                score = float(fields[4])
-            except ValueError:
-                raise JTCSEError(f"{path}: line {line_no}: score {fields[4]!r} is not a number.") from None
-            s1.append(normalize_whitespace(fields[5]))
-            s2.append(normalize_whitespace(fields[6]))
-            scores.append(score)
+    for line_no, line in utf8_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 7:
+            raise JTCSEError(
+                f"{path}: line {line_no} has {len(fields)} tab-separated fields; an STS-B line has "
+                "genre, file, year, id, score, sentence1, sentence2."
+            )
+        try:
+            score = float(fields[4])
+        except ValueError:
+            raise JTCSEError(f"{path}: line {line_no}: score {fields[4]!r} is not a number.") from None
+        s1.append(normalize_whitespace(fields[5]))
+        s2.append(normalize_whitespace(fields[6]))
+        scores.append(score)
     if not scores:
         raise JTCSEError(f"STS-B file {path} has no pairs.")
     return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))

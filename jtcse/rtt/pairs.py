@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from jtcse.corpus import utf8_lines
 from jtcse.errors import JTCSEError
 
 _LINE_BREAKS = re.compile(r"[\t\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
@@ -45,28 +47,46 @@ def write_pairs(path: str | Path, pairs: Iterable[tuple[str, str]]) -> int:
 
 def read_pairs(path: str | Path) -> list[tuple[str, str]]:
     """Read a pairs file; blank lines are skipped, any other malformed line is an error naming it."""
+    return read_pairs_counted(path).pairs
+
+
+@dataclass
+class PairsRead:
+    """The pairs of a file (fields as written, unstripped) and how many blank lines were skipped."""
+
+    pairs: list[tuple[str, str]]
+    blank_lines: int
+
+
+def read_pairs_counted(path: str | Path, *, allow_empty_side: bool = False) -> PairsRead:
+    """Parse a pairs file: UTF-8, two tab-separated fields a line, blank lines skipped and counted.
+
+    A line with an empty (or all-space) side is an error unless ``allow_empty_side``, in which case it
+    is returned as is for the caller to count (``jtcse simcse`` drops such pairs and reports them).
+    """
     path = Path(path)
     if not path.is_file():
-        raise JTCSEError(f"Pairs file not found: {path}")
+        raise JTCSEError(f"pairs file not found: {path}")
     pairs: list[tuple[str, str]] = []
-    with path.open("rb") as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise JTCSEError(
-                    f"{path}: line {line_no} is not valid UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1})."
-                ) from None
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
-                raise JTCSEError(
-                    f"{path}: line {line_no} is not 'original<TAB>paraphrase' "
-                    f"(found {len(fields)} tab-separated field(s)); a pairs file has exactly two non-empty fields per line."
-                )
-            pairs.append((fields[0], fields[1]))
+    blank = 0
+    for line_no, line in utf8_lines(path):
+        if not line.strip():
+            blank += 1
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise JTCSEError(
+                f"{path}: line {line_no} is not 'original<TAB>paraphrase': line {line_no} has {len(fields)} "
+                f"tab-separated fields (found {len(fields)}, a pairs file has exactly two per line)."
+            )
+        if not allow_empty_side and not (fields[0].strip() and fields[1].strip()):
+            raise JTCSEError(
+                f"{path}: line {line_no} is not 'original<TAB>paraphrase': one side is empty "
+                "(a pairs file has two non-empty fields per line)."
+            )
+        pairs.append((fields[0], fields[1]))
+    if not pairs and blank:
+        raise JTCSEError(f"pairs file {path} has no pairs: it is empty apart from {blank} blank line(s).")
     if not pairs:
-        raise JTCSEError(f"Pairs file {path} has no pairs (it is empty or only blank lines).")
-    return pairs
+        raise JTCSEError(f"pairs file {path} is empty (no original<TAB>paraphrase lines).")
+    return PairsRead(pairs, blank)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jtcse.corpus import decode_line
 from jtcse.errors import JTCSEError
 
 #: One record per row: its 1-based line number and the byte offset of the line's start.
@@ -40,13 +41,7 @@ class LineCount:
 
 
 def _decode(raw: bytes, path: Path, line_no: int) -> str:
-    try:
-        return raw.decode("utf-8").strip()
-    except UnicodeDecodeError as err:
-        raise JTCSEError(
-            f"{path}: line {line_no} is not valid UTF-8 (byte {raw[err.start]:#04x} at column "
-            f"{err.start + 1}). Re-encode the file as UTF-8."
-        ) from None
+    return decode_line(raw, path, line_no).strip()
 
 
 def _check_file(path: str | Path) -> Path:

@@ -28,15 +28,13 @@ def load_sentence_transformer(source, *, role: str):
     """
     from sentence_transformers import SentenceTransformer
 
+    from jtcse.modeling.loading import load_model
+
     if isinstance(source, SentenceTransformer):
         return source
     path = Path(str(source))
     if not path.exists():
         raise JTCSEError(f"{role} model not found: {path} (give a sentence-transformers directory).")
-    try:
-        from jtcse.modeling.loading import load_model
-    except ImportError:  # branch without the twin package (before merge): plain checkpoints only
-        load_model = SentenceTransformer
     try:
         return load_model(str(path))
     except JTCSEError as err:

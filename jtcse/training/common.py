@@ -1,19 +1,19 @@
-"""Pieces every single-encoder trainer here shares: training arguments, the STS dev evaluator wiring,
-checkpoint/resume handling, the non-finite-loss guard and the ``run_summary.json`` writer.
+"""Pieces the trainers here share: output-directory / resume rules, training arguments, the STS dev
+evaluator wiring, training under the non-finite-loss guard (:func:`nan_guard`, :func:`train_guarded`) and
+the ``run_summary.json`` writer.
 
-Used by :mod:`jtcse.training.simcse` and :mod:`jtcse.training.distill`. Trainer checkpoints live in
-``<output_dir>/checkpoints`` so that the output directory itself holds only the final model.
+Used by :mod:`jtcse.training.simcse`, :mod:`jtcse.training.distill` and :mod:`jtcse.training.twin`.
+Trainer checkpoints live in ``<output_dir>/checkpoints`` so that the output directory itself holds only
+the final model and its summary (rules in ``docs/runs.md``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from transformers import TrainerCallback
 
 from jtcse.errors import JTCSEError
 
@@ -22,6 +22,8 @@ RUN_SUMMARY_NAME = "run_summary.json"
 RUN_CONFIG_NAME = "jtcse_run_config.json"
 DEV_EVALUATOR_NAME = "sts-dev"
 DEV_METRIC = f"eval_{DEV_EVALUATOR_NAME}_spearman_cosine"
+LENGTH_KEYS = ("max_steps", "epochs")
+"""Settings that may change when a run resumes: they only say how long to train."""
 
 
 def checkpoints_dir(output_dir: str | Path) -> Path:
@@ -37,26 +39,32 @@ def is_finished(output_dir: str | Path) -> bool:
 def prepare_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> str | None:
     """Check ``output_dir`` before training; return the trainer checkpoint to resume from, if any.
 
-    A finished run is refused unless ``overwrite``. An interrupted run (checkpoints present) is resumed
-    when ``resume`` and its recorded ``config`` matches this one; a changed config is an error, because
-    resuming would silently mix two set-ups.
+    The rules, shared by ``jtcse simcse``, ``jtcse distill`` and ``jtcse train``:
+
+    * ``resume`` and a trainer checkpoint in ``<output_dir>/checkpoints``: continue from the last one,
+      whether the run was interrupted or finished (a finished run continues when the new run is longer,
+      e.g. a larger ``max_steps``). The recorded ``config`` must match this one except for the training
+      length (:data:`LENGTH_KEYS`); other changes are an error, because resuming would mix two set-ups.
+    * A finished run (model and run summary saved) with nothing to resume from, or with ``resume`` off,
+      is refused unless ``overwrite``, so a finished model is never replaced by accident.
+    * Otherwise training starts afresh (stale checkpoints are removed) and ``config`` is recorded.
     """
     from transformers.trainer_utils import get_last_checkpoint
 
     output_dir = Path(output_dir)
     ckpt_dir = checkpoints_dir(output_dir)
-    if is_finished(output_dir) and not overwrite:
-        raise JTCSEError(
-            f"{output_dir} already holds a finished run ({RUN_SUMMARY_NAME} is there). "
-            "Choose another --output-dir or pass --overwrite."
-        )
     if overwrite:
         for name in (RUN_SUMMARY_NAME, "modules.json"):
             (output_dir / name).unlink(missing_ok=True)
         shutil.rmtree(ckpt_dir, ignore_errors=True)
+    last = get_last_checkpoint(str(ckpt_dir)) if resume and ckpt_dir.is_dir() else None
+    if is_finished(output_dir) and last is None:
+        raise JTCSEError(
+            f"{output_dir} already holds a finished run ({RUN_SUMMARY_NAME} is there). "
+            "Choose another --output-dir or pass --overwrite."
+        )
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     config_path = ckpt_dir / RUN_CONFIG_NAME
-    last = get_last_checkpoint(str(ckpt_dir)) if resume else None
     if last is None:
         for stale in ckpt_dir.glob("checkpoint-*"):
             shutil.rmtree(stale, ignore_errors=True)
@@ -64,12 +72,15 @@ def prepare_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume
         return None
     if config_path.is_file():
         previous = json.loads(config_path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(previous) | set(config) if previous.get(k) != config.get(k))
+        changed = sorted(
+            k for k in (set(previous) | set(config)) - set(LENGTH_KEYS) if previous.get(k) != config.get(k)
+        )
         if changed:
             raise JTCSEError(
-                f"{output_dir} holds an interrupted run with other settings ({', '.join(changed)} differ). "
+                f"{output_dir} holds a run with other settings ({', '.join(changed)} differ). "
                 "Rerun with the same settings to resume, or pass --no-resume to start over."
             )
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
     return last
 
 
@@ -87,13 +98,15 @@ def build_training_args(
     logging_steps: int = 50,
     warmup_ratio: float = 0.0,
     use_no_duplicates_sampler: bool = False,
+    **overrides: Any,
 ):
     """``SentenceTransformerTrainingArguments`` for a jtcse stage.
 
     With a dev file: evaluate and save every ``eval_steps`` and keep the best checkpoint by dev
     Spearman (``load_best_model_at_end``). Without: save every ``save_steps`` (default ``eval_steps``)
-    so an interrupted run can resume. NaN/inf losses are logged as they are (not filtered), so
-    :class:`NonFiniteLossCallback` sees them.
+    so an interrupted run can resume. The trainer's NaN/inf log filter is off (it syncs with the host
+    every step); :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
+    ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last.
     """
     import torch
     from sentence_transformers import SentenceTransformerTrainingArguments
@@ -139,6 +152,7 @@ def build_training_args(
         )
     else:
         kwargs.update(eval_strategy="no")
+    kwargs.update(overrides)
     return SentenceTransformerTrainingArguments(**kwargs)
 
 
@@ -151,19 +165,75 @@ def dev_evaluator(dev_file: str | Path | None, batch_size: int = 64):
     return STSDevEvaluator(dev_file, name=DEV_EVALUATOR_NAME, batch_size=batch_size)
 
 
-class NonFiniteLossCallback(TrainerCallback):
-    """Stop with a clear error when a logged training loss is NaN or infinite.
+def nan_guard(loss, learning_rate: float, output_dir: str | Path):
+    """A :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` on ``loss`` whose error tells the user what to try."""
+    from jtcse.training.nan_guard import NonFiniteLossGuard
 
-    It reads the loss the trainer already logs (no extra host sync in the training step).
+    return NonFiniteLossGuard(
+        loss,
+        hint=f"Try a lower learning rate (now {learning_rate:g}); the last good checkpoint is kept in "
+        f"{checkpoints_dir(output_dir)} for inspection.",
+    )
+
+
+def read_sentences(source: str | Path | Sequence[str], what: str = "corpus") -> tuple[list[str], str, int]:
+    """``(sentences, label, skipped_blank_lines)`` from a one-sentence-a-line file or a list of sentences.
+
+    Files go through :func:`jtcse.corpus.read_corpus` (missing / empty / non-UTF-8 errors); in-memory
+    lists are stripped of blank entries. ``label`` names the source in run summaries.
     """
+    from jtcse.corpus import read_corpus
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(float(loss)):
-            raise JTCSEError(
-                f"training loss became {loss} at step {state.global_step}; lower the learning rate "
-                "(the last good checkpoint is kept for inspection)."
-            )
+    if isinstance(source, (str, Path)):
+        read = read_corpus(source)
+        return read.sentences, read.path, read.skipped_empty
+    sentences = [s.strip() for s in source if s and s.strip()]
+    if not sentences:
+        raise JTCSEError(f"the {what} has no sentences.")
+    return sentences, f"<{len(sentences)} sentences given in memory>", 0
+
+
+def train_guarded(
+    model,
+    args,
+    train_dataset,
+    loss,
+    evaluator,
+    *,
+    learning_rate: float,
+    output_dir: str | Path,
+    resume_from: str | None,
+    callbacks: Sequence[Any] = (),
+):
+    """Train with ``SentenceTransformerTrainer`` under a :func:`nan_guard` on ``loss``; returns
+    ``(trainer, train_output)``. The guard is removed from ``loss`` however training ends."""
+    from sentence_transformers import SentenceTransformerTrainer
+
+    guard = nan_guard(loss, learning_rate, output_dir)
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_dataset,
+        loss=loss,
+        evaluator=evaluator,
+        callbacks=[guard, *callbacks],
+    )
+    try:
+        output = trainer.train(resume_from_checkpoint=resume_from)
+    finally:
+        guard.remove()
+    return trainer, output
+
+
+def save_final_model(model, output_dir: str | Path, evaluator, *, max_seq_length: int, keep_checkpoints: bool):
+    """Score ``model`` on the dev evaluator (``None`` without one), save it to ``output_dir`` with its own
+    ``max_seq_length`` restored, and drop the trainer checkpoints unless ``keep_checkpoints``."""
+    final_dev = evaluator(model)[evaluator.primary_metric] if evaluator is not None else None
+    model.max_seq_length = max_seq_length
+    model.save(str(output_dir))
+    if not keep_checkpoints:
+        remove_checkpoints(output_dir)
+    return final_dev
 
 
 def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -178,6 +248,21 @@ def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
         best_step, best = max(devs, key=lambda item: item[1])
         out.update(dev_spearman_by_step=dict(devs), best_dev_spearman=best, best_step=best_step)
     return out
+
+
+def run_outcome(trainer, *, resume_from: str | None, final_dev: float | None, started: float, config: dict) -> dict[str, Any]:
+    """The summary entries every single-encoder stage ends with: steps, resume point, loss/dev history
+    (:func:`loss_history`), final dev score, wall time since ``started`` (``time.perf_counter()``), config."""
+    import time
+
+    return {
+        "steps": trainer.state.global_step,
+        "resumed_from": resume_from,
+        **loss_history(trainer.state.log_history),
+        "final_dev_spearman": final_dev,
+        "seconds": round(time.perf_counter() - started, 2),
+        "config": config,
+    }
 
 
 def write_run_summary(output_dir: str | Path, summary: dict[str, Any]) -> Path:

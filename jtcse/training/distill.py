@@ -20,12 +20,13 @@ import numpy as np
 
 from jtcse.errors import JTCSEError
 from jtcse.training.common import (
-    NonFiniteLossCallback,
     build_training_args,
     dev_evaluator,
-    loss_history,
     prepare_output_dir,
-    remove_checkpoints,
+    read_sentences,
+    run_outcome,
+    save_final_model,
+    train_guarded,
     write_run_summary,
 )
 
@@ -93,10 +94,8 @@ def distill(
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
-    from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import MSELoss
 
-    from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.training.cls_tower import describe_source, load_cls_tower
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
@@ -104,15 +103,12 @@ def distill(
     start = time.perf_counter()
     if max_seq_length < 4:
         raise JTCSEError(f"max sequence length must be at least 4 tokens (got {max_seq_length}).")
-    if isinstance(train_file, (str, Path)):
-        read = read_corpus(train_file)
-        sentences = list(dict.fromkeys(read.sentences))
-        corpus_note: dict[str, Any] = {"train_file": read.path, "skipped_blank_lines": read.skipped_empty}
-    elif train_file is not None:
-        sentences = list(dict.fromkeys(s.strip() for s in train_file if s and s.strip()))
-        if not sentences:
-            raise JTCSEError("the training corpus has no sentences.")
-        corpus_note = {"train_file": f"<{len(sentences)} sentences given in memory>"}
+    if train_file is not None:
+        sentences, label, skipped = read_sentences(train_file, "training corpus")
+        sentences = list(dict.fromkeys(sentences))
+        corpus_note: dict[str, Any] = {"train_file": label}
+        if isinstance(train_file, (str, Path)):
+            corpus_note["skipped_blank_lines"] = skipped
     else:
         sentences = default_corpus_sentences()
         corpus_note = {"train_file": "<embedded stdlib prose>"}
@@ -171,24 +167,20 @@ def distill(
         save_steps=save_steps,
         logging_steps=logging_steps,
     )
-    trainer = SentenceTransformerTrainer(
-        model=model,
-        args=args,
-        train_dataset=targets_dataset(sentences, targets.embeddings),
-        loss=MSELoss(model),
-        evaluator=evaluator,
-        callbacks=[NonFiniteLossCallback(), *callbacks],
+    trainer, _ = train_guarded(
+        model,
+        args,
+        targets_dataset(sentences, targets.embeddings),
+        MSELoss(model),
+        evaluator,
+        learning_rate=learning_rate,
+        output_dir=output_dir,
+        resume_from=resume_from,
+        callbacks=callbacks,
     )
-    trainer.train(resume_from_checkpoint=resume_from)
-
-    final_dev = None
-    if evaluator is not None:
-        metrics = evaluator(model)
-        final_dev = metrics[evaluator.primary_metric]
-    model.max_seq_length = saved_max_seq_length
-    model.save(str(output_dir))
-    if not keep_checkpoints:
-        remove_checkpoints(output_dir)
+    final_dev = save_final_model(
+        model, output_dir, evaluator, max_seq_length=saved_max_seq_length, keep_checkpoints=keep_checkpoints
+    )
 
     summary: dict[str, Any] = {
         "stage": "distill",
@@ -202,12 +194,7 @@ def distill(
         "sentences": len(sentences),
         "teacher_cache": str(targets.cache_path),
         "teacher_cache_hit": targets.cache_hit,
-        "steps": trainer.state.global_step,
-        "resumed_from": resume_from,
-        **loss_history(trainer.state.log_history),
-        "final_dev_spearman": final_dev,
-        "seconds": round(time.perf_counter() - start, 2),
-        "config": config,
+        **run_outcome(trainer, resume_from=resume_from, final_dev=final_dev, started=start, config=config),
     }
     write_run_summary(output_dir, summary)
     return summary

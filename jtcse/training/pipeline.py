@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +46,6 @@ def _mark_done(folder: Path, summary: dict[str, Any]) -> None:
     tmp = folder / (STAGE_DONE + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     tmp.replace(folder / STAGE_DONE)
-
-
-def _default_twin_trainer() -> Callable[..., dict]:
-    try:
-        from jtcse.training.twin import train_twin
-    except ImportError as err:
-        raise JTCSEError(
-            "the twin stage needs jtcse.training.twin (the `jtcse train` trainer), which is not installed here. "
-            "Run with --until warmup, or install the full package."
-        ) from err
-    return train_twin
 
 
 def run_pipeline(
@@ -112,7 +100,8 @@ def run_pipeline(
         return train_simcse(tower_b, corpus_arg, folders["warmup_b"], pairs_file=pairs_b, seed=seed + 1, **warmup)
 
     def run_twin() -> dict:
-        train_twin = _default_twin_trainer()
+        from jtcse.training.twin import train_twin
+
         return train_twin(
             str(folders["warmup_a"]),
             str(folders["warmup_b"]),

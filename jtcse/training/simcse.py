@@ -26,21 +26,24 @@ from torch import nn
 
 from jtcse.errors import JTCSEError
 from jtcse.training.common import (
-    NonFiniteLossCallback,
     build_training_args,
     dev_evaluator,
-    loss_history,
     prepare_output_dir,
-    remove_checkpoints,
+    read_sentences,
+    run_outcome,
+    save_final_model,
+    train_guarded,
     write_run_summary,
 )
 
 
 class SummedLosses(nn.Module):
-    """A base loss plus extra losses on the same batch, returned as named parts.
+    """A base loss plus extra losses on the same batch, returned as named parts (``simcse``, ...).
 
     The trainer sums the parts and logs each one. ``extras`` follow the sentence-transformers loss
-    convention (``forward(sentence_features, labels)``) and carry their own weights.
+    convention (``forward(sentence_features, labels)``) and carry their own weights. Token-level
+    regularisers wrap this module (:func:`jtcse.losses.registry.build_regularised_loss`) and join the
+    parts under their own names.
     """
 
     def __init__(self, model, base: nn.Module, extras: Sequence[nn.Module]):
@@ -108,6 +111,7 @@ def train_simcse(
     save_steps: int | None = None,
     logging_steps: int = 50,
     extra_losses: Sequence[Callable[[Any], nn.Module]] | None = None,
+    regularizers: Sequence[str] = (),
     resume: bool = True,
     overwrite: bool = False,
     keep_checkpoints: bool = False,
@@ -122,16 +126,18 @@ def train_simcse(
     ``pairs_file``: ``original<TAB>paraphrase`` TSV; identical pairs are counted and dropped.
     ``dev_file``: STS-B-format file; the checkpoint with the best dev Spearman is kept.
     ``extra_losses``: callables ``f(model) -> loss`` (e.g. a regulariser class), added to the SimCSE loss.
+    ``regularizers``: token-level regulariser specs such as ``"dispersion:weight=0.1"`` (see
+    :mod:`jtcse.losses.registry`), computed on the token states of the SimCSE forward itself; each is
+    logged as its own term next to ``simcse`` and listed in the summary.
     An interrupted run in ``output_dir`` resumes from its last checkpoint when ``resume``.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
+    from jtcse.losses.registry import build_regularised_loss, parse_regularizer_spec
     from jtcse.training.cls_tower import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
@@ -140,17 +146,17 @@ def train_simcse(
         raise JTCSEError(f"temperature must be positive (got {temperature}).")
     if max_seq_length < 4:
         raise JTCSEError(f"max sequence length must be at least 4 tokens (got {max_seq_length}).")
+    regularizers = list(regularizers)
+    for spec in regularizers:  # syntax errors fail before anything is loaded or written
+        parse_regularizer_spec(spec)
 
     corpus_note: dict[str, Any] = {}
-    if isinstance(corpus, (str, Path)):
-        read = read_corpus(corpus)
-        sentences: list[str] | None = read.sentences
-        corpus_note = {"corpus": read.path, "corpus_skipped_blank_lines": read.skipped_empty}
-    elif corpus is not None:
-        sentences = [s.strip() for s in corpus if s and s.strip()]
-        if not sentences:
-            raise JTCSEError("the corpus has no sentences.")
-        corpus_note = {"corpus": f"<{len(sentences)} sentences given in memory>"}
+    if corpus is not None:
+        sentences: list[str] | None
+        sentences, label, skipped = read_sentences(corpus, "corpus")
+        corpus_note = {"corpus": label}
+        if isinstance(corpus, (str, Path)):
+            corpus_note["corpus_skipped_blank_lines"] = skipped
     elif pairs_file is None:
         sentences = default_corpus_sentences()
         corpus_note = {"corpus": "<embedded stdlib prose>"}
@@ -174,6 +180,7 @@ def train_simcse(
         "max_steps": max_steps,
         "seed": seed,
         "temperature": temperature,
+        "regularizers": regularizers,
         "dev_file": str(dev_file) if dev_file else None,
         "eval_steps": eval_steps,
     }
@@ -185,7 +192,9 @@ def train_simcse(
 
     base_loss = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature)
     extras = [factory(tower) for factory in (extra_losses or [])]
-    loss = SummedLosses(tower, base_loss, extras) if extras else base_loss
+    # named terms (a dict) whenever there is more than the SimCSE loss, so the trainer logs each one
+    loss = SummedLosses(tower, base_loss, extras) if extras or regularizers else base_loss
+    loss = build_regularised_loss(tower, loss, regularizers)
 
     args = build_training_args(
         output_dir,
@@ -200,24 +209,20 @@ def train_simcse(
         logging_steps=logging_steps,
         use_no_duplicates_sampler=True,
     )
-    trainer = SentenceTransformerTrainer(
-        model=tower,
-        args=args,
-        train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
-        loss=loss,
-        evaluator=evaluator,
-        callbacks=[NonFiniteLossCallback(), *callbacks],
+    trainer, _ = train_guarded(
+        tower,
+        args,
+        Dataset.from_dict({"anchor": anchors, "positive": positives}),
+        loss,
+        evaluator,
+        learning_rate=learning_rate,
+        output_dir=output_dir,
+        resume_from=resume_from,
+        callbacks=callbacks,
     )
-    trainer.train(resume_from_checkpoint=resume_from)
-
-    final_dev = None
-    if evaluator is not None:
-        metrics = evaluator(tower)
-        final_dev = metrics[evaluator.primary_metric]
-    tower.max_seq_length = saved_max_seq_length
-    tower.save(str(output_dir))
-    if not keep_checkpoints:
-        remove_checkpoints(output_dir)
+    final_dev = save_final_model(
+        tower, output_dir, evaluator, max_seq_length=saved_max_seq_length, keep_checkpoints=keep_checkpoints
+    )
 
     summary: dict[str, Any] = {
         "stage": "simcse",
@@ -230,12 +235,8 @@ def train_simcse(
         "pairs_dropped_identical": pairs.dropped_identical if pairs is not None else 0,
         "pairs_dropped_empty": pairs.dropped_empty if pairs is not None else 0,
         **counts,
-        "steps": trainer.state.global_step,
-        "resumed_from": resume_from,
-        **loss_history(trainer.state.log_history),
-        "final_dev_spearman": final_dev,
-        "seconds": round(time.perf_counter() - start, 2),
-        "config": config,
+        "regularizers": loss.get_config_dict()["regularizers"] if regularizers else [],
+        **run_outcome(trainer, resume_from=resume_from, final_dev=final_dev, started=start, config=config),
     }
     write_run_summary(output_dir, summary)
     return summary

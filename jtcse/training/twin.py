@@ -10,7 +10,6 @@ Output layout of ``output_dir``::
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,9 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.training.common import (
+    CHECKPOINTS_SUBDIR,
+    DEV_METRIC,
+    RUN_SUMMARY_NAME,
+    build_training_args,
+    dev_evaluator,
+    prepare_output_dir,
+    train_guarded,
+    write_run_summary,
+)
 
-CHECKPOINT_SUBDIR = "checkpoints"
-SUMMARY_FILE = "run_summary.json"
+CHECKPOINT_SUBDIR = CHECKPOINTS_SUBDIR
+SUMMARY_FILE = RUN_SUMMARY_NAME
 CURVES_FILE = "training_curves.png"
 
 
@@ -51,12 +60,6 @@ def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk:
         lengths = [len(ids) for ids in tokenizer(sentences[start : start + chunk])["input_ids"]]
         truncated += sum(length > max_seq_length for length in lengths)
     return truncated
-
-
-def _last_checkpoint(checkpoint_dir: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
 
 
 def _check_positive(name: str, value, minimum=1) -> None:
@@ -92,6 +95,7 @@ def train_twin(
     device: str | None = None,
     show_progress: bool = True,
     plot: bool = True,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train a JTCSE twin and write it to ``output_dir``; returns the run summary (also ``run_summary.json``).
 
@@ -103,7 +107,10 @@ def train_twin(
     such as ``"simreg:weight=2"`` or ``"dispersion:weight=0.1"`` (see :mod:`jtcse.losses.registry`),
     computed on the twin's own forward (its ``token_embeddings``, the sum of the towers' last hidden
     states) and logged as separate terms. ``resume``: continue from the last checkpoint
-    under ``output_dir/checkpoints`` when there is one.
+    under ``output_dir/checkpoints`` when there is one (also after a finished run, to train longer);
+    the settings must match the earlier run's apart from ``max_steps``/``epochs``. A finished run with
+    nothing to resume is refused unless ``overwrite`` (see
+    :func:`jtcse.training.common.prepare_output_dir`).
     """
     _check_positive("batch_size", batch_size)
     _check_positive("max_seq_length", max_seq_length, 2)
@@ -116,22 +123,35 @@ def train_twin(
         raise JTCSEError(f"epochs must be positive, not {epochs!r}.")
 
     output_dir = Path(output_dir)
-    checkpoint_dir = output_dir / CHECKPOINT_SUBDIR
     sentences, data_stats = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
-    evaluator = None
-    if dev_file is not None:
-        from jtcse.evaluation.sts import STSDevEvaluator
+    evaluator = dev_evaluator(dev_file)
+    config = {
+        "stage": "twin",
+        "towers": [str(tower_a) if tower_a else None, str(tower_b) if tower_b else None],
+        "corpus": data_stats["corpus"],
+        "sentences": len(sentences),
+        "cael_every": cael_every,
+        "batch_size": batch_size,
+        "max_seq_length": max_seq_length,
+        "learning_rate": learning_rate,
+        "epochs": epochs,
+        "max_steps": max_steps,
+        "seed": seed,
+        "temperature": temperature,
+        "loss_weights": [nce_weight, icnce_weight, ictm_weight],
+        "extra_losses": sorted(extra_losses or {}),
+        "regularizers": list(regularizers),
+        "warmup_ratio": warmup_ratio,
+        "dev_file": str(dev_file) if dev_file else None,
+        "eval_steps": eval_steps,
+    }
+    resume_from = prepare_output_dir(output_dir, config, resume=resume, overwrite=overwrite)
 
-        evaluator = STSDevEvaluator(dev_file, name="sts-dev")
-
-    import torch
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
     from jtcse.losses import JTCSELoss
     from jtcse.losses.registry import build_regularised_loss
     from jtcse.modeling.build import build_twin
-    from jtcse.training.nan_guard import NonFiniteLossGuard
 
     model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=max_seq_length, device=device)
     data_stats["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, max_seq_length)
@@ -146,57 +166,42 @@ def train_twin(
         extra_terms=extra_losses,
     )
     loss = build_regularised_loss(model, loss, list(regularizers))
-    guard = NonFiniteLossGuard(
-        loss,
-        hint=f"Try a lower learning rate (now {learning_rate:g}) or check the towers for NaN weights; "
-        f"earlier checkpoints are in {checkpoint_dir}.",
-    )
 
     steps_per_epoch = max(1, len(sentences) // batch_size) if len(sentences) > batch_size else 1
     total_steps = max_steps if max_steps > 0 else math.ceil(steps_per_epoch * epochs)
     logging_steps = logging_steps or max(1, min(50, eval_steps, total_steps // 10 or 1))
-    metric = "eval_sts-dev_spearman_cosine"
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(checkpoint_dir),
-        per_device_train_batch_size=batch_size,
+    args = build_training_args(
+        output_dir,
+        batch_size=batch_size,
         learning_rate=learning_rate,
-        num_train_epochs=epochs,
+        epochs=epochs,
         max_steps=max_steps,
         seed=seed,
-        logging_steps=logging_steps,
-        logging_first_step=True,
-        logging_nan_inf_filter=False,  # the filter syncs with the host every step; NonFiniteLossGuard reports NaN
-        eval_strategy="steps" if evaluator else "no",
+        has_dev=evaluator is not None,
         eval_steps=eval_steps,
+        logging_steps=logging_steps,
+        warmup_ratio=warmup_ratio,  # a float below 1 is a ratio in transformers 5
+        # twin-specific: a dev score and a logged loss before any update, whole batches only (the
+        # ICNCE/ICTM terms pair rows across a batch), full precision as in the reference recipe
+        logging_first_step=True,
         eval_on_start=evaluator is not None,
-        save_strategy="steps",
-        save_steps=eval_steps,
         save_total_limit=save_total_limit,
-        load_best_model_at_end=evaluator is not None,
-        metric_for_best_model=metric if evaluator else None,
-        greater_is_better=True,
         dataloader_drop_last=len(sentences) > batch_size,
-        dataloader_pin_memory=torch.cuda.is_available(),
-        report_to="none",
         disable_tqdm=not show_progress,
         use_cpu=device == "cpu",
-        **({"warmup_steps": warmup_ratio} if warmup_ratio else {}),  # a float below 1 is a ratio in transformers 5
+        bf16=False,
     )
-    trainer = SentenceTransformerTrainer(
-        model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator, callbacks=[guard]
-    )
-    resume_from = _last_checkpoint(checkpoint_dir) if resume else None
     started = time.time()
-    try:
-        train_output = trainer.train(resume_from_checkpoint=resume_from)
-    finally:
-        guard.remove()
+    trainer, train_output = train_guarded(
+        model, args, dataset, loss, evaluator,
+        learning_rate=learning_rate, output_dir=output_dir, resume_from=resume_from,
+    )
     runtime = time.time() - started
 
     model.save(str(output_dir))
     history = trainer.state.log_history
-    dev_scores = [(entry["step"], entry[metric]) for entry in history if metric in entry]
-    final_dev = evaluator(model)["sts-dev_spearman_cosine"] if evaluator else None
+    dev_scores = [(entry["step"], entry[DEV_METRIC]) for entry in history if DEV_METRIC in entry]
+    final_dev = evaluator(model)[evaluator.primary_metric] if evaluator else None
     last_losses = next((entry for entry in reversed(history) if "loss" in entry), {})
     summary = {
         "output_dir": str(output_dir.resolve()),
@@ -206,12 +211,7 @@ def train_twin(
         "cael_layers": model[0].cael_layers,
         "num_layers": model[0].num_layers,
         **data_stats,
-        "batch_size": batch_size,
-        "max_seq_length": max_seq_length,
-        "learning_rate": learning_rate,
-        "epochs": epochs,
-        "max_steps": max_steps,
-        "seed": seed,
+        **{key: config[key] for key in ("batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed")},
         "loss": loss.get_config_dict(),
         "resumed_from": resume_from,
         "global_step": trainer.state.global_step,
@@ -226,8 +226,8 @@ def train_twin(
         "versions": _versions(),
         "log_history": history,
     }
-    summary["training_curves"] = _plot_curves(history, metric, output_dir / CURVES_FILE) if plot else None
-    (output_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    summary["training_curves"] = _plot_curves(history, DEV_METRIC, output_dir / CURVES_FILE) if plot else None
+    write_run_summary(output_dir, summary)
     return summary
 
 
