@@ -27,7 +27,7 @@ def test_pairs_round_trip_and_cleaning(tmp_path):
     "content, message",
     [
         (b"only one field\n", "line 1 is not 'original<TAB>paraphrase'"),
-        (b"ok\tfine\na\tb\tc\n", "line 2 .*found 3"),
+        (b"ok\tfine\na\tb\tc\n", "line 2 .*it has 3 tab-separated fields"),
         (b"ok\t \n", "line 1"),
         (b"\n\n", "has no pairs"),
         (b"caf\xe9\tx\n", "line 1 is not valid UTF-8"),

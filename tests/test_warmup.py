@@ -68,8 +68,8 @@ def test_pairs_file_counts_and_drops_identical_and_empty(tmp_path):
         (b"", "is empty"),
         (b"\n \n", "is empty"),
         (b"Same.\tsame.\nX y.\t x  Y. \n", "no usable pair: 2"),
-        (b"one field only\n", "line 1 has 1 tab-separated fields"),
-        (b"a\tb\tc\n", "line 1 has 3"),
+        (b"one field only\n", "line 1 is not 'original<TAB>paraphrase': it has 1 tab-separated fields"),
+        (b"a\tb\tc\n", "line 1 .* it has 3"),
         (b"ok\tfine\nbad \xff\tbyte\n", "line 2 is not valid UTF-8"),
     ],
 )

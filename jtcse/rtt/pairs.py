@@ -76,8 +76,8 @@ def read_pairs_counted(path: str | Path, *, allow_empty_side: bool = False) -> P
         fields = line.split("\t")
         if len(fields) != 2:
             raise JTCSEError(
-                f"{path}: line {line_no} is not 'original<TAB>paraphrase': line {line_no} has {len(fields)} "
-                f"tab-separated fields (found {len(fields)}, a pairs file has exactly two per line)."
+                f"{path}: line {line_no} is not 'original<TAB>paraphrase': it has {len(fields)} "
+                "tab-separated fields, a pairs file has exactly two per line."
             )
         if not allow_empty_side and not (fields[0].strip() and fields[1].strip()):
             raise JTCSEError(
