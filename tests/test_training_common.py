@@ -110,3 +110,44 @@ def test_simcse_and_distill_stop_on_a_nan_loss_naming_the_step(stage, tiny_bert,
         else:
             distill(tiny_bert, tiny_bert, sentences, tmp_path / "run", **settings)
     assert not (tmp_path / "run" / "modules.json").exists()
+
+
+def test_precision_flags():
+    import torch
+
+    from jtcse.training.common import precision_flags
+
+    assert precision_flags("fp32") == {"fp16": False, "bf16": False}
+    assert precision_flags("bf16") == {"fp16": False, "bf16": True}
+    with pytest.raises(JTCSEError, match="precision must be one of auto, fp32, fp16, bf16"):
+        precision_flags("half")
+    if not torch.cuda.is_available():
+        assert precision_flags("auto") == {"fp16": False, "bf16": False}
+        with pytest.raises(JTCSEError, match="fp16 needs a CUDA GPU"):
+            precision_flags("fp16")
+
+
+def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, tiny_bert_b):
+    """The GPU options reach the trainer and the towers (run here on the CPU: bf16 autocast)."""
+    import torch
+    from transformers import TrainerCallback
+
+    from jtcse.training.twin import train_twin
+
+    seen = {}
+
+    class Inspect(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            seen["bf16"] = args.bf16
+            seen["checkpointing"] = [m.is_gradient_checkpointing for m in model[0].tower_models()]
+
+    torch.set_num_threads(1)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(f"sentence number {i} about topic {i % 5}" for i in range(24)) + "\n", encoding="utf-8")
+    summary = train_twin(
+        tiny_bert, tiny_bert_b, corpus, tmp_path / "run", batch_size=8, max_seq_length=16, max_steps=2,
+        learning_rate=5e-5, precision="bf16", gradient_checkpointing=True, show_progress=False, plot=False,
+        callbacks=[Inspect()],
+    )
+    assert summary["global_step"] == 2
+    assert seen == {"bf16": True, "checkpointing": [True, True]}

@@ -51,6 +51,21 @@ def keep_checkpoints_option():
     return typer.Option(False, "--keep-checkpoints", help="Keep trainer checkpoints at the end.")
 
 
+def precision_option(default: str = "auto"):
+    return typer.Option(
+        default,
+        help="auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16.",
+    )
+
+
+def gradient_checkpointing_option():
+    return typer.Option(
+        False,
+        "--gradient-checkpointing",
+        help="Recompute layer activations in the backward pass: less GPU memory for ~30% more compute.",
+    )
+
+
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
     """Print the run summary (without the recorded config) and where the model and summary are."""
     typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))

@@ -55,6 +55,8 @@ def register(app: typer.Typer) -> None:
         resume: bool = opts.resume_option(),
         overwrite: bool = opts.overwrite_option(" (the teacher cache is kept)"),
         keep_checkpoints: bool = opts.keep_checkpoints_option(),
+        precision: str = opts.precision_option(),
+        gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
     ) -> None:
         from jtcse.training.distill import distill as run_distill
 
@@ -78,5 +80,7 @@ def register(app: typer.Typer) -> None:
             resume=resume,
             overwrite=overwrite,
             keep_checkpoints=keep_checkpoints,
+            precision=precision,
+            gradient_checkpointing=gradient_checkpointing,
         )
         opts.echo_summary(summary, output_dir, "Student")

@@ -59,6 +59,8 @@ def register(app: typer.Typer) -> None:
         resume: bool = opts.resume_option(),
         overwrite: bool = opts.overwrite_option(),
         keep_checkpoints: bool = opts.keep_checkpoints_option(),
+        precision: str = opts.precision_option(),
+        gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
     ) -> None:
         from jtcse.errors import JTCSEError
         from jtcse.training.simcse import train_simcse
@@ -87,5 +89,7 @@ def register(app: typer.Typer) -> None:
             resume=resume,
             overwrite=overwrite,
             keep_checkpoints=keep_checkpoints,
+            precision=precision,
+            gradient_checkpointing=gradient_checkpointing,
         )
         opts.echo_summary(summary, output_dir, "Tower")

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands._trainer_options import gradient_checkpointing_option, precision_option
 from jtcse.losses.registry import REGULARIZER_HELP
 
 HELP = """Train a JTCSE twin-tower sentence encoder on a corpus (one sentence per line).
@@ -46,6 +47,8 @@ def train(
     regularizer: list[str] = typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP),
     logging_steps: Optional[int] = typer.Option(None, help="Log the loss terms every N steps (default: about ten times per run, at most every 50)."),
     device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:1, ... Default: the best available."),
+    precision: str = precision_option("fp32"),
+    gradient_checkpointing: bool = gradient_checkpointing_option(),
 ) -> None:
     from jtcse.training.twin import SUMMARY_FILE, train_twin
 
@@ -72,6 +75,8 @@ def train(
         regularizers=regularizer,
         logging_steps=logging_steps,
         device=device,
+        precision=precision,
+        gradient_checkpointing=gradient_checkpointing,
     )
     short = {
         key: summary[key]

@@ -84,6 +84,29 @@ def prepare_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume
     return last
 
 
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+
+def precision_flags(precision: str) -> dict[str, bool]:
+    """Trainer ``fp16``/``bf16`` flags for ``precision``.
+
+    ``auto``: bf16 mixed precision on a CUDA GPU that supports it, else fp32. ``fp16`` needs a CUDA
+    GPU; ``bf16`` runs on a GPU that supports it or on the CPU (autocast).
+    """
+    import torch
+
+    if precision not in PRECISIONS:
+        raise JTCSEError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}.")
+    cuda = torch.cuda.is_available()
+    if precision == "auto":
+        return {"fp16": False, "bf16": cuda and torch.cuda.is_bf16_supported()}
+    if precision == "fp16" and not cuda:
+        raise JTCSEError("precision fp16 needs a CUDA GPU and none is available; use bf16 or fp32.")
+    if precision == "bf16" and cuda and not torch.cuda.is_bf16_supported():
+        raise JTCSEError("this GPU does not support bf16; use fp16 or fp32.")
+    return {"fp16": precision == "fp16", "bf16": precision == "bf16"}
+
+
 def build_training_args(
     output_dir: str | Path,
     *,
@@ -98,6 +121,8 @@ def build_training_args(
     logging_steps: int = 50,
     warmup_ratio: float = 0.0,
     use_no_duplicates_sampler: bool = False,
+    precision: str = "auto",
+    gradient_checkpointing: bool = False,
     **overrides: Any,
 ):
     """``SentenceTransformerTrainingArguments`` for a jtcse stage.
@@ -106,6 +131,8 @@ def build_training_args(
     Spearman (``load_best_model_at_end``). Without: save every ``save_steps`` (default ``eval_steps``)
     so an interrupted run can resume. The trainer's NaN/inf log filter is off (it syncs with the host
     every step); :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
+    ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
+    encoder layer's activations in the backward pass: less memory, ~30% more compute) are for GPUs.
     ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last.
     """
     import torch
@@ -135,8 +162,8 @@ def build_training_args(
         save_steps=save_every,
         save_total_limit=1,
         report_to="none",
-        fp16=False,
-        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        **precision_flags(precision),
+        gradient_checkpointing=gradient_checkpointing,
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
     )
@@ -153,6 +180,8 @@ def build_training_args(
     else:
         kwargs.update(eval_strategy="no")
     kwargs.update(overrides)
+    if kwargs["bf16"] and not torch.cuda.is_available():
+        kwargs["use_cpu"] = True  # transformers runs bf16 autocast on the CPU only when told so
     return SentenceTransformerTrainingArguments(**kwargs)
 
 

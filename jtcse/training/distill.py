@@ -81,6 +81,8 @@ def distill(
     overwrite: bool = False,
     keep_checkpoints: bool = False,
     callbacks: Sequence[Any] = (),
+    precision: str = "auto",
+    gradient_checkpointing: bool = False,
 ) -> dict[str, Any]:
     """Train ``student`` to reproduce ``teacher``'s embeddings (MSE) and save it to ``output_dir``.
 
@@ -166,6 +168,8 @@ def distill(
         eval_steps=eval_steps,
         save_steps=save_steps,
         logging_steps=logging_steps,
+        precision=precision,
+        gradient_checkpointing=gradient_checkpointing,
     )
     trainer, _ = train_guarded(
         model,

@@ -116,6 +116,8 @@ def train_simcse(
     overwrite: bool = False,
     keep_checkpoints: bool = False,
     callbacks: Sequence[Any] = (),
+    precision: str = "auto",
+    gradient_checkpointing: bool = False,
 ) -> dict[str, Any]:
     """Warm up one tower with SimCSE and save it to ``output_dir`` as Transformer + CLS Pooling.
 
@@ -207,6 +209,8 @@ def train_simcse(
         eval_steps=eval_steps,
         save_steps=save_steps,
         logging_steps=logging_steps,
+        precision=precision,
+        gradient_checkpointing=gradient_checkpointing,
         use_no_duplicates_sampler=True,
     )
     trainer, _ = train_guarded(

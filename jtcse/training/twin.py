@@ -96,6 +96,9 @@ def train_twin(
     show_progress: bool = True,
     plot: bool = True,
     overwrite: bool = False,
+    precision: str = "fp32",
+    gradient_checkpointing: bool = False,
+    callbacks: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """Train a JTCSE twin and write it to ``output_dir``; returns the run summary (also ``run_summary.json``).
 
@@ -110,7 +113,9 @@ def train_twin(
     under ``output_dir/checkpoints`` when there is one (also after a finished run, to train longer);
     the settings must match the earlier run's apart from ``max_steps``/``epochs``. A finished run with
     nothing to resume is refused unless ``overwrite`` (see
-    :func:`jtcse.training.common.prepare_output_dir`).
+    :func:`jtcse.training.common.prepare_output_dir`). ``precision`` (``fp32``, the reference recipe's,
+    or ``auto``/``bf16``/``fp16``) and ``gradient_checkpointing`` are for GPUs (see
+    :func:`jtcse.training.common.build_training_args`). ``callbacks``: extra ``TrainerCallback``s.
     """
     _check_positive("batch_size", batch_size)
     _check_positive("max_seq_length", max_seq_length, 2)
@@ -182,19 +187,20 @@ def train_twin(
         logging_steps=logging_steps,
         warmup_ratio=warmup_ratio,  # a float below 1 is a ratio in transformers 5
         # twin-specific: a dev score and a logged loss before any update, whole batches only (the
-        # ICNCE/ICTM terms pair rows across a batch), full precision as in the reference recipe
+        # ICNCE/ICTM terms pair rows across a batch)
         logging_first_step=True,
         eval_on_start=evaluator is not None,
         save_total_limit=save_total_limit,
         dataloader_drop_last=len(sentences) > batch_size,
         disable_tqdm=not show_progress,
         use_cpu=device == "cpu",
-        bf16=False,
+        precision=precision,
+        gradient_checkpointing=gradient_checkpointing,
     )
     started = time.time()
     trainer, train_output = train_guarded(
         model, args, dataset, loss, evaluator,
-        learning_rate=learning_rate, output_dir=output_dir, resume_from=resume_from,
+        learning_rate=learning_rate, output_dir=output_dir, resume_from=resume_from, callbacks=callbacks,
     )
     runtime = time.time() - started
 
