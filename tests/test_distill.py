@@ -64,9 +64,15 @@ def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(sp
     ]
     assert json.loads((out / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "cls"
 
-    # Load in a fresh interpreter that cannot see jtcse: isolated mode (-I: no PYTHONPATH, no cwd on sys.path).
+    # Load in a fresh interpreter that cannot see jtcse: isolated mode (-I: no PYTHONPATH, no cwd on
+    # sys.path) plus an import hook refusing jtcse, since an (editable) install would still be visible.
     probe = (
         "import sys, numpy as np\n"
+        "class HideJtcse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'jtcse':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r} (hidden)', name=name)\n"
+        "sys.meta_path.insert(0, HideJtcse())\n"
         "try:\n    import jtcse\nexcept ModuleNotFoundError:\n    pass\nelse:\n    sys.exit('jtcse is importable')\n"
         "from sentence_transformers import SentenceTransformer\n"
         f"model = SentenceTransformer({str(out)!r})\n"
