@@ -1,0 +1,393 @@
+"""Small-scale CPU reproduction of the JTCSE recipe from the embedded MiniLM, with ablations (issue 8).
+
+One command reproduces every number in ``evaluation/REPRODUCTION.md``::
+
+    OMP_NUM_THREADS=2 PYTHONPATH=$PWD HF_HUB_OFFLINE=1 python scripts/repro_cpu.py            # full grid
+    OMP_NUM_THREADS=2 PYTHONPATH=$PWD HF_HUB_OFFLINE=1 python scripts/repro_cpu.py --quick    # smoke run
+
+Stages (each row's result is written to ``<work>/results/<row>.json`` as soon as it exists and a rerun
+skips finished rows, so an interrupted grid resumes):
+
+1. baselines: the shipped MiniLM with its own mean pooling and with CLS pooling;
+2. SimCSE warm-up towers W1, W2, W3 (seeds 1-3: different dropout masks and data orders; no RTT, there is
+   no network here);
+3. the untrained twin of two warm-up towers (seed s pairs W_s with W_{s mod 3 + 1});
+4. JTCSE twins: the full loss (3 seeds), the loss ablation grid, the CAEL spacing k, two regularisers;
+5. JTCSE-D: the twin of seed s distilled into its first tower;
+6. geometry diagnostics (alignment / uniformity on STS-B dev, CLS energy) for the main rows.
+
+``--shard i/n`` runs only every n-th twin row (stages 1-3 are needed by all shards and are skipped when
+done); ``--report-only`` rebuilds ``results.json``, ``results.csv`` and the plots from the row files.
+Checkpoints live under ``runs/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+WIKI = Path("/work/shared/data/wiki12k.txt")
+DEV = Path("/work/shared/data/stsbenchmark/sts-dev.csv")
+
+# Settings of the full run (the quick run shrinks them in ``settings``).
+FULL = {
+    "corpus_lines": 1000,
+    "simcse": {"batch_size": 32, "max_seq_length": 32, "learning_rate": 3e-5, "max_steps": 30},
+    "twin": {"batch_size": 16, "max_seq_length": 32, "learning_rate": 1e-5, "max_steps": 24},
+    "distill": {"batch_size": 32, "max_seq_length": 32, "learning_rate": 5e-5, "max_steps": 31},
+    "eval_max_seq_length": 128,
+    "dev_pairs": None,
+    "diag_sentences": 256,
+    "seeds": [1, 2, 3],
+}
+QUICK = {
+    "corpus_lines": 48,
+    "simcse": {"batch_size": 8, "max_seq_length": 16, "learning_rate": 3e-5, "max_steps": 2},
+    "twin": {"batch_size": 4, "max_seq_length": 16, "learning_rate": 1e-5, "max_steps": 2},
+    "distill": {"batch_size": 8, "max_seq_length": 16, "learning_rate": 5e-5, "max_steps": 2},
+    "eval_max_seq_length": 64,
+    "dev_pairs": 60,
+    "diag_sentences": 24,
+    "seeds": [1, 2],
+}
+
+
+def twin_rows(seeds: list[int], quick: bool) -> list[dict]:
+    """Every twin training run: name, group, seed and the ``train_twin`` switches that differ from the full recipe."""
+    full = {"cael_every": 2, "nce_weight": 1.0, "icnce_weight": 1.0, "ictm_weight": 0.5, "regularizers": []}
+    rows = [{"name": f"jtcse_full_s{s}", "group": "headline", "seed": s, **full} for s in seeds]
+    if quick:
+        return rows + [{"name": "loss_nce", "group": "loss", "seed": 1, **full, "icnce_weight": 0.0, "ictm_weight": 0.0}]
+    grid = {  # (nce, icnce, ictm) weights; 0 switches the term off
+        "loss_nce": (1.0, 0.0, 0.0),
+        "loss_icnce": (0.0, 1.0, 0.0),
+        "loss_ictm": (0.0, 0.0, 0.5),
+        "loss_nce+icnce": (1.0, 1.0, 0.0),
+        "loss_nce+ictm": (1.0, 0.0, 0.5),
+        "loss_icnce+ictm": (0.0, 1.0, 0.5),
+    }
+    for name, (nce, icnce, ictm) in grid.items():
+        rows.append({"name": name, "group": "loss", "seed": 1, **full, "nce_weight": nce, "icnce_weight": icnce, "ictm_weight": ictm})
+    for k in (1, 3, 6, 0):
+        rows.append({"name": f"cael_k{k}" if k else "cael_none", "group": "cael", "seed": 1, **full, "cael_every": k})
+    for reg in ("simreg", "dispersion"):
+        rows.append({"name": f"reg_{reg}", "group": "regulariser", "seed": 1, **full, "regularizers": [reg]})
+    # run the headline seed-1 row first, then the ablations, the other seeds last but one, the regularisers last
+    head, rest = rows[:1], rows[1:]
+    other_seeds = [r for r in rest if r["group"] == "headline"]
+    ablations = [r for r in rest if r["group"] in ("loss", "cael")]
+    regs = [r for r in rest if r["group"] == "regulariser"]
+    return head + ablations + other_seeds + regs
+
+
+def pair_of(seed: int, seeds: list[int]) -> tuple[int, int]:
+    """Warm-up towers of the twin with this seed: W_s and the next one (cyclically)."""
+    i = seeds.index(seed)
+    return seeds[i], seeds[(i + 1) % len(seeds)]
+
+
+class Runner:
+    def __init__(self, work: Path, cfg: dict, threads: int):
+        import torch
+
+        torch.set_num_threads(threads)
+        self.threads = threads
+        self.work = work
+        self.cfg = cfg
+        (work / "results").mkdir(parents=True, exist_ok=True)
+        self.corpus = work / "corpus.txt"
+        lines = WIKI.read_text(encoding="utf-8").splitlines()
+        if not self.corpus.exists():
+            self.corpus.write_text("\n".join(lines[: cfg["corpus_lines"]]) + "\n", encoding="utf-8")
+        # diagnostics sentences: wiki lines the models never trained on
+        start = cfg["corpus_lines"]
+        self.diag_sentences = [s for s in lines[start : start + 2 * cfg["diag_sentences"]] if s.strip()][: cfg["diag_sentences"]]
+        from jtcse.evaluation.sts import STSPairs, read_stsb_file
+
+        pairs = read_stsb_file(DEV)
+        n = cfg["dev_pairs"]
+        self.dev = pairs if n is None else STSPairs(pairs.sentences1[:n], pairs.sentences2[:n], pairs.scores[:n])
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+    def result_path(self, name: str) -> Path:
+        return self.work / "results" / f"{name}.json"
+
+    def done(self, name: str) -> bool:
+        return self.result_path(name).exists()
+
+    def save(self, name: str, record: dict) -> dict:
+        record = {"name": name, "threads": self.threads, **record}
+        self.result_path(name).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
+        print(f"[repro] {name}: dev {record.get('dev_spearman')}  train_s {record.get('train_seconds')}", flush=True)
+        return record
+
+    def dev_spearman(self, model) -> tuple[float, float]:
+        from jtcse.evaluation.sts import cosine_spearman
+
+        model.max_seq_length = self.cfg["eval_max_seq_length"]
+        started = time.perf_counter()
+        rho = cosine_spearman(model, self.dev, batch_size=64)
+        return float(rho), round(time.perf_counter() - started, 2)
+
+    # -- stages ------------------------------------------------------------------------------------
+    def baselines(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        from jtcse.defaults import default_tower_path
+        from jtcse.training.cls_tower import load_cls_tower
+
+        if not self.done("minilm_mean"):
+            rho, secs = self.dev_spearman(SentenceTransformer(default_tower_path(), device="cpu"))
+            self.save("minilm_mean", {"group": "baseline", "pooling": "mean (shipped)", "dev_spearman": rho, "eval_seconds": secs})
+        if not self.done("minilm_cls"):
+            model, _ = load_cls_tower(None, role="tower")
+            rho, secs = self.dev_spearman(model)
+            self.save("minilm_cls", {"group": "baseline", "pooling": "cls", "dev_spearman": rho, "eval_seconds": secs})
+
+    def tower_dir(self, seed: int) -> Path:
+        return self.work / f"warmup_s{seed}"
+
+    def warmups(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        from jtcse.training.simcse import train_simcse
+
+        for seed in self.cfg["seeds"]:
+            name = f"warmup_s{seed}"
+            if self.done(name):
+                continue
+            started = time.perf_counter()
+            summary = train_simcse(None, self.corpus, self.tower_dir(seed), seed=seed, logging_steps=5,
+                                   resume=False, overwrite=True, **self.cfg["simcse"])
+            seconds = round(time.perf_counter() - started, 2)
+            rho, eval_s = self.dev_spearman(SentenceTransformer(str(self.tower_dir(seed)), device="cpu"))
+            self.save(name, {"group": "warmup", "seed": seed, "dev_spearman": rho, "eval_seconds": eval_s,
+                             "train_seconds": seconds, "steps": summary["steps"],
+                             "first_loss": summary.get("first_logged_loss"), "last_loss": summary.get("last_logged_loss")})
+
+    def untrained_twins(self) -> None:
+        from jtcse.modeling.build import build_twin
+
+        seeds = self.cfg["seeds"]
+        for seed in seeds:
+            name = f"twin_untrained_s{seed}"
+            if self.done(name):
+                continue
+            a, b = pair_of(seed, seeds)
+            model = build_twin(str(self.tower_dir(a)), str(self.tower_dir(b)), cael_every=2, device="cpu")
+            rho, secs = self.dev_spearman(model)
+            self.save(name, {"group": "twin_untrained", "seed": seed, "towers": [f"W{a}", f"W{b}"],
+                             "dev_spearman": rho, "eval_seconds": secs})
+
+    def twin(self, row: dict) -> None:
+        from jtcse.modeling.loading import load_model
+        from jtcse.training.twin import train_twin
+
+        name = row["name"]
+        if self.done(name):
+            return
+        a, b = pair_of(row["seed"], self.cfg["seeds"])
+        out = self.work / name
+        started = time.perf_counter()
+        summary = train_twin(
+            str(self.tower_dir(a)), str(self.tower_dir(b)), self.corpus, out,
+            cael_every=row["cael_every"] or None, seed=row["seed"], resume=False,
+            nce_weight=row["nce_weight"], icnce_weight=row["icnce_weight"], ictm_weight=row["ictm_weight"],
+            regularizers=row["regularizers"], logging_steps=4, show_progress=False, device="cpu",
+            **self.cfg["twin"],
+        )
+        seconds = round(time.perf_counter() - started, 2)
+        rho, eval_s = self.dev_spearman(load_model(out, device="cpu"))
+        losses = [e for e in summary["log_history"] if "loss" in e]
+        self.save(name, {
+            "group": row["group"], "seed": row["seed"], "towers": [f"W{a}", f"W{b}"],
+            "settings": {k: row[k] for k in ("cael_every", "nce_weight", "icnce_weight", "ictm_weight", "regularizers")},
+            "dev_spearman": rho, "eval_seconds": eval_s, "train_seconds": seconds,
+            "train_runtime_s": summary["train_runtime_s"], "steps": summary["global_step"],
+            "first_loss_terms": losses[0] if losses else None, "last_loss_terms": summary["last_logged_loss_terms"],
+        })
+
+    def distilled(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        from jtcse.training.distill import distill
+
+        for seed in self.cfg["seeds"]:
+            name = f"distilled_s{seed}"
+            teacher = self.work / f"jtcse_full_s{seed}"
+            if self.done(name) or not self.done(f"jtcse_full_s{seed}"):
+                continue
+            a, _ = pair_of(seed, self.cfg["seeds"])
+            out = self.work / name
+            started = time.perf_counter()
+            summary = distill(str(teacher), str(self.tower_dir(a)), self.corpus, out, seed=seed, logging_steps=5,
+                              resume=False, overwrite=True, **self.cfg["distill"])
+            seconds = round(time.perf_counter() - started, 2)
+            rho, eval_s = self.dev_spearman(SentenceTransformer(str(out), device="cpu"))
+            self.save(name, {"group": "headline", "seed": seed, "teacher": f"jtcse_full_s{seed}", "student": f"W{a}",
+                             "dev_spearman": rho, "eval_seconds": eval_s, "train_seconds": seconds,
+                             "steps": summary["steps"], "first_loss": summary.get("first_logged_loss"),
+                             "last_loss": summary.get("last_logged_loss")})
+
+    def diagnostics(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        from jtcse.defaults import default_tower_path
+        from jtcse.evaluation.diagnostics import run_diagnostics
+        from jtcse.modeling.build import build_twin
+        from jtcse.modeling.loading import load_model
+        from jtcse.training.cls_tower import load_cls_tower
+
+        s1 = self.cfg["seeds"][0]
+        a, b = pair_of(s1, self.cfg["seeds"])
+        models = {
+            "minilm_cls": lambda: load_cls_tower(None, role="tower")[0],
+            "minilm_mean": lambda: SentenceTransformer(default_tower_path(), device="cpu"),
+            f"warmup_s{s1}": lambda: SentenceTransformer(str(self.tower_dir(s1)), device="cpu"),
+            f"twin_untrained_s{s1}": lambda: build_twin(str(self.tower_dir(a)), str(self.tower_dir(b)), cael_every=2, device="cpu"),
+            f"jtcse_full_s{s1}": lambda: load_model(self.work / f"jtcse_full_s{s1}", device="cpu"),
+            f"distilled_s{s1}": lambda: SentenceTransformer(str(self.work / f"distilled_s{s1}"), device="cpu"),
+        }
+        for row, load in models.items():
+            name = f"diag_{row}"
+            if self.done(name) or not self.done(row):
+                continue
+            started = time.perf_counter()
+            report = run_diagnostics(load(), self.diag_sentences, self.work / name, pairs=self.dev,
+                                     max_pairs=self.cfg["diag_sentences"], seq_len=32, max_length=64, model_name=row)
+            self.save(name, {"group": "diagnostics", "row": row, "seconds": round(time.perf_counter() - started, 2),
+                             "alignment_uniformity": report["alignment_uniformity"],
+                             "cls_energy": {enc: v["cls_energy"] for enc, v in report["encoders"].items()},
+                             "n_positive_pairs": report.get("n_positive_pairs"), "n_sentences": report["n_sentences"]})
+
+
+# -- report ------------------------------------------------------------------------------------------
+def mean_std(values: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def build_report(work: Path, out: Path, cfg: dict) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((work / "results").glob("*.json"))}
+    scored = {k: v for k, v in rows.items() if "dev_spearman" in v}
+
+    def seeded(prefix: str) -> dict | None:
+        vals = [v["dev_spearman"] for k, v in scored.items() if k.startswith(prefix + "_s")]
+        if not vals:
+            return None
+        m, s = mean_std(vals)
+        secs = [v["train_seconds"] for k, v in scored.items() if k.startswith(prefix + "_s") and "train_seconds" in v]
+        return {"mean": m, "std": s, "n": len(vals), "values": vals, "train_seconds_mean": statistics.fmean(secs) if secs else None}
+
+    summary = {"settings": cfg, "rows": rows,
+               "headline": {p: seeded(p) for p in ("warmup", "twin_untrained", "jtcse_full", "distilled")}}
+    (out / "results.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+
+    with (out / "results.csv").open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["row", "group", "seed", "cael_every", "nce_weight", "icnce_weight", "ictm_weight", "regularizers",
+                    "dev_spearman_x100", "train_seconds", "steps", "eval_seconds", "threads"])
+        for k, v in scored.items():
+            st = v.get("settings", {})
+            w.writerow([k, v.get("group"), v.get("seed", ""), st.get("cael_every", ""), st.get("nce_weight", ""),
+                        st.get("icnce_weight", ""), st.get("ictm_weight", ""), "+".join(st.get("regularizers", [])),
+                        f"{100 * v['dev_spearman']:.2f}", v.get("train_seconds", ""), v.get("steps", ""),
+                        v.get("eval_seconds", ""), v.get("threads", "")])
+
+    # plot 1: every scored row, grouped
+    order = sorted(scored, key=lambda k: (["baseline", "warmup", "twin_untrained", "headline", "loss", "cael", "regulariser"]
+                                          .index(scored[k]["group"]) if scored[k]["group"] in
+                                          ["baseline", "warmup", "twin_untrained", "headline", "loss", "cael", "regulariser"] else 9, k))
+    if order:
+        fig, ax = plt.subplots(figsize=(7, 0.3 * len(order) + 1.2))
+        vals = [100 * scored[k]["dev_spearman"] for k in order]
+        colours = {"baseline": "grey", "warmup": "tab:blue", "twin_untrained": "tab:cyan", "headline": "tab:red",
+                   "loss": "tab:orange", "cael": "tab:green", "regulariser": "tab:purple"}
+        ax.barh(range(len(order)), vals, color=[colours.get(scored[k]["group"], "black") for k in order])
+        ax.set_yticks(range(len(order)), order, fontsize=7)
+        ax.invert_yaxis()
+        lo = min(vals) - 2
+        ax.set_xlim(lo, max(vals) + 1)
+        ax.set_xlabel("STS-B dev Spearman x100")
+        ax.set_title("STS-B dev, every row (CPU repro)")
+        fig.tight_layout()
+        fig.savefig(out / "sts_dev_rows.png", dpi=120)
+        plt.close(fig)
+
+    # plot 2: alignment / uniformity (model embeddings, STS-B dev positives / sentences)
+    diags = {v["row"]: v for k, v in rows.items() if v.get("group") == "diagnostics"}
+    if diags:
+        fig, ax = plt.subplots(figsize=(5, 4))
+        for row, d in diags.items():
+            au = d["alignment_uniformity"]["model"]
+            ax.scatter(au["uniformity_pairs"], au["alignment"])
+            ax.annotate(row, (au["uniformity_pairs"], au["alignment"]), fontsize=7)
+        ax.set_xlabel("uniformity (STS-B dev sentences)")
+        ax.set_ylabel("alignment (dev pairs scored > 4)")
+        ax.set_title("alignment vs uniformity (lower is better on both)")
+        fig.tight_layout()
+        fig.savefig(out / "alignment_uniformity.png", dpi=120)
+        plt.close(fig)
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for row, d in diags.items():
+            for enc, curve in d["cls_energy"].items():
+                ax.plot(range(len(curve)), curve, marker="o", label=f"{row}:{enc}" if len(d["cls_energy"]) > 1 else row)
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_ylabel("CLS energy ||h_cls|| / ||H_others||_F")
+        ax.legend(fontsize=6)
+        ax.set_title("CLS energy per layer")
+        fig.tight_layout()
+        fig.savefig(out / "cls_energy.png", dpi=120)
+        plt.close(fig)
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny settings, a few rows: a smoke run of the whole driver")
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
+    parser.add_argument("--shard", default="0/1", help="i/n: run only every n-th twin row (from the i-th)")
+    parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics",
+                        help="comma-separated subset of the stages to run")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/repro[_quick])")
+    parser.add_argument("--out", type=Path, default=None, help="results and plots (default evaluation/repro, quick: runs/repro_quick/report)")
+    args = parser.parse_args()
+
+    cfg = QUICK if args.quick else FULL
+    work = args.work or Path("runs/repro_quick" if args.quick else "runs/repro")
+    out = args.out or (work / "report" if args.quick else Path("evaluation/repro"))
+    if not args.report_only:
+        stages = set(args.stages.split(","))
+        runner = Runner(work, cfg, args.threads)
+        if "baselines" in stages:
+            runner.baselines()
+        if "warmups" in stages:
+            runner.warmups()
+        if "untrained" in stages:
+            runner.untrained_twins()
+        if "twins" in stages:
+            i, n = (int(x) for x in args.shard.split("/"))
+            for row in twin_rows(cfg["seeds"], args.quick)[i::n]:
+                runner.twin(row)
+        if "distill" in stages:
+            runner.distilled()
+        if "diagnostics" in stages:
+            runner.diagnostics()
+    summary = build_report(work, out, cfg)
+    print(json.dumps(summary["headline"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
