@@ -38,7 +38,7 @@ DEV = Path("/work/shared/data/stsbenchmark/sts-dev.csv")
 FULL = {
     "corpus_lines": 1000,
     "simcse": {"batch_size": 32, "max_seq_length": 32, "learning_rate": 3e-5, "max_steps": 30},
-    "twin": {"batch_size": 16, "max_seq_length": 32, "learning_rate": 1e-5, "max_steps": 24},
+    "twin": {"batch_size": 16, "max_seq_length": 32, "learning_rate": 1e-5, "max_steps": 20},
     "distill": {"batch_size": 32, "max_seq_length": 32, "learning_rate": 5e-5, "max_steps": 31},
     "eval_max_seq_length": 128,
     "dev_pairs": None,
@@ -77,12 +77,8 @@ def twin_rows(seeds: list[int], quick: bool) -> list[dict]:
         rows.append({"name": f"cael_k{k}" if k else "cael_none", "group": "cael", "seed": 1, **full, "cael_every": k})
     for reg in ("simreg", "dispersion"):
         rows.append({"name": f"reg_{reg}", "group": "regulariser", "seed": 1, **full, "regularizers": [reg]})
-    # run the headline seed-1 row first, then the ablations, the other seeds last but one, the regularisers last
-    head, rest = rows[:1], rows[1:]
-    other_seeds = [r for r in rest if r["group"] == "headline"]
-    ablations = [r for r in rest if r["group"] in ("loss", "cael")]
-    regs = [r for r in rest if r["group"] == "regulariser"]
-    return head + ablations + other_seeds + regs
+    # order = priority if time runs out: the headline seeds, the loss grid, CAEL spacing, regularisers
+    return rows
 
 
 def pair_of(seed: int, seeds: list[int]) -> tuple[int, int]:
@@ -267,6 +263,83 @@ class Runner:
 
 
 # -- report ------------------------------------------------------------------------------------------
+# Published numbers, for a separate labelled column only (JTCSE paper, BERT-base, 12 layers, Wiki1M,
+# 7-task STS average; not STS-B dev and not MiniLM, so not comparable in level, only in direction).
+PAPER_LOSS = {"twin_untrained": 78.27, "loss_nce": 78.50, "loss_icnce": 78.71, "loss_ictm": 78.40,
+              "loss_nce+icnce": 78.55, "loss_nce+ictm": 79.10, "loss_icnce+ictm": 79.62, "jtcse_full": 79.70}
+PAPER_CAEL = {"1": 79.23, "2": 78.74, "3": 79.57, "4": 79.37, "6": 79.70, "12": 79.55, "w/o": 79.58}  # Table IX header: "Number of CAEL"
+PAPER_HEADLINE = {"SimCSE-BERT-base": 76.25, "JTCSE-BERT-base": 79.70, "JTCSE-D-BERT-base": 79.89}
+
+
+def fmt(x: float | None, scale: float = 100.0) -> str:
+    return "–" if x is None else f"{scale * x:.2f}"
+
+
+def markdown_tables(rows: dict, headline: dict) -> str:
+    """The report's tables, built from the row results only (numbers ×100)."""
+    scored = {k: v for k, v in rows.items() if "dev_spearman" in v}
+    dev = lambda k: fmt(scored[k]["dev_spearman"]) if k in scored else "not run"  # noqa: E731
+    secs = lambda k: f"{scored[k]['train_seconds']:.0f}" if k in scored and "train_seconds" in scored[k] else "–"  # noqa: E731
+    out = ["### Headline rows (STS-B dev Spearman ×100, CLS pooling unless noted)", "",
+           "| row | seeds | dev Spearman | per-seed |", "| --- | --- | --- | --- |"]
+    out.append(f"| MiniLM as shipped, mean pooling (its native) | – | {dev('minilm_mean')} | |")
+    out.append(f"| MiniLM as shipped, CLS pooling | – | {dev('minilm_cls')} | |")
+    labels = {"warmup": "SimCSE warm-up tower (W_s)", "twin_untrained": "twin of two warm-up towers, untrained",
+              "jtcse_full": "JTCSE twin (NCE + ICNCE + 0.5·ICTM, k = 2)", "distilled": "JTCSE-D (twin distilled into W_s)"}
+    for key, label in labels.items():
+        h = headline.get(key)
+        if not h:
+            out.append(f"| {label} | 0 | not run | |")
+            continue
+        sd = f" ± {100 * h['std']:.2f}" if h["std"] is not None else ""
+        out.append(f"| {label} | {h['n']} | {100 * h['mean']:.2f}{sd} | {', '.join(f'{100 * v:.2f}' for v in h['values'])} |")
+    out += ["", "### Loss ablation (seed 1, towers W1 + W2, k = 2)", "",
+            "| loss | ours: STS-B dev | Δ vs untrained twin | train s | paper (BERT-base, 7-STS avg) |",
+            "| --- | --- | --- | --- | --- |"]
+    base = scored.get("twin_untrained_s1", {}).get("dev_spearman")
+    grid = [("none (untrained twin)", "twin_untrained_s1", "twin_untrained"), ("NCE", "loss_nce", "loss_nce"),
+            ("ICNCE", "loss_icnce", "loss_icnce"), ("ICTM", "loss_ictm", "loss_ictm"),
+            ("NCE + ICNCE", "loss_nce+icnce", "loss_nce+icnce"), ("NCE + ICTM", "loss_nce+ictm", "loss_nce+ictm"),
+            ("ICNCE + ICTM", "loss_icnce+ictm", "loss_icnce+ictm"), ("NCE + ICNCE + ICTM (full)", "jtcse_full_s1", "jtcse_full")]
+    for label, key, paper in grid:
+        delta = fmt(scored[key]["dev_spearman"] - base) if key in scored and base is not None else "–"
+        out.append(f"| {label} | {dev(key)} | {delta} | {secs(key)} | {PAPER_LOSS[paper]:.2f} |")
+    out += ["", "### Cross-attention encoder layers (seed 1, full loss; MiniLM has 6 layers)", "",
+            "| CAEL spacing k | CAEL layers | ours: STS-B dev | train s |", "| --- | --- | --- | --- |"]
+    for k, layers in (("1", "1–6"), ("2", "2, 4, 6"), ("3", "3, 6"), ("6", "6"), ("none (TNCSE)", "–")):
+        key = "jtcse_full_s1" if k == "2" else ("cael_none" if k.startswith("none") else f"cael_k{k}")
+        out.append(f"| {k} | {layers} | {dev(key)} | {secs(key)} |")
+    out += ["", "Paper, Table IX (BERT-base, 12 layers, 7-STS avg; header \"Number of CAEL\"): "
+            + ", ".join(f"{k}: {v:.2f}" for k, v in PAPER_CAEL.items()) + ".", "",
+            "### Token-level regularisers added to the JTCSE step (seed 1, k = 2)", "",
+            "| row | ours: STS-B dev | Δ vs JTCSE full s1 | train s |", "| --- | --- | --- | --- |"]
+    full1 = scored.get("jtcse_full_s1", {}).get("dev_spearman")
+    for label, key in (("JTCSE full", "jtcse_full_s1"), ("+ SimReg (weight 2)", "reg_simreg"),
+                       ("+ dispersion (angular, weight 0.1)", "reg_dispersion")):
+        delta = fmt(scored[key]["dev_spearman"] - full1) if key in scored and full1 is not None else "–"
+        out.append(f"| {label} | {dev(key)} | {delta} | {secs(key)} |")
+    out += ["", "### Training time per stage (this machine, seconds per run incl. model load and save)", "",
+            "| stage | runs | threads | mean s | steps | eval s (STS-B dev) |", "| --- | --- | --- | --- | --- | --- |"]
+    stages = {"SimCSE warm-up": "warmup_s", "JTCSE twin (all twin rows)": None, "distillation": "distilled_s"}
+    for label, prefix in stages.items():
+        sel = [v for k, v in scored.items() if ("train_seconds" in v) and
+               (k.startswith(prefix) if prefix else v.get("group") in ("headline", "loss", "cael", "regulariser") and k.startswith(("jtcse", "loss", "cael", "reg")))]
+        if sel:
+            out.append(f"| {label} | {len(sel)} | {sorted({v['threads'] for v in sel})} | "
+                       f"{statistics.fmean(v['train_seconds'] for v in sel):.0f} | {sorted({v.get('steps') for v in sel})} | "
+                       f"{statistics.fmean(v['eval_seconds'] for v in sel):.0f} |")
+    diags = {v["row"]: v for v in rows.values() if v.get("group") == "diagnostics"}
+    if diags:
+        out += ["", "### Geometry (STS-B dev: alignment over pairs scored > 4, uniformity over dev sentences; "
+                "CLS energy at the last layer, unseen wiki sentences)", "",
+                "| row | alignment | uniformity | CLS energy, last layer (per encoder) |", "| --- | --- | --- | --- |"]
+        for row, d in diags.items():
+            au = d["alignment_uniformity"]["model"]
+            energy = ", ".join(f"{enc}: {curve[-1]:.3f}" for enc, curve in d["cls_energy"].items())
+            out.append(f"| {row} | {au['alignment']:.3f} | {au['uniformity_pairs']:.3f} | {energy} |")
+    return "\n".join(out) + "\n"
+
+
 def mean_std(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
@@ -292,6 +365,7 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
     summary = {"settings": cfg, "rows": rows,
                "headline": {p: seeded(p) for p in ("warmup", "twin_untrained", "jtcse_full", "distilled")}}
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    (out / "tables.md").write_text(markdown_tables(rows, summary["headline"]), encoding="utf-8")
 
     with (out / "results.csv").open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
