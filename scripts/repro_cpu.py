@@ -44,6 +44,7 @@ FULL = {
     "dev_pairs": None,
     "diag_sentences": 256,
     "seeds": [1, 2, 3],
+    "long_twin_steps": 100,
 }
 QUICK = {
     "corpus_lines": 48,
@@ -54,30 +55,35 @@ QUICK = {
     "dev_pairs": 60,
     "diag_sentences": 24,
     "seeds": [1, 2],
+    "long_twin_steps": 3,
 }
 
 
-def twin_rows(seeds: list[int], quick: bool) -> list[dict]:
+def twin_rows(seeds: list[int], quick: bool, long_steps: int = 0) -> list[dict]:
     """Every twin training run: name, group, seed and the ``train_twin`` switches that differ from the full recipe."""
     full = {"cael_every": 2, "nce_weight": 1.0, "icnce_weight": 1.0, "ictm_weight": 0.5, "regularizers": []}
     rows = [{"name": f"jtcse_full_s{s}", "group": "headline", "seed": s, **full} for s in seeds]
     if quick:
-        return rows + [{"name": "loss_nce", "group": "loss", "seed": 1, **full, "icnce_weight": 0.0, "ictm_weight": 0.0}]
-    grid = {  # (nce, icnce, ictm) weights; 0 switches the term off
-        "loss_nce": (1.0, 0.0, 0.0),
-        "loss_icnce": (0.0, 1.0, 0.0),
-        "loss_ictm": (0.0, 0.0, 0.5),
-        "loss_nce+icnce": (1.0, 1.0, 0.0),
-        "loss_nce+ictm": (1.0, 0.0, 0.5),
-        "loss_icnce+ictm": (0.0, 1.0, 0.5),
-    }
+        rows.append({"name": "loss_nce", "group": "loss", "seed": 1, **full, "icnce_weight": 0.0, "ictm_weight": 0.0})
+        grid = {}
+    else:
+        grid = {  # (nce, icnce, ictm) weights; 0 switches the term off
+            "loss_nce": (1.0, 0.0, 0.0),
+            "loss_icnce": (0.0, 1.0, 0.0),
+            "loss_ictm": (0.0, 0.0, 0.5),
+            "loss_nce+icnce": (1.0, 1.0, 0.0),
+            "loss_nce+ictm": (1.0, 0.0, 0.5),
+            "loss_icnce+ictm": (0.0, 1.0, 0.5),
+        }
     for name, (nce, icnce, ictm) in grid.items():
         rows.append({"name": name, "group": "loss", "seed": 1, **full, "nce_weight": nce, "icnce_weight": icnce, "ictm_weight": ictm})
-    for k in (1, 3, 6, 0):
+    for k in () if quick else (1, 3, 6, 0):
         rows.append({"name": f"cael_k{k}" if k else "cael_none", "group": "cael", "seed": 1, **full, "cael_every": k})
-    for reg in ("simreg", "dispersion"):
+    for reg in () if quick else ("simreg", "dispersion"):
         rows.append({"name": f"reg_{reg}", "group": "regulariser", "seed": 1, **full, "regularizers": [reg]})
-    # order = priority if time runs out: the headline seeds, the loss grid, CAEL spacing, regularisers
+    if long_steps:
+        rows += [{"name": f"jtcse_long_s{s}", "group": "long", "seed": s, **full, "max_steps": long_steps} for s in seeds]
+    # order = priority if time runs out: headline seeds, loss grid, CAEL spacing, regularisers, longer runs
     return rows
 
 
@@ -195,7 +201,7 @@ class Runner:
             cael_every=row["cael_every"] or None, seed=row["seed"], resume=False,
             nce_weight=row["nce_weight"], icnce_weight=row["icnce_weight"], ictm_weight=row["ictm_weight"],
             regularizers=row["regularizers"], logging_steps=4, show_progress=False, device="cpu",
-            **self.cfg["twin"],
+            **dict(self.cfg["twin"], **({"max_steps": row["max_steps"]} if "max_steps" in row else {})),
         )
         seconds = round(time.perf_counter() - started, 2)
         rho, eval_s = self.dev_spearman(load_model(out, device="cpu"))
@@ -229,6 +235,41 @@ class Runner:
                              "dev_spearman": rho, "eval_seconds": eval_s, "train_seconds": seconds,
                              "steps": summary["steps"], "first_loss": summary.get("first_logged_loss"),
                              "last_loss": summary.get("last_logged_loss")})
+
+    def controls(self, steps_name: str, twin_steps: int) -> None:
+        """Same extra budget, plain SimCSE: continue each warm-up tower alone for as many steps (batch, length
+        and learning rate) as the twin gets, then evaluate it and the untrained twin of two such towers.
+        Separates what the JTCSE objective adds from what more contrastive training adds."""
+        from sentence_transformers import SentenceTransformer
+
+        from jtcse.modeling.build import build_twin
+        from jtcse.training.simcse import train_simcse
+
+        seeds = self.cfg["seeds"]
+        twin_cfg = dict(self.cfg["twin"], max_steps=twin_steps)
+        for seed in seeds:
+            name = f"simcse_{steps_name}_s{seed}"
+            out = self.work / name
+            if self.done(name):
+                continue
+            started = time.perf_counter()
+            summary = train_simcse(str(self.tower_dir(seed)), self.corpus, out, seed=seed + 100, logging_steps=5,
+                                   resume=False, overwrite=True, **twin_cfg)
+            seconds = round(time.perf_counter() - started, 2)
+            rho, eval_s = self.dev_spearman(SentenceTransformer(str(out), device="cpu"))
+            self.save(name, {"group": "control", "seed": seed, "from": f"W{seed}", "dev_spearman": rho,
+                             "eval_seconds": eval_s, "train_seconds": seconds, "steps": summary["steps"],
+                             "settings": twin_cfg})
+        for seed in seeds:
+            name = f"twin_simcse_{steps_name}_s{seed}"
+            a, b = pair_of(seed, seeds)
+            if self.done(name) or not (self.done(f"simcse_{steps_name}_s{a}") and self.done(f"simcse_{steps_name}_s{b}")):
+                continue
+            model = build_twin(str(self.work / f"simcse_{steps_name}_s{a}"), str(self.work / f"simcse_{steps_name}_s{b}"),
+                               cael_every=2, device="cpu")
+            rho, secs = self.dev_spearman(model)
+            self.save(name, {"group": "control", "seed": seed, "towers": [f"simcse_{steps_name}_s{a}", f"simcse_{steps_name}_s{b}"],
+                             "dev_spearman": rho, "eval_seconds": secs})
 
     def diagnostics(self) -> None:
         from sentence_transformers import SentenceTransformer
@@ -293,6 +334,19 @@ def markdown_tables(rows: dict, headline: dict) -> str:
             continue
         sd = f" ± {100 * h['std']:.2f}" if h["std"] is not None else ""
         out.append(f"| {label} | {h['n']} | {100 * h['mean']:.2f}{sd} | {', '.join(f'{100 * v:.2f}' for v in h['values'])} |")
+    out += ["", "### Same extra budget: JTCSE vs plain SimCSE continued on each tower (mean ± std over seeds)", "",
+            "| extra training after warm-up | JTCSE twin | SimCSE-continued single tower | untrained twin of two SimCSE-continued towers |",
+            "| --- | --- | --- | --- |"]
+
+    def ms(key: str) -> str:
+        h = headline.get(key)
+        if not h:
+            return "not run"
+        return f"{100 * h['mean']:.2f}" + (f" ± {100 * h['std']:.2f}" if h["std"] is not None else "") + f" (n={h['n']})"
+
+    out.append(f"| none | {ms('twin_untrained')} | {ms('warmup')} | {ms('twin_untrained')} |")
+    out.append(f"| short (the grid's twin budget) | {ms('jtcse_full')} | {ms('simcse_short')} | {ms('twin_simcse_short')} |")
+    out.append(f"| long | {ms('jtcse_long')} | {ms('simcse_long')} | {ms('twin_simcse_long')} |")
     out += ["", "### Loss ablation (seed 1, towers W1 + W2, k = 2)", "",
             "| loss | ours: STS-B dev | Δ vs untrained twin | train s | paper (BERT-base, 7-STS avg) |",
             "| --- | --- | --- | --- | --- |"]
@@ -320,7 +374,9 @@ def markdown_tables(rows: dict, headline: dict) -> str:
         out.append(f"| {label} | {dev(key)} | {delta} | {secs(key)} |")
     out += ["", "### Training time per stage (this machine, seconds per run incl. model load and save)", "",
             "| stage | runs | threads | mean s | steps | eval s (STS-B dev) |", "| --- | --- | --- | --- | --- | --- |"]
-    stages = {"SimCSE warm-up": "warmup_s", "JTCSE twin (all twin rows)": None, "distillation": "distilled_s"}
+    stages = {"SimCSE warm-up": "warmup_s", "JTCSE twin (grid rows, short)": None, "JTCSE twin (long)": "jtcse_long_s",
+              "SimCSE continued (short)": "simcse_short_s", "SimCSE continued (long)": "simcse_long_s",
+              "distillation": "distilled_s"}
     for label, prefix in stages.items():
         sel = [v for k, v in scored.items() if ("train_seconds" in v) and
                (k.startswith(prefix) if prefix else v.get("group") in ("headline", "loss", "cael", "regulariser") and k.startswith(("jtcse", "loss", "cael", "reg")))]
@@ -363,7 +419,8 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
         return {"mean": m, "std": s, "n": len(vals), "values": vals, "train_seconds_mean": statistics.fmean(secs) if secs else None}
 
     summary = {"settings": cfg, "rows": rows,
-               "headline": {p: seeded(p) for p in ("warmup", "twin_untrained", "jtcse_full", "distilled")}}
+               "headline": {p: seeded(p) for p in ("warmup", "twin_untrained", "jtcse_full", "distilled", "simcse_short",
+                                                    "twin_simcse_short", "jtcse_long", "simcse_long", "twin_simcse_long")}}
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     (out / "tables.md").write_text(markdown_tables(rows, summary["headline"]), encoding="utf-8")
 
@@ -386,7 +443,8 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
         fig, ax = plt.subplots(figsize=(7, 0.3 * len(order) + 1.2))
         vals = [100 * scored[k]["dev_spearman"] for k in order]
         colours = {"baseline": "grey", "warmup": "tab:blue", "twin_untrained": "tab:cyan", "headline": "tab:red",
-                   "loss": "tab:orange", "cael": "tab:green", "regulariser": "tab:purple"}
+                   "loss": "tab:orange", "cael": "tab:green", "regulariser": "tab:purple", "control": "tab:brown",
+                   "long": "darkred"}
         ax.barh(range(len(order)), vals, color=[colours.get(scored[k]["group"], "black") for k in order])
         ax.set_yticks(range(len(order)), order, fontsize=7)
         ax.invert_yaxis()
@@ -432,7 +490,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny settings, a few rows: a smoke run of the whole driver")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
     parser.add_argument("--shard", default="0/1", help="i/n: run only every n-th twin row (from the i-th)")
-    parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics",
+    parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics,controls,long",
                         help="comma-separated subset of the stages to run")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/repro[_quick])")
@@ -451,10 +509,16 @@ def main() -> None:
             runner.warmups()
         if "untrained" in stages:
             runner.untrained_twins()
-        if "twins" in stages:
+        if "twins" in stages or "long" in stages:
             i, n = (int(x) for x in args.shard.split("/"))
-            for row in twin_rows(cfg["seeds"], args.quick)[i::n]:
+            rows = twin_rows(cfg["seeds"], args.quick, cfg["long_twin_steps"] if "long" in stages else 0)
+            if "long" in stages and "twins" not in stages:
+                rows = [r for r in rows if r["group"] == "long"]
+            for row in rows[i::n]:
                 runner.twin(row)
+        if "controls" in stages:
+            runner.controls("short", cfg["twin"]["max_steps"])
+            runner.controls("long", cfg["long_twin_steps"])
         if "distill" in stages:
             runner.distilled()
         if "diagnostics" in stages:
