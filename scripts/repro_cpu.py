@@ -59,31 +59,42 @@ QUICK = {
 }
 
 
-def twin_rows(seeds: list[int], quick: bool, long_steps: int = 0) -> list[dict]:
-    """Every twin training run: name, group, seed and the ``train_twin`` switches that differ from the full recipe."""
+def twin_rows(seeds: list[int], quick: bool, long_steps: int = 0, ablation_seeds: bool = False) -> list[dict]:
+    """Every twin training run: name, group, seed and the ``train_twin`` switches that differ from the full recipe.
+
+    The ablations run on the first seed (names without a seed suffix); ``ablation_seeds`` adds the loss grid
+    and the CAEL rows for the other seeds too (names ending in ``_s<seed>``)."""
     full = {"cael_every": 2, "nce_weight": 1.0, "icnce_weight": 1.0, "ictm_weight": 0.5, "regularizers": []}
     rows = [{"name": f"jtcse_full_s{s}", "group": "headline", "seed": s, **full} for s in seeds]
+    grid = {  # (nce, icnce, ictm) weights; 0 switches the term off
+        "loss_nce": (1.0, 0.0, 0.0),
+        "loss_icnce": (0.0, 1.0, 0.0),
+        "loss_ictm": (0.0, 0.0, 0.5),
+        "loss_nce+icnce": (1.0, 1.0, 0.0),
+        "loss_nce+ictm": (1.0, 0.0, 0.5),
+        "loss_icnce+ictm": (0.0, 1.0, 0.5),
+    }
     if quick:
-        rows.append({"name": "loss_nce", "group": "loss", "seed": 1, **full, "icnce_weight": 0.0, "ictm_weight": 0.0})
-        grid = {}
-    else:
-        grid = {  # (nce, icnce, ictm) weights; 0 switches the term off
-            "loss_nce": (1.0, 0.0, 0.0),
-            "loss_icnce": (0.0, 1.0, 0.0),
-            "loss_ictm": (0.0, 0.0, 0.5),
-            "loss_nce+icnce": (1.0, 1.0, 0.0),
-            "loss_nce+ictm": (1.0, 0.0, 0.5),
-            "loss_icnce+ictm": (0.0, 1.0, 0.5),
-        }
-    for name, (nce, icnce, ictm) in grid.items():
-        rows.append({"name": name, "group": "loss", "seed": 1, **full, "nce_weight": nce, "icnce_weight": icnce, "ictm_weight": ictm})
-    for k in () if quick else (1, 3, 6, 0):
-        rows.append({"name": f"cael_k{k}" if k else "cael_none", "group": "cael", "seed": 1, **full, "cael_every": k})
+        grid = {"loss_nce": grid["loss_nce"]}
+
+    def ablations(seed: int, suffix: str) -> list[dict]:
+        out = [{"name": name + suffix, "group": "loss", "seed": seed, **full, "nce_weight": nce, "icnce_weight": icnce,
+                "ictm_weight": ictm} for name, (nce, icnce, ictm) in grid.items()]
+        for k in () if quick else (1, 3, 6, 0):
+            out.append({"name": (f"cael_k{k}" if k else "cael_none") + suffix, "group": "cael", "seed": seed, **full,
+                        "cael_every": k})
+        return out
+
+    rows += ablations(seeds[0], "")
     for reg in () if quick else ("simreg", "dispersion"):
-        rows.append({"name": f"reg_{reg}", "group": "regulariser", "seed": 1, **full, "regularizers": [reg]})
+        rows.append({"name": f"reg_{reg}", "group": "regulariser", "seed": seeds[0], **full, "regularizers": [reg]})
     if long_steps:
         rows += [{"name": f"jtcse_long_s{s}", "group": "long", "seed": s, **full, "max_steps": long_steps} for s in seeds]
-    # order = priority if time runs out: headline seeds, loss grid, CAEL spacing, regularisers, longer runs
+    if ablation_seeds:
+        for s in seeds[1:]:
+            rows += ablations(s, f"_s{s}")
+    # order = priority if time runs out: headline seeds, loss grid, CAEL spacing, regularisers, longer runs,
+    # the ablations on the other seeds
     return rows
 
 
@@ -347,22 +358,49 @@ def markdown_tables(rows: dict, headline: dict) -> str:
     out.append(f"| none | {ms('twin_untrained')} | {ms('warmup')} | {ms('twin_untrained')} |")
     out.append(f"| short (the grid's twin budget) | {ms('jtcse_full')} | {ms('simcse_short')} | {ms('twin_simcse_short')} |")
     out.append(f"| long | {ms('jtcse_long')} | {ms('simcse_long')} | {ms('twin_simcse_long')} |")
-    out += ["", "### Loss ablation (seed 1, towers W1 + W2, k = 2)", "",
-            "| loss | ours: STS-B dev | Δ vs untrained twin | train s | paper (BERT-base, 7-STS avg) |",
-            "| --- | --- | --- | --- | --- |"]
-    base = scored.get("twin_untrained_s1", {}).get("dev_spearman")
-    grid = [("none (untrained twin)", "twin_untrained_s1", "twin_untrained"), ("NCE", "loss_nce", "loss_nce"),
+    seeds = sorted({v["seed"] for k, v in scored.items() if k.startswith("jtcse_full_s")})
+
+    def key_for(name: str, seed: int) -> str:
+        if name in ("jtcse_full", "twin_untrained"):
+            return f"{name}_s{seed}"
+        return name if seed == (seeds[0] if seeds else 1) else f"{name}_s{seed}"
+
+    def across(name: str) -> tuple[str, str, str]:
+        """(seed-1 value, mean ± std over seeds, paired Δ vs the untrained twin of the same towers)."""
+        vals, deltas = [], []
+        for seed in seeds:
+            key, base_key = key_for(name, seed), f"twin_untrained_s{seed}"
+            if key in scored:
+                vals.append(scored[key]["dev_spearman"])
+                if base_key in scored:
+                    deltas.append(scored[key]["dev_spearman"] - scored[base_key]["dev_spearman"])
+
+        def ms(xs: list[float]) -> str:
+            if not xs:
+                return "not run"
+            m, sd = mean_std(xs)
+            return f"{100 * m:.2f}" + (f" ± {100 * sd:.2f}" if sd is not None else "") + f" (n={len(xs)})"
+
+        return dev(key_for(name, seeds[0] if seeds else 1)), ms(vals), ms(deltas)
+
+    out += ["", "### Loss ablation (k = 2; seed s = towers W_s + W_s+1, as in the headline rows)", "",
+            "| loss | seed 1 | mean ± std over seeds | paired Δ vs untrained twin | train s (seed 1) | "
+            "paper (BERT-base, 7-STS avg) |", "| --- | --- | --- | --- | --- | --- |"]
+    grid = [("none (untrained twin)", "twin_untrained", "twin_untrained"), ("NCE", "loss_nce", "loss_nce"),
             ("ICNCE", "loss_icnce", "loss_icnce"), ("ICTM", "loss_ictm", "loss_ictm"),
             ("NCE + ICNCE", "loss_nce+icnce", "loss_nce+icnce"), ("NCE + ICTM", "loss_nce+ictm", "loss_nce+ictm"),
-            ("ICNCE + ICTM", "loss_icnce+ictm", "loss_icnce+ictm"), ("NCE + ICNCE + ICTM (full)", "jtcse_full_s1", "jtcse_full")]
-    for label, key, paper in grid:
-        delta = fmt(scored[key]["dev_spearman"] - base) if key in scored and base is not None else "–"
-        out.append(f"| {label} | {dev(key)} | {delta} | {secs(key)} | {PAPER_LOSS[paper]:.2f} |")
-    out += ["", "### Cross-attention encoder layers (seed 1, full loss; MiniLM has 6 layers)", "",
-            "| CAEL spacing k | CAEL layers | ours: STS-B dev | train s |", "| --- | --- | --- | --- |"]
+            ("ICNCE + ICTM", "loss_icnce+ictm", "loss_icnce+ictm"), ("NCE + ICNCE + ICTM (full)", "jtcse_full", "jtcse_full")]
+    for label, name, paper in grid:
+        one, overall, delta = across(name)
+        out.append(f"| {label} | {one} | {overall} | {delta} | {secs(key_for(name, seeds[0] if seeds else 1))} | "
+                   f"{PAPER_LOSS[paper]:.2f} |")
+    out += ["", "### Cross-attention encoder layers (full loss; MiniLM has 6 layers)", "",
+            "| CAEL spacing k | CAEL layers | seed 1 | mean ± std over seeds | paired Δ vs untrained twin | train s (seed 1) |",
+            "| --- | --- | --- | --- | --- | --- |"]
     for k, layers in (("1", "1–6"), ("2", "2, 4, 6"), ("3", "3, 6"), ("6", "6"), ("none (TNCSE)", "–")):
-        key = "jtcse_full_s1" if k == "2" else ("cael_none" if k.startswith("none") else f"cael_k{k}")
-        out.append(f"| {k} | {layers} | {dev(key)} | {secs(key)} |")
+        name = "jtcse_full" if k == "2" else ("cael_none" if k.startswith("none") else f"cael_k{k}")
+        one, overall, delta = across(name)
+        out.append(f"| {k} | {layers} | {one} | {overall} | {delta} | {secs(key_for(name, seeds[0] if seeds else 1))} |")
     out += ["", "Paper, Table IX (BERT-base, 12 layers, 7-STS avg; header \"Number of CAEL\"): "
             + ", ".join(f"{k}: {v:.2f}" for k, v in PAPER_CAEL.items()) + ".", "",
             "### Token-level regularisers added to the JTCSE step (seed 1, k = 2)", "",
@@ -490,7 +528,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny settings, a few rows: a smoke run of the whole driver")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
     parser.add_argument("--shard", default="0/1", help="i/n: run only every n-th twin row (from the i-th)")
-    parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics,controls,long",
+    parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics,controls,long,ablation_seeds",
                         help="comma-separated subset of the stages to run")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/repro[_quick])")
@@ -509,11 +547,14 @@ def main() -> None:
             runner.warmups()
         if "untrained" in stages:
             runner.untrained_twins()
-        if "twins" in stages or "long" in stages:
+        if stages & {"twins", "long", "ablation_seeds"}:
+            base_names = {r["name"] for r in twin_rows(cfg["seeds"], args.quick)}
             i, n = (int(x) for x in args.shard.split("/"))
-            rows = twin_rows(cfg["seeds"], args.quick, cfg["long_twin_steps"] if "long" in stages else 0)
-            if "long" in stages and "twins" not in stages:
-                rows = [r for r in rows if r["group"] == "long"]
+            rows = twin_rows(cfg["seeds"], args.quick, cfg["long_twin_steps"] if "long" in stages else 0,
+                             ablation_seeds="ablation_seeds" in stages)
+            wanted = {"twins": lambda r: r["name"] in base_names, "long": lambda r: r["group"] == "long",
+                      "ablation_seeds": lambda r: r["group"] in ("loss", "cael") and r["seed"] != cfg["seeds"][0]}
+            rows = [r for r in rows if any(wanted[st](r) for st in stages if st in wanted)]
             for row in rows[i::n]:
                 runner.twin(row)
         if "controls" in stages:
