@@ -27,6 +27,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import statistics
 import time
 from pathlib import Path
@@ -473,23 +474,35 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
                         f"{100 * v['dev_spearman']:.2f}", v.get("train_seconds", ""), v.get("steps", ""),
                         v.get("eval_seconds", ""), v.get("threads", "")])
 
-    # plot 1: every scored row, grouped
-    order = sorted(scored, key=lambda k: (["baseline", "warmup", "twin_untrained", "headline", "loss", "cael", "regulariser"]
-                                          .index(scored[k]["group"]) if scored[k]["group"] in
-                                          ["baseline", "warmup", "twin_untrained", "headline", "loss", "cael", "regulariser"] else 9, k))
-    if order:
-        fig, ax = plt.subplots(figsize=(7, 0.3 * len(order) + 1.2))
-        vals = [100 * scored[k]["dev_spearman"] for k in order]
-        colours = {"baseline": "grey", "warmup": "tab:blue", "twin_untrained": "tab:cyan", "headline": "tab:red",
-                   "loss": "tab:orange", "cael": "tab:green", "regulariser": "tab:purple", "control": "tab:brown",
-                   "long": "darkred"}
-        ax.barh(range(len(order)), vals, color=[colours.get(scored[k]["group"], "black") for k in order])
-        ax.set_yticks(range(len(order)), order, fontsize=7)
+    # plot 1: every configuration, mean ± std over seeds with the seeds as dots; the shipped MiniLM as lines
+    configs: dict[str, list[float]] = {}
+    for k, v in scored.items():
+        if v.get("group") == "baseline":
+            continue
+        base = re.sub(r"_s\d+$", "", k)
+        configs.setdefault(base, []).append(100 * v["dev_spearman"])
+    if configs:
+        first = ["warmup", "twin_untrained", "simcse_short", "twin_simcse_short", "jtcse_full", "distilled",
+                 "simcse_long", "twin_simcse_long", "jtcse_long"]
+        names = [n for n in first if n in configs] + sorted(n for n in configs if n not in first)
+        fig, ax = plt.subplots(figsize=(7, 0.28 * len(names) + 1.5))
+        means = [statistics.fmean(configs[n]) for n in names]
+        stds = [statistics.stdev(configs[n]) if len(configs[n]) > 1 else 0.0 for n in names]
+        ax.barh(range(len(names)), means, xerr=stds, color="tab:blue", alpha=0.5, capsize=2)
+        for i, n in enumerate(names):
+            ax.plot(configs[n], [i] * len(configs[n]), "k.", markersize=4)
+        for key, style in (("minilm_cls", "r--"), ("minilm_mean", "g--")):
+            if key in scored:
+                x = 100 * scored[key]["dev_spearman"]
+                ax.axvline(x, color=style[0], linestyle="--", linewidth=1, label=f"{key} {x:.2f}")
+        lows = [min(v) for v in configs.values()]
+        highs = [max(v) for v in configs.values()]
+        ax.set_xlim(min(lows) - 0.4, max(highs) + 0.4)
+        ax.set_yticks(range(len(names)), [f"{n} (n={len(configs[n])})" for n in names], fontsize=7)
         ax.invert_yaxis()
-        lo = min(vals) - 2
-        ax.set_xlim(lo, max(vals) + 1)
-        ax.set_xlabel("STS-B dev Spearman x100")
-        ax.set_title("STS-B dev, every row (CPU repro)")
+        ax.set_xlabel("STS-B dev Spearman x100 (bars: mean ± std over seeds; dots: seeds)")
+        ax.set_title("CPU reproduction: every configuration")
+        ax.legend(fontsize=7, loc="lower right", title="shipped MiniLM (off-axis if not shown)", title_fontsize=6)
         fig.tight_layout()
         fig.savefig(out / "sts_dev_rows.png", dpi=120)
         plt.close(fig)
