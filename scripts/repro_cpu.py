@@ -301,6 +301,8 @@ class Runner:
             f"twin_untrained_s{s1}": lambda: build_twin(str(self.tower_dir(a)), str(self.tower_dir(b)), cael_every=2, device="cpu"),
             f"jtcse_full_s{s1}": lambda: load_model(self.work / f"jtcse_full_s{s1}", device="cpu"),
             f"distilled_s{s1}": lambda: SentenceTransformer(str(self.work / f"distilled_s{s1}"), device="cpu"),
+            f"simcse_long_s{s1}": lambda: SentenceTransformer(str(self.work / f"simcse_long_s{s1}"), device="cpu"),
+            f"jtcse_long_s{s1}": lambda: load_model(self.work / f"jtcse_long_s{s1}", device="cpu"),
         }
         for row, load in models.items():
             name = f"diag_{row}"
@@ -347,8 +349,9 @@ def markdown_tables(rows: dict, headline: dict) -> str:
         sd = f" ± {100 * h['std']:.2f}" if h["std"] is not None else ""
         out.append(f"| {label} | {h['n']} | {100 * h['mean']:.2f}{sd} | {', '.join(f'{100 * v:.2f}' for v in h['values'])} |")
     out += ["", "### Same extra budget: JTCSE vs plain SimCSE continued on each tower (mean ± std over seeds)", "",
-            "| extra training after warm-up | JTCSE twin | SimCSE-continued single tower | untrained twin of two SimCSE-continued towers |",
-            "| --- | --- | --- | --- |"]
+            "| extra training after warm-up | JTCSE twin | SimCSE-continued single tower | untrained twin of two "
+            "SimCSE-continued towers | paired Δ: JTCSE − that twin |",
+            "| --- | --- | --- | --- | --- |"]
 
     def ms(key: str) -> str:
         h = headline.get(key)
@@ -356,9 +359,20 @@ def markdown_tables(rows: dict, headline: dict) -> str:
             return "not run"
         return f"{100 * h['mean']:.2f}" + (f" ± {100 * h['std']:.2f}" if h["std"] is not None else "") + f" (n={h['n']})"
 
-    out.append(f"| none | {ms('twin_untrained')} | {ms('warmup')} | {ms('twin_untrained')} |")
-    out.append(f"| short (the grid's twin budget) | {ms('jtcse_full')} | {ms('simcse_short')} | {ms('twin_simcse_short')} |")
-    out.append(f"| long | {ms('jtcse_long')} | {ms('simcse_long')} | {ms('twin_simcse_long')} |")
+    def paired(a: str, b: str) -> str:
+        """mean ± std over seeds of row a − row b with the same seed (same warm-up towers)."""
+        d = [scored[f"{a}_s{s}"]["dev_spearman"] - scored[f"{b}_s{s}"]["dev_spearman"]
+             for s in range(1, 10) if f"{a}_s{s}" in scored and f"{b}_s{s}" in scored]
+        if not d:
+            return "–"
+        m, sd = mean_std(d)
+        return f"{100 * m:+.2f}" + (f" ± {100 * sd:.2f}" if sd is not None else "") + f" (n={len(d)})"
+
+    out.append(f"| none | {ms('twin_untrained')} | {ms('warmup')} | {ms('twin_untrained')} | – |")
+    out.append(f"| short (the grid's twin budget) | {ms('jtcse_full')} | {ms('simcse_short')} | {ms('twin_simcse_short')} | "
+               f"{paired('jtcse_full', 'twin_simcse_short')} |")
+    out.append(f"| long | {ms('jtcse_long')} | {ms('simcse_long')} | {ms('twin_simcse_long')} | "
+               f"{paired('jtcse_long', 'twin_simcse_long')} |")
     seeds = sorted({v["seed"] for k, v in scored.items() if k.startswith("jtcse_full_s")})
 
     def key_for(name: str, seed: int) -> str:
