@@ -592,6 +592,13 @@ def main() -> None:
         if "diagnostics" in stages:
             runner.diagnostics()
     summary = build_report(work, out, cfg)
+    report = Path("evaluation/REPRODUCTION.md")
+    if not args.quick and args.out is None and report.exists():  # refresh the generated tables in the write-up
+        text = report.read_text(encoding="utf-8")
+        tables = (out / "tables.md").read_text(encoding="utf-8")
+        text = re.sub(r"<!-- TABLES START -->.*<!-- TABLES END -->",
+                      lambda _: f"<!-- TABLES START -->\n{tables}<!-- TABLES END -->", text, flags=re.S)
+        report.write_text(text, encoding="utf-8")
     print(json.dumps(summary["headline"], indent=2))
 
 
