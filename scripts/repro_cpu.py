@@ -226,15 +226,15 @@ class Runner:
             "first_loss_terms": losses[0] if losses else None, "last_loss_terms": summary["last_logged_loss_terms"],
         })
 
-    def distilled(self) -> None:
+    def distilled(self, teacher_prefix: str = "jtcse_full", prefix: str = "distilled") -> None:
         from sentence_transformers import SentenceTransformer
 
         from jtcse.training.distill import distill
 
         for seed in self.cfg["seeds"]:
-            name = f"distilled_s{seed}"
-            teacher = self.work / f"jtcse_full_s{seed}"
-            if self.done(name) or not self.done(f"jtcse_full_s{seed}"):
+            name = f"{prefix}_s{seed}"
+            teacher = self.work / f"{teacher_prefix}_s{seed}"
+            if self.done(name) or not self.done(f"{teacher_prefix}_s{seed}"):
                 continue
             a, _ = pair_of(seed, self.cfg["seeds"])
             out = self.work / name
@@ -243,7 +243,8 @@ class Runner:
                               resume=False, overwrite=True, **self.cfg["distill"])
             seconds = round(time.perf_counter() - started, 2)
             rho, eval_s = self.dev_spearman(SentenceTransformer(str(out), device="cpu"))
-            self.save(name, {"group": "headline", "seed": seed, "teacher": f"jtcse_full_s{seed}", "student": f"W{a}",
+            self.save(name, {"group": "headline" if prefix == "distilled" else "long", "seed": seed,
+                             "teacher": f"{teacher_prefix}_s{seed}", "student": f"W{a}",
                              "dev_spearman": rho, "eval_seconds": eval_s, "train_seconds": seconds,
                              "steps": summary["steps"], "first_loss": summary.get("first_logged_loss"),
                              "last_loss": summary.get("last_logged_loss")})
@@ -373,6 +374,9 @@ def markdown_tables(rows: dict, headline: dict) -> str:
                f"{paired('jtcse_full', 'twin_simcse_short')} |")
     out.append(f"| long | {ms('jtcse_long')} | {ms('simcse_long')} | {ms('twin_simcse_long')} | "
                f"{paired('jtcse_long', 'twin_simcse_long')} |")
+    out += ["", f"JTCSE-D from the long twins (distilled into W_s): {ms('distilled_long')}; paired Δ vs its teacher "
+            f"{paired('distilled_long', 'jtcse_long')}, vs W_s continued with SimCSE for 100 steps "
+            f"{paired('distilled_long', 'simcse_long')}."]
     seeds = sorted({v["seed"] for k, v in scored.items() if k.startswith("jtcse_full_s")})
 
     def key_for(name: str, seed: int) -> str:
@@ -429,7 +433,7 @@ def markdown_tables(rows: dict, headline: dict) -> str:
             "| stage | runs | threads | mean s | steps | eval s (STS-B dev) |", "| --- | --- | --- | --- | --- | --- |"]
     stages = {"SimCSE warm-up": "warmup_s", "JTCSE twin (grid rows, short)": None, "JTCSE twin (long)": "jtcse_long_s",
               "SimCSE continued (short)": "simcse_short_s", "SimCSE continued (long)": "simcse_long_s",
-              "distillation": "distilled_s"}
+              "distillation": "distilled_s", "distillation (long teacher)": "distilled_long_s"}
     for label, prefix in stages.items():
         sel = [v for k, v in scored.items() if ("train_seconds" in v) and
                (k.startswith(prefix) if prefix else v.get("group") in ("headline", "loss", "cael", "regulariser") and k.startswith(("jtcse", "loss", "cael", "reg")))]
@@ -473,7 +477,7 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
 
     summary = {"settings": cfg, "rows": rows,
                "headline": {p: seeded(p) for p in ("warmup", "twin_untrained", "jtcse_full", "distilled", "simcse_short",
-                                                    "twin_simcse_short", "jtcse_long", "simcse_long", "twin_simcse_long")}}
+                                                    "twin_simcse_short", "jtcse_long", "simcse_long", "twin_simcse_long", "distilled_long")}}
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     (out / "tables.md").write_text(markdown_tables(rows, summary["headline"]), encoding="utf-8")
 
@@ -497,7 +501,7 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
         configs.setdefault(base, []).append(100 * v["dev_spearman"])
     if configs:
         first = ["warmup", "twin_untrained", "simcse_short", "twin_simcse_short", "jtcse_full", "distilled",
-                 "simcse_long", "twin_simcse_long", "jtcse_long"]
+                 "simcse_long", "twin_simcse_long", "jtcse_long", "distilled_long"]
         names = [n for n in first if n in configs] + sorted(n for n in configs if n not in first)
         fig, ax = plt.subplots(figsize=(7, 0.28 * len(names) + 1.5))
         means = [statistics.fmean(configs[n]) for n in names]
@@ -555,7 +559,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny settings, a few rows: a smoke run of the whole driver")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
     parser.add_argument("--shard", default="0/1", help="i/n: run only every n-th twin row (from the i-th)")
-    parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics,controls,long,ablation_seeds",
+    parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics,controls,long,ablation_seeds,distill_long",
                         help="comma-separated subset of the stages to run")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/repro[_quick])")
@@ -589,6 +593,8 @@ def main() -> None:
             runner.controls("long", cfg["long_twin_steps"])
         if "distill" in stages:
             runner.distilled()
+        if "distill_long" in stages:
+            runner.distilled("jtcse_long", "distilled_long")
         if "diagnostics" in stages:
             runner.diagnostics()
     summary = build_report(work, out, cfg)
