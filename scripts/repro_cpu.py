@@ -14,10 +14,13 @@ skips finished rows, so an interrupted grid resumes):
 3. the untrained twin of two warm-up towers (seed s pairs W_s with W_{s mod 3 + 1});
 4. JTCSE twins: the full loss (3 seeds), the loss ablation grid, the CAEL spacing k, two regularisers;
 5. JTCSE-D: the twin of seed s distilled into its first tower;
-6. geometry diagnostics (alignment / uniformity on STS-B dev, CLS energy) for the main rows.
+6. geometry diagnostics (alignment / uniformity on STS-B dev, CLS energy) for the main rows;
+7. controls (each warm-up tower continued alone with SimCSE for the twin's budget), 100-step twins and their
+   distillation, and the loss-grid / CAEL ablations on seeds 2 and 3 (stages ``controls``, ``long``,
+   ``distill_long``, ``ablation_seeds``).
 
-``--shard i/n`` runs only every n-th twin row (stages 1-3 are needed by all shards and are skipped when
-done); ``--report-only`` rebuilds ``results.json``, ``results.csv`` and the plots from the row files.
+``--stages`` picks stages (default: all); ``--shard i/n`` runs only every n-th twin row (stages 1-3 are
+needed by all shards and are skipped when done); ``--report-only`` rebuilds ``results.json``, ``results.csv`` and the plots from the row files.
 Checkpoints live under ``runs/`` (git-ignored).
 """
 
