@@ -1,5 +1,6 @@
-"""The one exception type for user mistakes: the CLI prints its message, never a traceback."""
+"""The exception for user mistakes. It subclasses ``ValueError``, so library callers can catch the
+standard type; the CLI prints its message as one ``Error:`` line instead of a traceback."""
 
 
-class JTCSEError(Exception):
+class JTCSEError(ValueError):
     """A problem with the user's input or setup, stated so the user can fix it."""

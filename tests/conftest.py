@@ -61,3 +61,24 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not beside this checkout")
     return SHARED_DATA
+
+
+def pytest_configure(config) -> None:
+    for marker, meaning in (
+        ("slow", "trains or encodes for more than a few seconds; deselect with -m 'not slow'"),
+        ("cli", "runs the jtcse command line in a subprocess"),
+        ("network_stub", "talks to a local stand-in HTTPS server"),
+        ("distributed", "launches several processes with torchrun (gloo on the CPU)"),
+    ):
+        config.addinivalue_line("markers", f"{marker}: {meaning}")
+
+
+@pytest.fixture
+def one_thread():
+    """Run the test with one torch thread (deterministic, and fair to a shared 2-core machine)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

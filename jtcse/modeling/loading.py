@@ -35,10 +35,11 @@ def needs_jtcse_classes(path: str | Path) -> bool:
         raise JTCSEError(f"{path} mixes jtcse modules with foreign module classes {foreign}; refusing to load it.")
     for config_file in path.rglob("config.json"):
         try:
-            if "auto_map" in json.loads(config_file.read_text(encoding="utf-8")):
-                raise JTCSEError(f"{config_file} asks for remote model code (auto_map); refusing to load it.")
+            config = json.loads(config_file.read_text(encoding="utf-8"))
         except ValueError:
             raise JTCSEError(f"{config_file} is not readable JSON.") from None
+        if "auto_map" in config:
+            raise JTCSEError(f"{config_file} asks for remote model code (auto_map); refusing to load it.")
     return True
 
 

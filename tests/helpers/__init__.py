@@ -1,0 +1,1 @@
+"""Test helpers (not test modules): running the CLI and fresh interpreters, and shared test servers/towers."""
