@@ -74,11 +74,19 @@ def test_replay_from_cache_and_pairs_reports_missing(stub, tmp_path):
             run_rtt(sentences, ["de"], backend, tmp_path / "a", cache=cache, progress=False)
         n = len(stub.translation_requests())
         replay = ReplayTranslator(cache)  # the only backend in the cache: googletrans
-        summary = run_rtt(sentences + ["Never seen."], ["de", "fr"], replay, tmp_path / "b", cache=cache, progress=False)
+        summary = run_rtt(sentences + ["Never seen."], ["de"], replay, tmp_path / "b", cache=cache, progress=False)
         assert len(stub.translation_requests()) == n
         assert (tmp_path / "a" / "pairs.de.tsv").read_bytes() == (tmp_path / "b" / "pairs.de.tsv").read_bytes()
-        assert [p.failed for p in summary.pivots] == [1, 3]
+        assert [p.failed for p in summary.pivots] == [1]
         assert ("en", "de", "Never seen.") in replay.missing
+        # a pivot the cache holds nothing for is refused before anything is written, naming what it holds
+        with pytest.raises(JTCSEError, match=r"no en→pivot→en round trips for pivot\(s\) fr; they hold: de \(cache "):
+            run_rtt(sentences, ["de", "fr"], replay, tmp_path / "c", cache=cache, progress=False)
+        assert not (tmp_path / "c").exists()
+        # a pivot it holds, but for none of these sentences: an error, not an empty pairs file
+        with pytest.raises(JTCSEError, match=r"No en→de→en round trip succeeded \(1 failed, e.g. 'en→de: not in the replay sources'\); nothing was written"):
+            run_rtt(["Never seen."], ["de"], replay, tmp_path / "d", cache=cache, progress=False)
+        assert not (tmp_path / "d" / "pairs.de.tsv").exists()
     from_pairs = ReplayTranslator(pairs_files={"de": tmp_path / "a" / "pairs.de.tsv"})
     out = from_pairs.round_trip(["Two big leaps.", "Never seen."], "en", "de")
     assert out[0] == _expected("Two big leaps.", "de") and "not in the replay sources" in out[1].reason
