@@ -190,10 +190,11 @@ def atomic_write_json(path: str | Path, data: object) -> Path:
 
 
 def crash_point(name: str) -> None:
-    """Test hook: SIGKILL this process at the N-th time it passes the point ``name``.
+    """Test hook: at the N-th pass through the point ``name``, SIGKILL (or SIGSTOP) this process.
 
-    Active only when the environment variable ``JTCSE_CRASH_AT`` is ``NAME:N`` (e.g.
-    ``encode-chunk:2``); otherwise a dictionary lookup. Crash tests use it to kill a real
+    Active only when the environment variable ``JTCSE_CRASH_AT`` is ``NAME:N`` (kill) or
+    ``NAME:N:STOP`` (freeze, e.g. to hold a lock while a second process tries it, until the test
+    sends SIGCONT); otherwise it costs one dictionary lookup. Crash tests use it to stop a real
     subprocess at a chosen, reproducible moment. Points: ``encode-chunk`` (a chunk's vectors and
     progress are on disk), ``rtt-translation`` (one translation committed to the cache),
     ``rtt-pivot`` (a pivot's pairs and drop files written).
@@ -201,14 +202,14 @@ def crash_point(name: str) -> None:
     wanted = os.environ.get(CRASH_ENV)
     if not wanted:
         return
-    target, _, count = wanted.rpartition(":")
+    target, count, *how = wanted.split(":")
     if target != name:
         return
     passes = _crash_passes[name] = _crash_passes.get(name, 0) + 1
-    if passes >= int(count):
+    if passes == int(count):
         sys.stdout.flush()
         sys.stderr.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGSTOP if how == ["STOP"] else signal.SIGKILL)
 
 
 _crash_passes: dict[str, int] = {}

@@ -37,7 +37,8 @@ class TranslationCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
-            raise JTCSEError(f"Cannot create the translation cache {self.path}: a parent of it is a file.") from None
+            blocker = next(p for p in self.path.parents if p.exists())
+            raise JTCSEError(f"Cannot create the translation cache {self.path}: {blocker} is a file, not a folder.") from None
         try:
             self._conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
