@@ -75,6 +75,14 @@ def _read_holder(source: int | Path) -> dict:
     return holder if isinstance(holder, dict) else {"pid": None}
 
 
+def _command_line() -> str:
+    """How this process was started, as a user would type it (``jtcse encode ...``)."""
+    if not sys.argv or not sys.argv[0]:
+        return ""
+    program = Path(sys.argv[0]).name
+    return " ".join(["jtcse" if program in ("__main__.py", "jtcse") else program, *sys.argv[1:]])
+
+
 @contextmanager
 def output_lock(output: str | Path) -> Iterator[Path]:
     """Hold the exclusive lock on ``output`` (a file or a folder, existing or not) for the block.
@@ -99,7 +107,7 @@ def output_lock(output: str | Path) -> Iterator[Path]:
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.time(),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "",
+        "command": _command_line(),
         "output": str(output),
     }
 

@@ -108,6 +108,7 @@ def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_pa
         second = run_cli(*args, "-o", out)
         line = one_error_line(second)
         assert f"is being written by PID {first.pid} on " in line and str(out) in line
+        assert f"running `jtcse encode {tiny_bert} " in line
         assert _snapshot(_outputs(out) + [out.with_name(out.name + ".parts")]) == before  # nothing touched
     finally:
         finished = _resume(first)

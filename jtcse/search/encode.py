@@ -14,7 +14,9 @@ Outputs (``OUT`` is the path given, ``STEM`` the path without its extension):
 
 ``OUT.json`` records the model, the input's path/size/mtime, normalisation, dtype and how
 far encoding got. An interrupted run started again with the same settings resumes after the last
-finished chunk; ``complete: true`` marks a finished output.
+finished chunk; ``complete: true`` marks a finished output. While a run writes, it holds the lock
+``OUT.lock`` (:func:`jtcse.locking.output_lock`): a second run into the same ``OUT`` is refused with
+the first one's PID instead of "resuming" its progress file.
 """
 
 from __future__ import annotations
