@@ -25,6 +25,7 @@ setup(
         "typer>=0.12",
         "faiss-cpu>=1.8",
         "pyarrow>=14",
+        "filelock>=4.2.11",  # output locks (jtcse.locking uses on_acquired, fallback_to_soft); a torch/hub dependency too
     ],
     extras_require={
         "mteb": ["mteb>=2.0,<3"],

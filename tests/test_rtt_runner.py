@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
+from helpers.cli import one_error_line, run_cli
 from jtcse.errors import JTCSEError
 from jtcse.rtt.cache import TranslationCache
 from jtcse.rtt.pairs import read_pairs
 from jtcse.rtt.replay import ReplayTranslator
 from jtcse.rtt.runner import run_rtt
-from jtcse.rtt.stub_server import StubReply, StubTranslateServer, fake_translate
+from jtcse.rtt.stub_server import StubReply, fake_translate
 from rtt_support import google, stub, stub_cert  # noqa: F401 - fixtures
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _expected(text: str, pivot: str) -> str:
@@ -74,11 +67,19 @@ def test_replay_from_cache_and_pairs_reports_missing(stub, tmp_path):
             run_rtt(sentences, ["de"], backend, tmp_path / "a", cache=cache, progress=False)
         n = len(stub.translation_requests())
         replay = ReplayTranslator(cache)  # the only backend in the cache: googletrans
-        summary = run_rtt(sentences + ["Never seen."], ["de", "fr"], replay, tmp_path / "b", cache=cache, progress=False)
+        summary = run_rtt(sentences + ["Never seen."], ["de"], replay, tmp_path / "b", cache=cache, progress=False)
         assert len(stub.translation_requests()) == n
         assert (tmp_path / "a" / "pairs.de.tsv").read_bytes() == (tmp_path / "b" / "pairs.de.tsv").read_bytes()
-        assert [p.failed for p in summary.pivots] == [1, 3]
+        assert [p.failed for p in summary.pivots] == [1]
         assert ("en", "de", "Never seen.") in replay.missing
+        # a pivot the cache holds nothing for is refused before anything is written, naming what it holds
+        with pytest.raises(JTCSEError, match=r"no en→pivot→en round trips for pivot\(s\) fr; they hold: de \(cache "):
+            run_rtt(sentences, ["de", "fr"], replay, tmp_path / "c", cache=cache, progress=False)
+        assert not (tmp_path / "c").exists()
+        # a pivot it holds, but for none of these sentences: an error, not an empty pairs file
+        with pytest.raises(JTCSEError, match=r"No en→de→en round trip succeeded \(1 failed, e.g. 'en→de: not in the replay sources'\); nothing was written"):
+            run_rtt(["Never seen."], ["de"], replay, tmp_path / "d", cache=cache, progress=False)
+        assert not (tmp_path / "d" / "pairs.de.tsv").exists()
     from_pairs = ReplayTranslator(pairs_files={"de": tmp_path / "a" / "pairs.de.tsv"})
     out = from_pairs.round_trip(["Two big leaps.", "Never seen."], "en", "de")
     assert out[0] == _expected("Two big leaps.", "de") and "not in the replay sources" in out[1].reason
@@ -96,65 +97,11 @@ def test_bad_pivots(stub, tmp_path):
             run_rtt(["a b"], [" "], backend, tmp_path, progress=False)
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "jtcse", "rtt", *args]
-
-
-def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-
-
+@pytest.mark.cli
 def test_cli_bad_input_is_one_line_error(tmp_path):
     (tmp_path / "c.txt").write_bytes(b"fine\n\xff bad\n")
-    result = subprocess.run(_cli("-i", str(tmp_path / "c.txt"), "-o", str(tmp_path / "o")), env=_env(), capture_output=True, text=True)
-    assert result.returncode == 2 and "line 2 is not valid UTF-8" in result.stderr and "Traceback" not in result.stderr
+    assert "line 2 is not valid UTF-8" in one_error_line(run_cli("rtt", "-i", tmp_path / "c.txt", "-o", tmp_path / "o"))
     (tmp_path / "bad.sqlite").write_bytes(b"garbage" * 200)
     (tmp_path / "ok.txt").write_text("one line\n")
-    result = subprocess.run(
-        _cli("-i", str(tmp_path / "ok.txt"), "-o", str(tmp_path / "o"), "--cache", str(tmp_path / "bad.sqlite")),
-        env=_env(), capture_output=True, text=True,
-    )  # fmt: skip
-    assert result.returncode == 2 and f"Translation cache {tmp_path / 'bad.sqlite'} is corrupt" in result.stderr
-
-
-def test_cli_killed_mid_run_resumes_without_rerequesting(stub_cert, tmp_path):
-    corpus = tmp_path / "corpus.txt"
-    sentences = [f"Line {i} of the corpus, with a few words." for i in range(120)]
-    corpus.write_text("\n".join(sentences) + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    with StubTranslateServer(*stub_cert, latency=0.05) as server:
-        args = _cli(
-            "-i", str(corpus), "-o", str(out), "--pivots", "de,fr", "--service-url", server.service_url,
-            "--ca-bundle", stub_cert[0], "--concurrency", "2", "--pack-size", "4", "--chunk-size", "40", "--no-progress",
-        )  # fmt: skip
-        proc = subprocess.Popen(args, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while len(server.translation_requests()) < 24 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        assert proc.returncode == -signal.SIGKILL
-        time.sleep(0.2)  # let answers already on the wire drain
-        first_run = server.translation_requests()
-        with TranslationCache(out / "rtt_cache.sqlite") as cache:
-            stored_de = cache.get_many("googletrans", "en", "de", sentences)
-        assert 0 < len(stored_de) < len(sentences)  # killed mid-run
-        assert not (out / "pairs.fr.tsv").exists()
-
-        result = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr
-        second_run = server.translation_requests()[len(first_run) :]
-
-    answered_before = {(r.params["sl"], r.params["tl"], q) for r in first_run if r.status == 200 for q in r.params["q"].split("\n")}
-    asked_again = [(r.params["sl"], r.params["tl"], q) for r in second_run for q in r.params["q"].split("\n")]
-    # whatever the first run committed is never requested again ...
-    assert not any(key[2] in stored_de and key[:2] == ("en", "de") for key in asked_again)
-    # ... and only texts whose answers were still on the wire at the kill are asked again:
-    # at most `concurrency` packs of `pack-size` texts
-    repeated = [key for key in asked_again if key in answered_before]
-    assert len(repeated) <= 2 * 4
-    for pivot in ["de", "fr"]:
-        pairs = read_pairs(out / f"pairs.{pivot}.tsv")
-        assert pairs == [(s, _expected(s, pivot)) for s in sentences]
-    summary = json.loads((out / "summary.json").read_text())
-    assert [p["kept"] for p in summary["pivots"]] == [120, 120]
+    result = run_cli("rtt", "-i", tmp_path / "ok.txt", "-o", tmp_path / "o", "--cache", tmp_path / "bad.sqlite")
+    assert f"Translation cache {tmp_path / 'bad.sqlite'} is corrupt" in one_error_line(result)

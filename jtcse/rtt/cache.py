@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import crash_point
 from jtcse.rtt.base import ResultCallback, TranslationFailure, Translator
 
 SCHEMA_VERSION = "1"
@@ -31,7 +32,13 @@ class TranslationCache:
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 60.0) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise JTCSEError(f"Translation cache {self.path} is a folder; --cache names the SQLite file.")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            blocker = next(p for p in self.path.parents if p.exists())
+            raise JTCSEError(f"Cannot create the translation cache {self.path}: {blocker} is a file, not a folder.") from None
         try:
             self._conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
@@ -140,6 +147,11 @@ class TranslationCache:
         """The backend names that have entries in this cache."""
         return self._run(lambda c: [r[0] for r in c.execute("SELECT DISTINCT backend FROM translations ORDER BY 1")])
 
+    def directions(self, backend: str) -> set[tuple[str, str]]:
+        """The ``(source, target)`` language pairs ``backend`` has entries for."""
+        rows = self._run(lambda c: c.execute("SELECT DISTINCT source, target FROM translations WHERE backend=?", (backend,)).fetchall())
+        return {(source, target) for source, target in rows}
+
     def close(self) -> None:
         with self._lock:
             self._close_quietly()
@@ -186,6 +198,7 @@ class CachedTranslator(Translator):
                 if isinstance(result, str) and i not in stored:
                     self.cache.put(self.name, source, target, missing[i], result)
                     stored.add(i)
+                    crash_point("rtt-translation")
 
             results = self.inner.translate(missing, source, target, on_result=store)
             leftovers = []

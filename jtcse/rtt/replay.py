@@ -13,7 +13,7 @@ A text found in neither comes back as a :class:`TranslationFailure` and is recor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from jtcse.errors import JTCSEError
 from jtcse.rtt.base import ResultCallback, TranslationFailure, Translator
@@ -53,6 +53,28 @@ class ReplayTranslator(Translator):
             self.round_trips[pivot] = dict(read_pairs(path))
         self.missing: list[tuple[str, str, str]] = []  # (source, target, text)
         self.served = 0
+
+    def pivots(self, source: str) -> list[str]:
+        """The pivots whose ``source → pivot → source`` round trips these sources can serve."""
+        held = set(self.round_trips)
+        if self.cache is not None and self.backend is not None:
+            legs = self.cache.directions(self.backend)
+            held.update(t for s, t in legs if s == source and (t, source) in legs)
+        return sorted(held)
+
+    def check_languages(self, codes: Iterable[str]) -> None:
+        """``codes`` is ``[source, *pivots]`` (as :func:`~jtcse.rtt.runner.run_rtt` passes them): refuse,
+        before anything is written, a pivot the sources hold nothing for, naming the ones they hold."""
+        source, *pivots = list(codes)
+        held = self.pivots(source)
+        absent = [p for p in pivots if p not in held]
+        if absent:
+            where = [f"cache {self.cache.path} ({self.backend or 'empty'})"] if self.cache is not None else []
+            where += [f"pairs files for {', '.join(sorted(self.round_trips))}"] if self.round_trips else []
+            raise JTCSEError(
+                f"The replay sources hold no {source}→pivot→{source} round trips for pivot(s) {', '.join(absent)}; "
+                f"they hold: {', '.join(held) or 'none'} ({'; '.join(where)})."
+            )
 
     def translate(
         self,

@@ -14,13 +14,13 @@ and ``summary.json`` with the counts per pivot and the backend's request statist
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import atomic_path, atomic_write_json, crash_point, output_lock
 from jtcse.rtt.base import TranslationFailure, Translator
 from jtcse.rtt.cache import CachedTranslator, TranslationCache
 from jtcse.rtt.pairs import clean_field, write_pairs
@@ -76,10 +76,9 @@ def run_rtt(
 
     ``translator`` is wrapped in a :class:`CachedTranslator` on ``cache`` (unless it is a replay
     backend). Sentences are cleaned of tabs/newlines first (the pairs format needs one line each);
-    duplicates are translated once.
+    duplicates are translated once. The folder is locked while the job writes (one job per
+    folder); a pivot for which every sentence failed is an error, not an empty pairs file.
     """
-    from tqdm.auto import tqdm
-
     pivots = list(dict.fromkeys(p.strip() for p in pivots if p.strip()))
     if not pivots:
         raise JTCSEError("Name at least one pivot language (e.g. --pivots de,fr,zh).")
@@ -89,12 +88,29 @@ def run_rtt(
     if chunk_size < 1:
         raise JTCSEError(f"chunk size must be at least 1, got {chunk_size}")
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise JTCSEError(f"{output_dir} is a file; --output-dir names the folder the pairs files go to.")
+    with output_lock(output_dir):
+        output_dir.mkdir(parents=True, exist_ok=True)
+        cleaned = [clean_field(s) for s in sentences]
+        return _run_pivots(cleaned, pivots, translator, output_dir, source, cache, chunk_size, progress)
+
+
+def _run_pivots(
+    cleaned: list[str],
+    pivots: list[str],
+    translator: Translator,
+    output_dir: Path,
+    source: str,
+    cache: TranslationCache | None,
+    chunk_size: int,
+    progress: bool,
+) -> RTTSummary:
+    from tqdm.auto import tqdm
+
     engine: Translator = translator
     if cache is not None and translator.caches_results:
         engine = CachedTranslator(translator, cache)
-
-    cleaned = [clean_field(s) for s in sentences]
     limit = translator.max_chars
     summary = RTTSummary(
         backend=translator.name,
@@ -137,6 +153,12 @@ def run_rtt(
                 dropped.append((s, "identical", result))
             else:
                 kept.append((s, result))
+        if todo and stats.failed == len(todo):
+            first = next(detail for _, reason, detail in dropped if reason == "failed")
+            raise JTCSEError(
+                f"No {source}→{pivot}→{source} round trip succeeded ({stats.failed} failed, e.g. {first!r}); "
+                f"nothing was written for {pivot}."
+            )
         stats.kept = write_pairs(pairs_path(output_dir, pivot), kept)
         stats.pairs_file = str(pairs_path(output_dir, pivot))
         dropped_path = output_dir / f"dropped.{pivot}.tsv"
@@ -144,14 +166,13 @@ def run_rtt(
         stats.dropped_file = str(dropped_path)
         stats.seconds = round(time.perf_counter() - started, 3)
         summary.pivots.append(stats)
+        crash_point("rtt-pivot")
     summary.backend_stats = engine.stats()
-    (output_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2, ensure_ascii=False) + "\n", "utf-8")
+    atomic_write_json(output_dir / "summary.json", summary.as_dict())
     return summary
 
 
 def _write_dropped(path: Path, rows: list[tuple[str, str, str]]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8", newline="\n") as handle:
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as handle:
         for original, reason, detail in rows:
             handle.write(f"{clean_field(original)}\t{reason}\t{clean_field(detail)}\n")
-    tmp.replace(path)

@@ -14,7 +14,9 @@ Outputs (``OUT`` is the path given, ``STEM`` the path without its extension):
 
 ``OUT.json`` records the model, the input's path/size/mtime, normalisation, dtype and how
 far encoding got. An interrupted run started again with the same settings resumes after the last
-finished chunk; ``complete: true`` marks a finished output.
+finished chunk; ``complete: true`` marks a finished output. While a run writes, it holds the lock
+``OUT.lock`` (:func:`jtcse.locking.output_lock`): a second run into the same ``OUT`` is refused with
+the first one's PID instead of "resuming" its progress file.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import atomic_path, atomic_write_json, crash_point, output_lock
 from jtcse.search.lines import ROW_DTYPE, LineChunk, count_rows, iter_chunks
 
 META_FORMAT = "jtcse-embeddings"
@@ -110,12 +113,6 @@ def rows_path_for(output: str | Path) -> Path:
     """``STEM.rows.npy``: line number and byte offset of each row of a ``.npy`` output."""
     output = Path(output)
     return output.with_name(output.stem + ".rows.npy")
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def read_meta(path: str | Path) -> dict:
@@ -198,19 +195,15 @@ class _ParquetSink:
             ],
             schema=self.schema,
         )
-        part = self.parts / f"part-{start:012d}.parquet"
-        tmp = part.with_name(part.name + ".tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, part)
+        with atomic_path(self.parts / f"part-{start:012d}.parquet") as tmp:
+            pq.write_table(table, tmp)
 
     def finish(self) -> None:
         import pyarrow.parquet as pq
 
-        tmp = self.output.with_name(self.output.name + ".tmp")
-        with pq.ParquetWriter(tmp, self.schema) as writer:
+        with atomic_path(self.output) as tmp, pq.ParquetWriter(tmp, self.schema) as writer:
             for part in sorted(self.parts.glob("part-*.parquet")):
                 writer.write_table(pq.read_table(part, schema=self.schema))
-        os.replace(tmp, self.output)
         shutil.rmtree(self.parts)
 
 
@@ -256,81 +249,85 @@ def encode_file(
     identity = model_name_of(model, model_name)
     wanted = run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    meta_file = meta_path_for(output)
-    meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
-    if meta is None:
-        counted = count_rows(input_path)
-        meta = {
-            "format": META_FORMAT,
-            "format_version": META_VERSION,
-            **wanted,
-            "rows": counted.rows,
-            "dim": None,
-            "empty_lines": counted.empty_lines,
-            "rows_done": 0,
-            "next_byte": 0,
-            "next_line": 1,
-            "complete": False,
-        }
-    resumed_from = meta["rows_done"]
+    _check_output_location(output)
+    with output_lock(output):
+        meta_file = meta_path_for(output)
+        meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
+        if meta is None:
+            counted = count_rows(input_path)
+            meta = {
+                "format": META_FORMAT,
+                "format_version": META_VERSION,
+                **wanted,
+                "rows": counted.rows,
+                "dim": None,
+                "empty_lines": counted.empty_lines,
+                "rows_done": 0,
+                "next_byte": 0,
+                "next_line": 1,
+                "complete": False,
+            }
+        resumed_from = meta["rows_done"]
 
-    st_model, _ = resolve_model(model, identity, device)
-    if meta["dim"] is None:
-        meta["dim"] = st_model.get_embedding_dimension() or int(
-            st_model.encode(["probe"], convert_to_numpy=True).shape[-1]
-        )
-    elif st_model.get_embedding_dimension() not in (None, meta["dim"]):
-        raise JTCSEError(
-            f"{output} holds {meta['dim']}-d vectors but {identity} makes "
-            f"{st_model.get_embedding_dimension()}-d ones; pass --overwrite to start over."
-        )
-    sink = _SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], resume=resumed_from > 0)
-    _write_json(meta_file, meta)
+        st_model, _ = resolve_model(model, identity, device)
+        if overwrite:
+            _remove_previous(output, fmt)
+        if meta["dim"] is None:
+            meta["dim"] = st_model.get_embedding_dimension() or int(
+                st_model.encode(["probe"], convert_to_numpy=True).shape[-1]
+            )
+        elif st_model.get_embedding_dimension() not in (None, meta["dim"]):
+            raise JTCSEError(
+                f"{output} holds {meta['dim']}-d vectors but {identity} makes "
+                f"{st_model.get_embedding_dimension()}-d ones; pass --overwrite to start over."
+            )
+        sink = _SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], resume=resumed_from > 0)
+        atomic_write_json(meta_file, meta)
 
-    chunks = 0
-    with tqdm(total=meta["rows"], initial=resumed_from, unit="sent", desc="Encoding", disable=not show_progress) as bar:
-        for chunk in iter_chunks(input_path, chunk_size, start_byte=meta["next_byte"], start_line=meta["next_line"]):
-            if meta["rows_done"] + len(chunk.texts) > meta["rows"]:
-                raise JTCSEError(f"{input_path} grew while it was being encoded; run again with --overwrite.")
-            vectors = st_model.encode(
-                chunk.texts,
-                batch_size=batch_size,
-                normalize_embeddings=normalize,
-                convert_to_numpy=True,
-                show_progress_bar=False,
+        chunks = 0
+        with tqdm(total=meta["rows"], initial=resumed_from, unit="sent", desc="Encoding", disable=not show_progress) as bar:
+            for chunk in iter_chunks(input_path, chunk_size, start_byte=meta["next_byte"], start_line=meta["next_line"]):
+                if meta["rows_done"] + len(chunk.texts) > meta["rows"]:
+                    raise JTCSEError(f"{input_path} grew while it was being encoded; run again with --overwrite.")
+                vectors = st_model.encode(
+                    chunk.texts,
+                    batch_size=batch_size,
+                    normalize_embeddings=normalize,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                if vectors.shape[-1] != meta["dim"]:
+                    raise JTCSEError(f"{identity} returned {vectors.shape[-1]}-d vectors, expected {meta['dim']}-d.")
+                sink.write(meta["rows_done"], chunk, vectors.astype(meta["dtype"], copy=False))
+                meta.update(
+                    rows_done=meta["rows_done"] + len(chunk.texts), next_byte=chunk.end_byte, next_line=chunk.next_line
+                )
+                atomic_write_json(meta_file, meta)
+                chunks += 1
+                bar.update(len(chunk.texts))
+                if on_chunk is not None:
+                    on_chunk(meta["rows_done"], meta["rows"])
+                crash_point("encode-chunk")
+        if meta["rows_done"] != meta["rows"]:
+            raise JTCSEError(
+                f"{input_path} changed while it was being encoded ({meta['rows_done']} rows read, {meta['rows']} "
+                "counted); run again with --overwrite."
             )
-            if vectors.shape[-1] != meta["dim"]:
-                raise JTCSEError(f"{identity} returned {vectors.shape[-1]}-d vectors, expected {meta['dim']}-d.")
-            sink.write(meta["rows_done"], chunk, vectors.astype(meta["dtype"], copy=False))
-            meta.update(
-                rows_done=meta["rows_done"] + len(chunk.texts), next_byte=chunk.end_byte, next_line=chunk.next_line
-            )
-            _write_json(meta_file, meta)
-            chunks += 1
-            bar.update(len(chunk.texts))
-            if on_chunk is not None:
-                on_chunk(meta["rows_done"], meta["rows"])
-    if meta["rows_done"] != meta["rows"]:
-        raise JTCSEError(
-            f"{input_path} changed while it was being encoded ({meta['rows_done']} rows read, {meta['rows']} "
-            "counted); run again with --overwrite."
+        sink.finish()
+        meta["complete"] = True
+        atomic_write_json(meta_file, meta)
+        return EncodeResult(
+            output=str(output),
+            meta=str(meta_file),
+            rows=meta["rows"],
+            dim=meta["dim"],
+            dtype=meta["dtype"],
+            normalized=meta["normalized"],
+            empty_lines=meta["empty_lines"],
+            resumed_from=resumed_from,
+            chunks_encoded=chunks,
+            seconds=round(time.perf_counter() - started, 3),
         )
-    sink.finish()
-    meta["complete"] = True
-    _write_json(meta_file, meta)
-    return EncodeResult(
-        output=str(output),
-        meta=str(meta_file),
-        rows=meta["rows"],
-        dim=meta["dim"],
-        dtype=meta["dtype"],
-        normalized=meta["normalized"],
-        empty_lines=meta["empty_lines"],
-        resumed_from=resumed_from,
-        chunks_encoded=chunks,
-        seconds=round(time.perf_counter() - started, 3),
-    )
 
 
 def run_settings(identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool) -> dict:
@@ -368,16 +365,31 @@ def result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
     )
 
 
+def _check_output_location(output: Path) -> None:
+    """Refuse, before anything is written, an output that is a folder or sits under a file."""
+    if output.is_dir():
+        raise JTCSEError(f"{output} is a folder; -o names the .npy or .parquet file to write (e.g. {output / 'vectors.npy'}).")
+    for parent in output.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise JTCSEError(f"Cannot write {output}: {parent} is a file, not a folder.")
+            break
+    output.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _remove_previous(output: Path, fmt: str) -> None:
+    """Delete what an earlier run into ``output`` left (``--overwrite``)."""
+    for path in [meta_path_for(output), output] + ([rows_path_for(output)] if fmt == "npy" else []):
+        path.unlink(missing_ok=True)
+    parts = output.with_name(output.name + ".parts")
+    if parts.is_dir():
+        shutil.rmtree(parts)
+
+
 def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overwrite: bool) -> dict | None:
     """The progress of an unfinished run to continue, or None to start fresh (after checks)."""
     if overwrite:
-        stale = [meta_file, output] + ([rows_path_for(output)] if fmt == "npy" else [])
-        for path in stale:
-            path.unlink(missing_ok=True)
-        parts = output.with_name(output.name + ".parts")
-        if parts.is_dir():
-            shutil.rmtree(parts)
-        return None
+        return None  # the old files go only once the model has loaded (_remove_previous)
     if not meta_file.is_file():
         if output.exists():
             raise JTCSEError(f"{output} already exists; pass --overwrite to replace it.")

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
 from jtcse.search.encode import (
     encode_file,
     meta_path_for,
@@ -463,6 +464,7 @@ def _copy_texts(source: Path, index_dir: Path, rows: int, chunk_size: int) -> No
     del table
 
 
+@locks_output("index_dir")  # one build per index folder
 def build_index(
     model: Any,
     input_path: str | Path,
