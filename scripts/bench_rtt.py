@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +30,10 @@ def main() -> None:
     from jtcse.rtt.cache import TranslationCache
     from jtcse.rtt.googletrans_backend import GoogletransTranslator
     from jtcse.rtt.runner import run_rtt
-    from jtcse.rtt.stub_server import StubTranslateServer, make_self_signed_cert
+
+    # The stand-in server is a test helper (tests/helpers/), not part of the package.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from helpers.stub_server import StubTranslateServer, make_self_signed_cert
 
     if Path(args.corpus).is_file():
         lines = [s.strip() for s in Path(args.corpus).read_text("utf-8").splitlines() if s.strip()]

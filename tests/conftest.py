@@ -1,4 +1,6 @@
-"""Shared fixtures: offline hub, tiny random BERT/RoBERTa towers with real tokenizers."""
+"""Shared fixtures: offline hub, tiny random BERT/RoBERTa towers with real tokenizers, the local https
+stand-in for Google Translate (``stub``; tests using it are marked ``network_stub`` automatically), and
+``one_thread``. Test helpers (not fixtures) live in ``tests/helpers/``."""
 
 from __future__ import annotations
 
@@ -61,6 +63,33 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not beside this checkout")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def stub_cert(tmp_path_factory) -> tuple[str, str]:
+    """A throw-away certificate/key pair for the stand-in server."""
+    from helpers.stub_server import make_self_signed_cert
+
+    return make_self_signed_cert(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def stub(stub_cert):
+    """A fresh stand-in server per test (its request log is the test's), no added latency."""
+    from helpers.stub_server import StubTranslateServer
+
+    with StubTranslateServer(*stub_cert) as server:
+        yield server
+
+
+_STUB_FIXTURES = {"stub", "stub_cert"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests that use the stand-in server are ``network_stub`` without saying so."""
+    for item in items:
+        if _STUB_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.network_stub)
 
 
 def pytest_configure(config) -> None:

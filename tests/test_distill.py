@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from transformers import TrainerCallback
 
+from helpers.cli import run_cli, run_python
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.training.distill import distill
@@ -23,7 +22,7 @@ TRAIN, HELD_OUT = SENTENCES[:64], SENTENCES[64:]
 @pytest.fixture(scope="module")
 def spread_roberta(tmp_path_factory) -> str:
     """Teacher: a tiny RoBERTa (byte-level BPE) whose CLS vectors differ across sentences."""
-    from spread_towers import make_spread_tower
+    from helpers.spread_towers import make_spread_tower
 
     return make_spread_tower(tmp_path_factory.mktemp("teacher") / "roberta", "roberta", seed=2)
 
@@ -64,24 +63,14 @@ def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(sp
     ]
     assert json.loads((out / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "cls"
 
-    # Load in a fresh interpreter that cannot see jtcse: isolated mode (-I: no PYTHONPATH, no cwd on
-    # sys.path) plus an import hook refusing jtcse, since an (editable) install would still be visible.
+    # Load in a fresh interpreter that cannot see jtcse (isolated mode plus an import hook refusing it).
     probe = (
-        "import sys, numpy as np\n"
-        "class HideJtcse:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] == 'jtcse':\n"
-        "            raise ModuleNotFoundError(f'No module named {name!r} (hidden)', name=name)\n"
-        "sys.meta_path.insert(0, HideJtcse())\n"
-        "try:\n    import jtcse\nexcept ModuleNotFoundError:\n    pass\nelse:\n    sys.exit('jtcse is importable')\n"
+        "import numpy as np\n"
         "from sentence_transformers import SentenceTransformer\n"
         f"model = SentenceTransformer({str(out)!r})\n"
         f"np.save({str(tmp_path / 'plain.npy')!r}, model.encode({HELD_OUT!r}, convert_to_numpy=True))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
-    )
+    result = run_python(probe, hide_jtcse=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     np.testing.assert_allclose(np.load(tmp_path / "plain.npy"), _encode(out, HELD_OUT), rtol=1e-5, atol=1e-6)
 
@@ -171,11 +160,8 @@ def test_bad_inputs_are_clear_errors(tiny_bert, tmp_path):
 
 
 def test_cli_reports_a_missing_teacher_in_one_line(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "jtcse", "distill", "--teacher", str(tmp_path / "nope"), "-o", str(tmp_path / "out"),
-         "--train-file", str(REPO / "setup.py")],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-        env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    result = run_cli(
+        "distill", "--teacher", tmp_path / "nope", "-o", tmp_path / "out", "--train-file", REPO / "setup.py", timeout=300
     )
     assert result.returncode == 2
     assert result.stderr.strip() == f"Error: teacher model not found: {tmp_path / 'nope'}"

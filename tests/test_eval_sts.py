@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from helpers.cli import run_cli
 from jtcse.errors import JTCSEError
 from jtcse.evaluation.senteval_data import STS_YEAR_SUBSETS, load_task, read_sick_file, read_sts_input_gold
 from jtcse.evaluation.senteval_sts import percent, run_senteval_sts
@@ -274,13 +275,7 @@ def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):
 
 
 def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert):
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "jtcse", "eval", "sts", tiny_bert, "--data-dir", str(tmp_path), "--task-dir", "STS12"],
-        capture_output=True, text=True, timeout=120,
-    )
+    proc = run_cli("eval", "sts", tiny_bert, "--data-dir", tmp_path, "--task-dir", "STS12", timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: --task-dir takes TASK=PATH")
     assert "Traceback" not in proc.stderr

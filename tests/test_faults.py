@@ -12,19 +12,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.cli import one_error_line, run_cli, subprocess_env
+from helpers.cli import one_error_line, run_cli, start_cli
+from helpers.rtt import google
+from helpers.stub_server import StubTranslateServer, fake_translate
 from jtcse.locking import lock_path_for
 from jtcse.rtt.cache import TranslationCache
 from jtcse.rtt.pairs import read_pairs
 from jtcse.rtt.runner import run_rtt
-from jtcse.rtt.stub_server import StubTranslateServer, fake_translate
 from jtcse.search.encode import meta_path_for, rows_path_for
-from rtt_support import google, stub, stub_cert  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 
@@ -55,13 +54,7 @@ def _snapshot(paths: list[Path]) -> dict[str, bytes]:
 
 def _start_frozen(args: tuple, point: str) -> subprocess.Popen:
     """Start ``jtcse ARGS`` and return once it has frozen itself (SIGSTOP) at ``point``, lock held."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jtcse", *map(str, args)],
-        env=subprocess_env(JTCSE_CRASH_AT=f"{point}:STOP"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_cli(*args, JTCSE_CRASH_AT=f"{point}:STOP")
     _, status = os.waitpid(proc.pid, os.WUNTRACED)
     assert os.WIFSTOPPED(status), f"the first process ended before {point}"
     return proc

@@ -14,12 +14,7 @@ from jtcse.losses.functional import icnce, ictm, info_nce, tmc
 from jtcse.losses.jtcse_loss import stack_views
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cos(u, v):

@@ -7,12 +7,11 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from helpers.cli import run_python, subprocess_env
+from helpers.cli import run_python, start_python
 from jtcse.errors import JTCSEError
 from jtcse.locking import (
     OutputLockedError,
@@ -36,9 +35,7 @@ def _holder(output, then: str = "sys.stdin.readline()") -> subprocess.Popen:
             {then}
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], env=subprocess_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    proc = start_python(code)
     assert proc.stdout.readline().strip() == "held"
     return proc
 

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
+from helpers.rtt import google
 from jtcse.errors import JTCSEError
 from jtcse.rtt.cache import CacheCorruptError, CachedTranslator, TranslationCache
 from jtcse.rtt.pairs import read_pairs, write_pairs
-from rtt_support import google, stub, stub_cert  # noqa: F401 - fixtures
 
 
 def test_pairs_round_trip_and_cleaning(tmp_path):
@@ -129,7 +129,7 @@ def test_cached_translator_requests_only_misses(stub, tmp_path):
 
 def test_failures_are_not_cached(stub, tmp_path):
     from jtcse.rtt.base import TranslationFailure
-    from jtcse.rtt.stub_server import StubReply
+    from helpers.stub_server import StubReply
 
     stub.script = lambda request, n: StubReply(status=400) if n == 0 else None
     with TranslationCache(tmp_path / "c.sqlite") as cache, google(stub) as backend:

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from helpers.cli import one_error_line, run_cli
+from helpers.rtt import google
+from helpers.stub_server import StubReply, fake_translate
 from jtcse.errors import JTCSEError
 from jtcse.rtt.cache import TranslationCache
 from jtcse.rtt.pairs import read_pairs
 from jtcse.rtt.replay import ReplayTranslator
 from jtcse.rtt.runner import run_rtt
-from jtcse.rtt.stub_server import StubReply, fake_translate
-from rtt_support import google, stub, stub_cert  # noqa: F401 - fixtures
 
 
 def _expected(text: str, pivot: str) -> str:

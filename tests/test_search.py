@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers.cli import run_cli
 from jtcse.errors import JTCSEError
 from jtcse.search.encode import encode_file, meta_path_for, rows_path_for
 from jtcse.search.index import (
@@ -27,7 +26,6 @@ from jtcse.search.index import (
 )
 from jtcse.search.lines import count_rows, iter_chunks, read_line_at
 
-REPO = Path(__file__).resolve().parents[1]
 
 SENTENCES = [
     "A man is playing a guitar on the stage.",
@@ -487,13 +485,6 @@ def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
 
 
 def test_cli_reports_user_mistakes_in_one_line(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "jtcse", "index", "search", "--index", str(tmp_path), "-q", "hello"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
+    proc = run_cli("index", "search", "--index", tmp_path, "-q", "hello", timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"Error: {tmp_path} is not a jtcse index directory (no manifest.json); build one with `jtcse index build`."]

@@ -3,29 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
+from helpers.cli import run_cli
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.modeling.loading import load_model
 from jtcse.training.twin import train_twin
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -56,18 +45,14 @@ def dev_file(tmp_path_factory) -> Path:
     return path
 
 
-def _env():
-    return dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-
-
 def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tiny_bert_b, corpus, dev_file):
     out = tmp_path / "run"
-    cmd = [
-        sys.executable, "-m", "jtcse", "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b,
+    args = [
+        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b,
         "--corpus", str(corpus), "--output-dir", str(out), "--batch-size", "8", "--max-seq-length", "32",
         "--max-steps", "4", "--eval-steps", "2", "--lr", "5e-5", "--dev-file", str(dev_file), "--cael-every", "2",
     ]
-    run = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    run = run_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "run_summary.json" in run.stdout
 
@@ -151,8 +136,7 @@ def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert, tiny_roberta
         (["--corpus", str(corpus), "--tower-a", tiny_bert, "--tower-b", tiny_roberta], "The towers differ in model type"),
     ]
     for extra, message in cases:
-        cmd = [sys.executable, "-m", "jtcse", "train", "--output-dir", str(tmp_path / "run"), *extra]
-        run = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+        run = run_cli("train", "--output-dir", tmp_path / "run", *extra, timeout=300)
         assert run.returncode == 2, run.stderr[-2000:]
         error_lines = [line for line in run.stderr.splitlines() if line.startswith("Error:")]
         assert len(error_lines) == 1 and message in error_lines[0]
@@ -193,10 +177,9 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
 
 
 def test_unknown_regulariser_is_a_one_line_error(tmp_path, tiny_bert, tiny_bert_b, corpus):
-    run = subprocess.run(
-        [sys.executable, "-m", "jtcse", "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus",
-         str(corpus), "--output-dir", str(tmp_path / "x"), "--max-steps", "1", "--regularizer", "simreg:wieght=2"],
-        env=_env(), capture_output=True, text=True, timeout=600,
+    run = run_cli(
+        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "--output-dir", tmp_path / "x",
+        "--max-steps", "1", "--regularizer", "simreg:wieght=2",
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "wieght" in run.stderr

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from helpers.cli import run_python
 from jtcse import build_twin
 from jtcse.errors import JTCSEError
 from jtcse.modeling.loading import load_model
 
-REPO = Path(__file__).resolve().parents[1]
 SENTENCES = [
     "The cat sat on the mat.",
     "A quick brown fox jumps over the lazy dog near the river bank.",
@@ -25,12 +22,7 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(params=["bert", "roberta"])
@@ -183,8 +175,7 @@ for i in (1, 2):
     tower = SentenceTransformer({str(tmp_path / 'export')!r} + f"/tower_{{i}}")
     np.save({str(tmp_path)!r} + f"/tower_{{i}}.npy", tower.encode(sentences))
 """
-    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    run = run_python(script, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     in_memory = twin.encode(SENTENCES)
     assert np.abs(np.load(tmp_path / "twin.npy") - in_memory).max() < 1e-4

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from helpers.cli import run_cli
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 from jtcse.training.simcse import simcse_rows, train_simcse
 
-REPO = Path(__file__).resolve().parents[1]
-
-
 @pytest.fixture(scope="module")
 def spread_bert(tmp_path_factory) -> str:
-    from spread_towers import make_spread_tower
+    from helpers.spread_towers import make_spread_tower
 
     return make_spread_tower(tmp_path_factory.mktemp("spread") / "bert", "bert", seed=0)
 
@@ -231,14 +226,7 @@ def test_bad_settings_are_clear_errors(tiny_bert, tmp_path, kwargs, message):
 def test_cli_reports_an_empty_pairs_file_in_one_line(tmp_path):
     empty = tmp_path / "empty.tsv"
     empty.write_text("", encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "-m", "jtcse", "simcse", "-o", str(tmp_path / "out"), "--pairs", str(empty)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
-        timeout=300,
-    )
+    result = run_cli("simcse", "-o", tmp_path / "out", "--pairs", empty, timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip() == f"Error: pairs file {empty} is empty (no original<TAB>paraphrase lines)."
 
@@ -278,14 +266,7 @@ def test_regularizer_joins_the_simcse_loss_as_a_logged_term(tiny_bert, tmp_path)
 
 
 def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "jtcse", "simcse", "-o", str(tmp_path / "out"), "--regularizer", "dispersion:wieght=1"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
-        timeout=300,
-    )
+    result = run_cli("simcse", "-o", tmp_path / "out", "--regularizer", "dispersion:wieght=1", timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "Error: regulariser 'dispersion' has no option 'wieght'; options: weight, temperature, variant, layers, norm_weight"

@@ -2,6 +2,6 @@
 
 Modules, one concern each: ``pairs`` (the pairs-file format), ``base`` (the translator interface),
 ``cache`` (the persistent SQLite cache), ``googletrans_backend`` / ``seq2seq`` / ``replay`` (backends),
-``runner`` (the resumable job), ``stub_server`` (a local stand-in for the web service, for tests and
-benchmarks). Nothing here imports torch at module level.
+``runner`` (the resumable job). Nothing here imports torch at module level; the tests' local stand-in
+for the web service is ``tests/helpers/stub_server.py``.
 """

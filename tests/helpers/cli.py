@@ -1,5 +1,8 @@
 """Run ``jtcse`` (or a Python snippet) in a child process, always with the same environment rule.
 
+``run_cli``/``run_python`` wait for the child; ``start_cli``/``start_python`` return the running
+``Popen`` for tests that signal, freeze or talk to it.
+
 The rule (:func:`subprocess_env`): the parent's environment, the hub offline, one BLAS thread, and this
 checkout first on ``PYTHONPATH`` so the child imports the code under test. A probe that must prove a
 checkpoint loads *without* jtcse runs with ``hide_jtcse=True``: isolated mode (``-I``: no ``PYTHONPATH``,
@@ -67,6 +70,28 @@ def run_python(
         command = [sys.executable, "-I", "-c", _HIDE_JTCSE + code]
     return subprocess.run(
         command, env=subprocess_env(**env), capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
+
+
+def start_cli(*args: object, cwd: str | Path | None = None, **env: object) -> subprocess.Popen:
+    """Start ``python -m jtcse ARGS`` in the background (text pipes on stdin, stdout and stderr)."""
+    return _start([sys.executable, "-m", "jtcse", *map(str, args)], cwd, env)
+
+
+def start_python(code: str, *, cwd: str | Path | None = None, **env: object) -> subprocess.Popen:
+    """Start ``code`` in a fresh interpreter in the background (text pipes on stdin, stdout and stderr)."""
+    return _start([sys.executable, "-c", code], cwd, env)
+
+
+def _start(command: list[str], cwd: str | Path | None, env: dict[str, object]) -> subprocess.Popen:
+    return subprocess.Popen(
+        command,
+        env=subprocess_env(**env),
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 

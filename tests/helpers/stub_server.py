@@ -1,4 +1,4 @@
-"""A local stand-in for the Google Translate ``gtx`` endpoint, for tests, benchmarks and offline demos.
+"""A local stand-in for the Google Translate ``gtx`` endpoint, for the tests and ``scripts/bench_rtt.py``.
 
 It speaks the part of the protocol googletrans uses — ``GET /translate_a/single`` with ``sl``, ``tl``
 and ``q``, answered by the nested-list JSON whose first element holds ``[translated, original, ...]``
@@ -215,7 +215,7 @@ class StubTranslateServer:
 
 
 def main() -> None:  # pragma: no cover - manual use
-    """``python -m jtcse.rtt.stub_server DIR [PORT] [LATENCY]``: serve until Ctrl-C; prints the CA path."""
+    """``python tests/helpers/stub_server.py DIR [PORT] [LATENCY]``: serve until Ctrl-C; prints the CA path."""
     import sys
 
     directory = sys.argv[1] if len(sys.argv) > 1 else "."
