@@ -92,16 +92,6 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.network_stub)
 
 
-def pytest_configure(config) -> None:
-    for marker, meaning in (
-        ("slow", "trains or encodes for more than a few seconds; deselect with -m 'not slow'"),
-        ("cli", "runs the jtcse command line in a subprocess"),
-        ("network_stub", "talks to a local stand-in HTTPS server"),
-        ("distributed", "launches several processes with torchrun (gloo on the CPU)"),
-    ):
-        config.addinivalue_line("markers", f"{marker}: {meaning}")
-
-
 @pytest.fixture
 def one_thread():
     """Run the test with one torch thread (deterministic, and fair to a shared 2-core machine)."""

@@ -38,6 +38,7 @@ def _encode(path_or_model, sentences):
     return model.encode(sentences, convert_to_numpy=True)
 
 
+@pytest.mark.slow
 def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(spread_roberta, tiny_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -82,6 +83,7 @@ def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(sp
     assert cache.stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_teacher_is_encoded_once_and_only_for_new_sentences(tiny_roberta, tiny_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -105,6 +107,7 @@ def test_teacher_is_encoded_once_and_only_for_new_sentences(tiny_roberta, tiny_b
     np.testing.assert_allclose(cached, teacher.encode(TRAIN[:32], convert_to_numpy=True), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_width_mismatch_is_an_error_unless_a_projection_is_asked_for(tiny_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -131,6 +134,7 @@ class _Interrupt(TrainerCallback):
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_interrupted_distillation_resumes_from_its_last_checkpoint(tiny_roberta, tiny_bert, tmp_path):
     out = tmp_path / "student"
     settings = dict(batch_size=16, max_steps=5, save_steps=2, learning_rate=1e-3)
@@ -159,6 +163,8 @@ def test_bad_inputs_are_clear_errors(tiny_bert, tmp_path):
         distill(tiny_bert, tiny_bert, empty, tmp_path / "o3")
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 def test_cli_reports_a_missing_teacher_in_one_line(tmp_path):
     result = run_cli(
         "distill", "--teacher", tmp_path / "nope", "-o", tmp_path / "out", "--train-file", REPO / "setup.py", timeout=300

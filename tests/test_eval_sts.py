@@ -274,6 +274,8 @@ def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):
     assert next(csv.DictReader(out_csv.open()))["avg"] == f"{data['avg']:.2f}"
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert):
     proc = run_cli("eval", "sts", tiny_bert, "--data-dir", tmp_path, "--task-dir", "STS12", timeout=120)
     assert proc.returncode == 2

@@ -20,6 +20,7 @@ def corpus_file(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_warmup_stages_run_once_and_are_skipped_on_rerun(tiny_bert, tiny_bert_b, corpus_file, tmp_path):
     out = tmp_path / "recipe"
     first = run_pipeline(
@@ -49,6 +50,7 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path):
         run_pipeline(tmp_path, dev_file=tmp_path / "missing.csv")
 
 
+@pytest.mark.slow
 def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data):
     dev = tmp_path / "dev.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:40]

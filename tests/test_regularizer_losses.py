@@ -193,6 +193,7 @@ def test_nitp_head_is_saved_and_loaded_with_the_model(tiny_bert, tmp_path):
     torch.testing.assert_close(plain.encode(SENTENCES, convert_to_tensor=True), before, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_trainer_runs_wrapped_loss_and_checkpoints_the_head(tiny_bert, tmp_path):
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments

@@ -484,6 +484,7 @@ def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
     assert record["query"] == SENTENCES[3] and record["hits"][0]["text"] == SENTENCES[3] and len(record["hits"]) == 2
 
 
+@pytest.mark.cli
 def test_cli_reports_user_mistakes_in_one_line(tmp_path):
     proc = run_cli("index", "search", "--index", tmp_path, "-q", "hello", timeout=120)
     assert proc.returncode == 2

@@ -45,6 +45,8 @@ def dev_file(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tiny_bert_b, corpus, dev_file):
     out = tmp_path / "run"
     args = [
@@ -77,6 +79,7 @@ def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tin
     assert np.abs(embeddings[:1] - initial).max() > 1e-4  # training moved the towers
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_bert, tiny_bert_b, corpus):
     common = dict(
         corpus=corpus, output_dir=tmp_path / "run", batch_size=8, max_seq_length=24, learning_rate=5e-5,
@@ -91,6 +94,7 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_bert, tiny_ber
     assert fresh["resumed_from"] is None and fresh["global_step"] == 1
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_training_and_names_the_step(tmp_path, tiny_bert, tiny_bert_b, corpus):
     # AdamW moves every weight by about lr in step 1; with lr = 1e30 the step-2 forward overflows
     with pytest.raises(JTCSEError, match=r"NaN or infinite at step 2\b.*lower learning rate"):
@@ -130,6 +134,8 @@ def test_bad_settings(tmp_path, tiny_bert, tiny_bert_b, corpus, kwargs, message)
         train_twin(tiny_bert, tiny_bert_b, corpus, tmp_path / "run", **{"max_steps": 1, **kwargs})
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert, tiny_roberta, corpus):
     cases = [
         (["--corpus", str(tmp_path / "missing.txt")], "Corpus file not found"),
@@ -143,6 +149,7 @@ def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert, tiny_roberta
         assert "Traceback" not in run.stderr
 
 
+@pytest.mark.slow
 def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, tiny_bert_b, corpus):
     import torch
 
@@ -176,6 +183,8 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
     assert [r["name"] for r in summary["loss"]["regularizers"]] == ["DispersionLoss", "SimRegLoss"]
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 def test_unknown_regulariser_is_a_one_line_error(tmp_path, tiny_bert, tiny_bert_b, corpus):
     run = run_cli(
         "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "--output-dir", tmp_path / "x",

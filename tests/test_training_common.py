@@ -95,6 +95,7 @@ def test_loss_history_picks_first_last_and_best_dev():
     assert out["dev_spearman_by_step"] == {2: 0.5, 4: 0.7, 6: 0.6}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["simcse", "distill"])
 def test_simcse_and_distill_stop_on_a_nan_loss_naming_the_step(stage, tiny_bert, tmp_path):
     from jtcse.defaults import default_corpus_sentences
@@ -127,6 +128,7 @@ def test_precision_flags():
             precision_flags("fp16")
 
 
+@pytest.mark.slow
 def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, tiny_bert_b):
     """The GPU options reach the trainer and the towers (run here on the CPU: bf16 autocast)."""
     import torch

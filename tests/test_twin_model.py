@@ -152,6 +152,7 @@ def test_truncates_to_max_seq_length(tiny_bert, tiny_bert_b):
     assert twin.encode([" ".join(["word"] * 100)]).shape == (1, 32)
 
 
+@pytest.mark.slow
 def test_save_load_in_a_fresh_process_and_export_towers(tmp_path, tiny_bert, tiny_bert_b):
     twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=48)
     twin.save(str(tmp_path / "twin"))

@@ -118,6 +118,7 @@ def test_a_cls_tower_is_taken_unchanged(tiny_bert):
 # ---------------------------------------------------------------- training
 
 
+@pytest.mark.slow
 def test_warmup_lowers_the_simcse_loss_on_a_fixed_batch_and_saves_a_cls_tower(spread_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -138,6 +139,7 @@ def test_warmup_lowers_the_simcse_loss_on_a_fixed_batch_and_saves_a_cls_tower(sp
         train_simcse(spread_bert, batch, out, batch_size=16, max_steps=1)
 
 
+@pytest.mark.slow
 def test_warmup_with_rtt_pairs_uses_paraphrases_as_positives(spread_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -157,6 +159,7 @@ def test_warmup_with_rtt_pairs_uses_paraphrases_as_positives(spread_bert, tmp_pa
     assert summary["paraphrase_rows"] == 16 and summary["dropout_only_rows"] == 0
 
 
+@pytest.mark.slow
 def test_dev_file_keeps_the_best_checkpoint(tiny_bert, tmp_path, shared_data):
     dev = tmp_path / "dev.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:60]
@@ -190,6 +193,7 @@ class _MeanSquaredNorm(torch.nn.Module):
         return self.weight * z.pow(2).sum(-1).mean()
 
 
+@pytest.mark.slow
 def test_extra_losses_are_added_and_logged(tiny_bert, tmp_path):
     summary = train_simcse(
         tiny_bert,
@@ -223,6 +227,8 @@ def test_bad_settings_are_clear_errors(tiny_bert, tmp_path, kwargs, message):
         train_simcse(tiny_bert, output_dir=tmp_path / "out", **kwargs)
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 def test_cli_reports_an_empty_pairs_file_in_one_line(tmp_path):
     empty = tmp_path / "empty.tsv"
     empty.write_text("", encoding="utf-8")
@@ -245,6 +251,7 @@ def test_cli_takes_the_pairs_file_as_pairs_file_and_refuses_both_names(tmp_path)
     assert isinstance(result.exception, JTCSEError) and "give the pairs file once" in str(result.exception)
 
 
+@pytest.mark.slow
 def test_regularizer_joins_the_simcse_loss_as_a_logged_term(tiny_bert, tmp_path):
     summary = train_simcse(
         tiny_bert,
@@ -265,6 +272,8 @@ def test_regularizer_joins_the_simcse_loss_as_a_logged_term(tiny_bert, tmp_path)
     assert summary["config"]["regularizers"] == ["dispersion:weight=0.1"]
 
 
+@pytest.mark.slow
+@pytest.mark.cli
 def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
     result = run_cli("simcse", "-o", tmp_path / "out", "--regularizer", "dispersion:wieght=1", timeout=300)
     assert result.returncode == 2
