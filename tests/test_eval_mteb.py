@@ -8,6 +8,8 @@ import pytest
 
 from jtcse.errors import JTCSEError
 
+pytestmark = pytest.mark.slow  # every test here imports mteb (seconds on its own)
+
 ROWS = [
     ("A man is playing a guitar.", "A person plays the guitar.", 4.6),
     ("A woman is slicing onions.", "The stock market fell today.", 0.2),

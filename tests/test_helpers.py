@@ -1,0 +1,85 @@
+"""The test helpers themselves: one environment rule for child processes, a jtcse-free probe that really
+cannot import jtcse, the one-line-error check, background processes, and the automatic network_stub mark."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers.cli import REPO, one_error_line, run_cli, run_python, start_python, subprocess_env
+
+
+def test_repo_is_this_checkout():
+    assert REPO == Path(__file__).resolve().parents[1]
+    assert (REPO / "jtcse" / "__init__.py").is_file()
+
+
+def test_env_rule_puts_this_checkout_first_and_the_hub_offline(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    env = subprocess_env(JTCSE_EXTRA=3)
+    assert env["PYTHONPATH"].split(":") == [str(REPO), "/somewhere/else"]
+    assert (env["HF_HUB_OFFLINE"], env["OMP_NUM_THREADS"], env["JTCSE_EXTRA"]) == ("1", "1", "3")
+    assert env["PATH"] == subprocess_env()["PATH"]  # the parent's PATH, never a hard-coded one
+
+
+def test_child_imports_jtcse_from_this_checkout():
+    result = run_python("import jtcse, os; print(os.path.dirname(jtcse.__file__)); print(os.environ['MARK'])", MARK="x")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [str(REPO / "jtcse"), "x"]
+
+
+def test_hide_jtcse_really_hides_it(tmp_path):
+    hidden = run_python("import jtcse.locking", hide_jtcse=True, cwd=REPO)  # cwd holds jtcse/: still hidden
+    assert hidden.returncode == 1 and "ModuleNotFoundError: No module named 'jtcse' (hidden)" in hidden.stderr
+    fine = run_python("import json, sys; print(sys.flags.isolated)", hide_jtcse=True, cwd=tmp_path)
+    assert (fine.returncode, fine.stdout.strip()) == (0, "1")
+
+
+def _done(returncode: int, stderr: str) -> subprocess.CompletedProcess:
+    return subprocess.CompletedProcess(["jtcse"], returncode, "", stderr)
+
+
+def test_one_error_line_accepts_exactly_one_error_line_and_exit_2():
+    assert one_error_line(_done(2, "a warning\nError: bad input.\n")) == "Error: bad input."
+
+
+@pytest.mark.parametrize(
+    "returncode, stderr",
+    [
+        (2, 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad\nError: bad input.\n'),
+        (1, "Error: bad input.\n"),
+        (2, "Error: one.\nError: two.\n"),
+        (2, "usage: jtcse ...\n"),
+    ],
+    ids=["traceback", "exit-1", "two-lines", "no-line"],
+)
+def test_one_error_line_fails_otherwise(returncode, stderr):
+    with pytest.raises(AssertionError):
+        one_error_line(_done(returncode, stderr))
+
+
+@pytest.mark.cli
+def test_run_cli_runs_this_checkouts_command_line(tmp_path):
+    line = one_error_line(run_cli("index", "search", "--index", tmp_path, "-q", "hello", timeout=120))
+    assert line.startswith(f"Error: {tmp_path} is not a jtcse index directory")
+
+
+def test_start_python_talks_to_a_background_child():
+    proc = start_python("import os; print(input()[::-1], os.environ['MARK'])", MARK="y")
+    stdout, stderr = proc.communicate("abc\n", timeout=60)
+    assert (proc.returncode, stdout, stderr) == (0, "cba y\n", "")
+
+
+def test_stub_fixtures_mark_their_tests_network_stub(request, stub_cert):
+    assert request.node.get_closest_marker("network_stub") is not None
+
+
+def test_plain_tests_are_not_marked_network_stub(request):
+    assert request.node.get_closest_marker("network_stub") is None
+
+
+def test_the_stand_in_server_is_not_part_of_the_package():
+    assert importlib.util.find_spec("jtcse.rtt.stub_server") is None
