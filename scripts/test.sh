@@ -14,4 +14,6 @@ if [ -x .venv/bin/python ] && [ -d "${installed[0]}" ] && [ ! setup.py -nt "${in
 else
   source scripts/_env.sh dev
 fi
+# The test towers are tiny: one BLAS thread per process is as fast and does not fight over shared cores.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 python -m pytest -q "$@"
