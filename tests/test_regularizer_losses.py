@@ -338,3 +338,19 @@ def test_named_extra_terms_ride_on_the_base_forward_and_are_logged_by_name(tiny_
         RegularizedLoss(model, base, {"norm": 3.0})
     with pytest.raises(ValueError, match="already has a term named 'base'"):
         RegularizedLoss(model, base, {"base": lambda out: out["token_embeddings"].sum()})(_columns(model), None)
+
+
+def test_library_only_example_in_the_docs_runs(tmp_path, monkeypatch, one_thread):
+    """docs/regularisers.md's library-only block (thresholded loss + RowIsolatedAdamW) trains as written."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "regularisers.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Library only") :]
+    code = re.findall(r"```python\n(.*?)```", section, flags=re.S)[1]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "docs/regularisers.md", "exec"), namespace)
+    state = namespace["trainer"].state
+    assert state.global_step == 2
+    assert (tmp_path / "runs" / "library-only").is_dir()
