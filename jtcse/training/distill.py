@@ -90,12 +90,7 @@ def distill(
     from jtcse.training.cls_tower import describe_source, load_cls_tower
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
-    settings = TrainingSettings(
-        batch_size=batch_size, max_seq_length=max_seq_length, learning_rate=learning_rate, epochs=epochs,
-        max_steps=max_steps, seed=seed, eval_steps=eval_steps, save_steps=save_steps,
-        logging_steps=logging_steps, precision=precision, gradient_checkpointing=gradient_checkpointing,
-        keep_checkpoints=keep_checkpoints,
-    )
+    settings = TrainingSettings.from_arguments(locals())
     sentences, data = read_training_sentences(train_file, "training corpus")
     evaluator = dev_evaluator(dev_file, batch_size=batch_size)
 

@@ -98,12 +98,7 @@ def train_simcse(
     from jtcse.training.cls_tower import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
-    settings = TrainingSettings(
-        batch_size=batch_size, max_seq_length=max_seq_length, learning_rate=learning_rate, epochs=epochs,
-        max_steps=max_steps, seed=seed, eval_steps=eval_steps, save_steps=save_steps,
-        logging_steps=logging_steps, precision=precision, gradient_checkpointing=gradient_checkpointing,
-        keep_checkpoints=keep_checkpoints,
-    )
+    settings = TrainingSettings.from_arguments(locals())
     if temperature <= 0:
         raise JTCSEError(f"temperature must be positive (got {temperature}).")
     regularizers = list(regularizers)

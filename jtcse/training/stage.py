@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,11 @@ class TrainingSettings:
             raise JTCSEError(f"epochs must be positive (got {self.epochs!r}).")
         if not 0 <= self.warmup_ratio < 1:
             raise JTCSEError(f"warmup_ratio must be in [0, 1) (got {self.warmup_ratio!r}).")
+
+    @classmethod
+    def from_arguments(cls, arguments: dict[str, Any]) -> TrainingSettings:
+        """The settings among a trainer's arguments (call with ``locals()`` first thing in the trainer)."""
+        return cls(**{f.name: arguments[f.name] for f in fields(cls) if f.name in arguments})
 
     def recorded(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run it continues (lengths may grow)."""

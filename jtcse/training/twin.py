@@ -77,12 +77,7 @@ def train_twin(
     checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`);
     ``precision``/``gradient_checkpointing`` are for GPUs. ``callbacks``: extra ``TrainerCallback``s.
     """
-    settings = TrainingSettings(
-        batch_size=batch_size, max_seq_length=max_seq_length, learning_rate=learning_rate, epochs=epochs,
-        max_steps=max_steps, seed=seed, eval_steps=eval_steps, logging_steps=logging_steps,
-        warmup_ratio=warmup_ratio, precision=precision, gradient_checkpointing=gradient_checkpointing,
-        keep_checkpoints=keep_checkpoints,
-    )
+    settings = TrainingSettings.from_arguments(locals())
     output_dir = Path(output_dir)
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
     evaluator = dev_evaluator(dev_file)
