@@ -187,7 +187,7 @@ def run_stage(stage: Stage) -> dict[str, Any]:
         "train_loss": train_output.training_loss,
         **loss_history(history),
         "loss_terms": logged_terms(last_logged),
-        "dev_file": getattr(stage.evaluator, "path", None) and str(stage.evaluator.path),
+        "dev_file": stage.evaluator.path if stage.evaluator is not None else None,
         "final_dev_spearman": final_dev,
         "checkpoints": str(checkpoints_dir(stage.output_dir)) if s.keep_checkpoints else None,
         "training_curves": plot_training_curves(history, DEV_METRIC, curves) if stage.plot else None,
