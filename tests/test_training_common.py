@@ -163,6 +163,7 @@ _BAD_SETTINGS = [
     ({"learning_rate": float("nan")}, "learning_rate must be a positive number"),
     ({"max_steps": 0}, "max_steps must be a positive step count or -1"),
     ({"eval_steps": 0}, "eval_steps must be at least 1"),
+    ({"precision": "fp8"}, "precision must be one of auto, fp32, fp16, bf16"),
 ]
 
 

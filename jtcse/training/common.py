@@ -1,8 +1,7 @@
-"""Pieces the trainers here share: output-directory / resume rules, training arguments, the STS dev
-evaluator wiring, training under the non-finite-loss guard (:func:`nan_guard`, :func:`train_guarded`) and
-the ``run_summary.json`` writer.
+"""The building blocks of the stage runner (:mod:`jtcse.training.stage`): output-directory / resume rules,
+training arguments, reading the training sentences, the STS dev evaluator wiring, training under the
+non-finite-loss guard (:func:`nan_guard`, :func:`train_guarded`) and the ``run_summary.json`` writer.
 
-Used by :mod:`jtcse.training.simcse`, :mod:`jtcse.training.distill` and :mod:`jtcse.training.twin`.
 Trainer checkpoints live in ``<output_dir>/checkpoints`` so that the output directory itself holds only
 the final model and its summary (rules in ``docs/runs.md``).
 """

@@ -19,6 +19,7 @@ from typing import Any
 from jtcse.errors import JTCSEError
 from jtcse.training.common import (
     DEV_METRIC,
+    PRECISIONS,
     build_training_args,
     checkpoints_dir,
     loss_history,
@@ -33,6 +34,9 @@ MIN_BATCH_SIZE = 2
 """In-batch negatives need a second row; the twin's cross-tower terms pair rows across the batch."""
 MIN_SEQ_LENGTH = 4
 """Room for the special tokens and at least two word pieces."""
+
+
+_RECORDED = ("batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "eval_steps", "warmup_ratio")
 
 
 @dataclass(frozen=True)
@@ -65,14 +69,18 @@ class TrainingSettings:
         for name in ("save_steps", "logging_steps"):
             if getattr(self, name) is not None:
                 whole(name, 1)
-        if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise JTCSEError(f"learning_rate must be a positive number (got {self.learning_rate!r}).")
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or not (self.max_steps == -1 or self.max_steps >= 1):
-            raise JTCSEError(f"max_steps must be a positive step count or -1 (train by epochs), not {self.max_steps!r}.")
+        lr = self.learning_rate
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            raise JTCSEError(f"learning_rate must be a positive number (got {lr!r}).")
+        steps = self.max_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or not (steps == -1 or steps >= 1):
+            raise JTCSEError(f"max_steps must be a positive step count or -1 (train by epochs), not {steps!r}.")
         if self.max_steps == -1 and not self.epochs > 0:
             raise JTCSEError(f"epochs must be positive (got {self.epochs!r}).")
         if not 0 <= self.warmup_ratio < 1:
             raise JTCSEError(f"warmup_ratio must be in [0, 1) (got {self.warmup_ratio!r}).")
+        if self.precision not in PRECISIONS:
+            raise JTCSEError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}.")
 
     @classmethod
     def from_arguments(cls, arguments: dict[str, Any]) -> TrainingSettings:
@@ -81,8 +89,7 @@ class TrainingSettings:
 
     def recorded(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run it continues (lengths may grow)."""
-        keep = ("batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "eval_steps", "warmup_ratio")
-        return {key: getattr(self, key) for key in keep}
+        return {key: getattr(self, key) for key in _RECORDED}
 
 
 def start_stage(
@@ -168,7 +175,9 @@ def run_stage(stage: Stage) -> dict[str, Any]:
     )
     seconds = round(time.perf_counter() - started, 2)
     restore = stage.restore_max_seq_length or s.max_seq_length
-    final_dev = save_final_model(model, stage.output_dir, stage.evaluator, max_seq_length=restore, keep_checkpoints=s.keep_checkpoints)
+    final_dev = save_final_model(
+        model, stage.output_dir, stage.evaluator, max_seq_length=restore, keep_checkpoints=s.keep_checkpoints
+    )
 
     history = trainer.state.log_history
     last_logged = next((entry for entry in reversed(history) if "loss" in entry), {})
