@@ -120,3 +120,18 @@ def test_extra_terms_join_the_regularisers_in_one_loss(tiny_bert):
     assert sorted(loss.terms) == ["norm", "simreg"]
     with pytest.raises(JTCSEError, match="has the name of a regulariser"):
         build_regularised_loss(model, base, ["simreg"], extra_terms={"simreg": lambda out: 0})
+
+
+def test_help_and_spec_parsing_do_not_import_torch():
+    """The CLI builds its --regularizer help at start-up: reading the defaults must stay light."""
+    from helpers.cli import run_python
+
+    result = run_python(
+        "import sys\n"
+        "from jtcse.losses.registry import REGULARIZER_HELP, parse_regularizer_spec\n"
+        "parse_regularizer_spec('dispersion:weight=0.1,layers=-1/-2')\n"
+        "assert 'weight=2.0' in REGULARIZER_HELP\n"
+        "print('torch' in sys.modules)\n"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "False"
