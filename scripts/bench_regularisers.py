@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> dict:
             start = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             value = loss([dict(f) for f in features], None)
+            if isinstance(value, dict):  # named terms (RegularizedLoss): the trainer sums them the same way
+                value = sum(value.values())
             value.backward()
             opt.step()
             elapsed = time.perf_counter() - start

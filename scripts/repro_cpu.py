@@ -1,4 +1,4 @@
-"""Small-scale CPU reproduction of the JTCSE recipe from the embedded MiniLM, with ablations (issue 8).
+"""Small-scale CPU reproduction of the JTCSE recipe from the embedded MiniLM, with ablations.
 
 One command reproduces every number in ``evaluation/REPRODUCTION.md``::
 
@@ -21,7 +21,10 @@ skips finished rows, so an interrupted grid resumes):
 
 ``--stages`` picks stages (default: all); ``--shard i/n`` runs only every n-th twin row (stages 1-3 are
 needed by all shards and are skipped when done); ``--report-only`` rebuilds ``results.json``, ``results.csv`` and the plots from the row files.
-Checkpoints live under ``runs/`` (git-ignored).
+Checkpoints live under ``runs/`` (git-ignored). Each training row runs through the pipeline's run-once step
+(:func:`jtcse.training.pipeline.run_once`) and the stage runner, so a finished row's model is reused and an
+interrupted one resumes from its checkpoints. ``--data`` is the folder with ``wiki12k.txt`` and
+``stsbenchmark/`` (default ``../shared/data`` beside the repository).
 """
 
 from __future__ import annotations
@@ -33,10 +36,13 @@ import os
 import re
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-WIKI = Path("/work/shared/data/wiki12k.txt")
-DEV = Path("/work/shared/data/stsbenchmark/sts-dev.csv")
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+"""Default ``--data``: the shared data folder beside the repository (``../shared/data``)."""
 
 # Settings of the full run (the quick run shrinks them in ``settings``).
 FULL = {
@@ -109,7 +115,9 @@ def pair_of(seed: int, seeds: list[int]) -> tuple[int, int]:
 
 
 class Runner:
-    def __init__(self, work: Path, cfg: dict, threads: int):
+    """The grid's shared inputs (corpus, dev pairs, diagnostics sentences) and its row bookkeeping."""
+
+    def __init__(self, work: Path, cfg: dict, threads: int, data: Path = DATA):
         import torch
 
         torch.set_num_threads(threads)
@@ -118,7 +126,7 @@ class Runner:
         self.cfg = cfg
         (work / "results").mkdir(parents=True, exist_ok=True)
         self.corpus = work / "corpus.txt"
-        lines = WIKI.read_text(encoding="utf-8").splitlines()
+        lines = (data / "wiki12k.txt").read_text(encoding="utf-8").splitlines()
         if not self.corpus.exists():
             self.corpus.write_text("\n".join(lines[: cfg["corpus_lines"]]) + "\n", encoding="utf-8")
         # diagnostics sentences: wiki lines the models never trained on
@@ -126,7 +134,7 @@ class Runner:
         self.diag_sentences = [s for s in lines[start : start + 2 * cfg["diag_sentences"]] if s.strip()][: cfg["diag_sentences"]]
         from jtcse.evaluation.sts import STSPairs, read_stsb_file
 
-        pairs = read_stsb_file(DEV)
+        pairs = read_stsb_file(data / "stsbenchmark" / "sts-dev.csv")
         n = cfg["dev_pairs"]
         self.dev = pairs if n is None else STSPairs(pairs.sentences1[:n], pairs.sentences2[:n], pairs.scores[:n])
 
@@ -142,6 +150,21 @@ class Runner:
         self.result_path(name).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
         print(f"[repro] {name}: dev {record.get('dev_spearman')}  train_s {record.get('train_seconds')}", flush=True)
         return record
+
+    def trained(self, name: str, run: Callable[[], dict], load: Callable[[], Any], **record) -> None:
+        """Row ``name``: train it into ``work/name`` once (:func:`~jtcse.training.pipeline.run_once`), score
+        the saved model on the dev pairs and save the row with the run summary's numbers."""
+        from jtcse.training.pipeline import run_once
+
+        if self.done(name):
+            return
+        stage = run_once(self.work / name, run)
+        summary = stage["summary"]
+        rho, eval_s = self.dev_spearman(load())
+        self.save(name, {**record, "dev_spearman": rho, "eval_seconds": eval_s,
+                         "train_seconds": stage["seconds"] or summary["seconds"], "steps": summary["steps"],
+                         "first_loss": summary["first_logged_loss"], "last_loss": summary["last_logged_loss"],
+                         "last_loss_terms": summary["loss_terms"]})
 
     def dev_spearman(self, model) -> tuple[float, float]:
         from jtcse.evaluation.sts import cosine_spearman
@@ -175,17 +198,13 @@ class Runner:
         from jtcse.training.simcse import train_simcse
 
         for seed in self.cfg["seeds"]:
-            name = f"warmup_s{seed}"
-            if self.done(name):
-                continue
-            started = time.perf_counter()
-            summary = train_simcse(None, self.corpus, self.tower_dir(seed), seed=seed, logging_steps=5,
-                                   resume=False, overwrite=True, **self.cfg["simcse"])
-            seconds = round(time.perf_counter() - started, 2)
-            rho, eval_s = self.dev_spearman(SentenceTransformer(str(self.tower_dir(seed)), device="cpu"))
-            self.save(name, {"group": "warmup", "seed": seed, "dev_spearman": rho, "eval_seconds": eval_s,
-                             "train_seconds": seconds, "steps": summary["steps"],
-                             "first_loss": summary.get("first_logged_loss"), "last_loss": summary.get("last_logged_loss")})
+            out = self.tower_dir(seed)
+            self.trained(
+                f"warmup_s{seed}",
+                lambda: train_simcse(None, self.corpus, out, seed=seed, logging_steps=5, **self.cfg["simcse"]),
+                lambda: SentenceTransformer(str(out), device="cpu"),
+                group="warmup", seed=seed,
+            )
 
     def untrained_twins(self) -> None:
         from jtcse.modeling.build import build_twin
@@ -205,29 +224,21 @@ class Runner:
         from jtcse.modeling.loading import load_model
         from jtcse.training.twin import train_twin
 
-        name = row["name"]
-        if self.done(name):
-            return
         a, b = pair_of(row["seed"], self.cfg["seeds"])
-        out = self.work / name
-        started = time.perf_counter()
-        summary = train_twin(
-            str(self.tower_dir(a)), str(self.tower_dir(b)), self.corpus, out,
-            cael_every=row["cael_every"] or None, seed=row["seed"], resume=False,
-            nce_weight=row["nce_weight"], icnce_weight=row["icnce_weight"], ictm_weight=row["ictm_weight"],
-            regularizers=row["regularizers"], logging_steps=4, show_progress=False, device="cpu",
-            **dict(self.cfg["twin"], **({"max_steps": row["max_steps"]} if "max_steps" in row else {})),
+        out = self.work / row["name"]
+        self.trained(
+            row["name"],
+            lambda: train_twin(
+                str(self.tower_dir(a)), str(self.tower_dir(b)), self.corpus, out,
+                cael_every=row["cael_every"] or None, seed=row["seed"],
+                nce_weight=row["nce_weight"], icnce_weight=row["icnce_weight"], ictm_weight=row["ictm_weight"],
+                regularizers=row["regularizers"], logging_steps=4, show_progress=False, device="cpu",
+                **dict(self.cfg["twin"], **({"max_steps": row["max_steps"]} if "max_steps" in row else {})),
+            ),
+            lambda: load_model(out, device="cpu"),
+            group=row["group"], seed=row["seed"], towers=[f"W{a}", f"W{b}"],
+            settings={k: row[k] for k in ("cael_every", "nce_weight", "icnce_weight", "ictm_weight", "regularizers")},
         )
-        seconds = round(time.perf_counter() - started, 2)
-        rho, eval_s = self.dev_spearman(load_model(out, device="cpu"))
-        losses = [e for e in summary["log_history"] if "loss" in e]
-        self.save(name, {
-            "group": row["group"], "seed": row["seed"], "towers": [f"W{a}", f"W{b}"],
-            "settings": {k: row[k] for k in ("cael_every", "nce_weight", "icnce_weight", "ictm_weight", "regularizers")},
-            "dev_spearman": rho, "eval_seconds": eval_s, "train_seconds": seconds,
-            "train_runtime_s": summary["train_runtime_s"], "steps": summary["global_step"],
-            "first_loss_terms": losses[0] if losses else None, "last_loss_terms": summary["last_logged_loss_terms"],
-        })
 
     def distilled(self, teacher_prefix: str = "jtcse_full", prefix: str = "distilled") -> None:
         from sentence_transformers import SentenceTransformer
@@ -235,22 +246,19 @@ class Runner:
         from jtcse.training.distill import distill
 
         for seed in self.cfg["seeds"]:
-            name = f"{prefix}_s{seed}"
             teacher = self.work / f"{teacher_prefix}_s{seed}"
-            if self.done(name) or not self.done(f"{teacher_prefix}_s{seed}"):
+            if not self.done(f"{teacher_prefix}_s{seed}"):
                 continue
             a, _ = pair_of(seed, self.cfg["seeds"])
-            out = self.work / name
-            started = time.perf_counter()
-            summary = distill(str(teacher), str(self.tower_dir(a)), self.corpus, out, seed=seed, logging_steps=5,
-                              resume=False, overwrite=True, **self.cfg["distill"])
-            seconds = round(time.perf_counter() - started, 2)
-            rho, eval_s = self.dev_spearman(SentenceTransformer(str(out), device="cpu"))
-            self.save(name, {"group": "headline" if prefix == "distilled" else "long", "seed": seed,
-                             "teacher": f"{teacher_prefix}_s{seed}", "student": f"W{a}",
-                             "dev_spearman": rho, "eval_seconds": eval_s, "train_seconds": seconds,
-                             "steps": summary["steps"], "first_loss": summary.get("first_logged_loss"),
-                             "last_loss": summary.get("last_logged_loss")})
+            out = self.work / f"{prefix}_s{seed}"
+            self.trained(
+                f"{prefix}_s{seed}",
+                lambda: distill(str(teacher), str(self.tower_dir(a)), self.corpus, out, seed=seed, logging_steps=5,
+                                **self.cfg["distill"]),
+                lambda: SentenceTransformer(str(out), device="cpu"),
+                group="headline" if prefix == "distilled" else "long", seed=seed,
+                teacher=f"{teacher_prefix}_s{seed}", student=f"W{a}",
+            )
 
     def controls(self, steps_name: str, twin_steps: int) -> None:
         """Same extra budget, plain SimCSE: continue each warm-up tower alone for as many steps (batch, length
@@ -264,18 +272,14 @@ class Runner:
         seeds = self.cfg["seeds"]
         twin_cfg = dict(self.cfg["twin"], max_steps=twin_steps)
         for seed in seeds:
-            name = f"simcse_{steps_name}_s{seed}"
-            out = self.work / name
-            if self.done(name):
-                continue
-            started = time.perf_counter()
-            summary = train_simcse(str(self.tower_dir(seed)), self.corpus, out, seed=seed + 100, logging_steps=5,
-                                   resume=False, overwrite=True, **twin_cfg)
-            seconds = round(time.perf_counter() - started, 2)
-            rho, eval_s = self.dev_spearman(SentenceTransformer(str(out), device="cpu"))
-            self.save(name, {"group": "control", "seed": seed, "from": f"W{seed}", "dev_spearman": rho,
-                             "eval_seconds": eval_s, "train_seconds": seconds, "steps": summary["steps"],
-                             "settings": twin_cfg})
+            out = self.work / f"simcse_{steps_name}_s{seed}"
+            self.trained(
+                out.name,
+                lambda: train_simcse(str(self.tower_dir(seed)), self.corpus, out, seed=seed + 100, logging_steps=5,
+                                     **twin_cfg),
+                lambda: SentenceTransformer(str(out), device="cpu"),
+                group="control", seed=seed, settings=twin_cfg, **{"from": f"W{seed}"},
+            )
         for seed in seeds:
             name = f"twin_simcse_{steps_name}_s{seed}"
             a, b = pair_of(seed, seeds)
@@ -565,6 +569,7 @@ def main() -> None:
     parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics,controls,long,ablation_seeds,distill_long",
                         help="comma-separated subset of the stages to run")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)")
     parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/repro[_quick])")
     parser.add_argument("--out", type=Path, default=None, help="results and plots (default evaluation/repro, quick: runs/repro_quick/report)")
     args = parser.parse_args()
@@ -574,7 +579,7 @@ def main() -> None:
     out = args.out or (work / "report" if args.quick else Path("evaluation/repro"))
     if not args.report_only:
         stages = set(args.stages.split(","))
-        runner = Runner(work, cfg, args.threads)
+        runner = Runner(work, cfg, args.threads, args.data)
         if "baselines" in stages:
             runner.baselines()
         if "warmups" in stages:

@@ -55,7 +55,7 @@ def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(sp
     assert summary["first_logged_loss"] > 2 * summary["last_logged_loss"], summary
     after = _mse(_encode(out, HELD_OUT), teacher_held_out)
     assert after < 0.5 * before, (before, after)
-    assert (summary["teacher_dimension"], summary["student_dimension"], summary["teacher_cache_hit"]) == (32, 32, False)
+    assert (summary["model"]["teacher_dimension"], summary["model"]["student_dimension"], summary["data"]["teacher_cache_hit"]) == (32, 32, False)
 
     modules = json.loads((out / "modules.json").read_text())
     assert [m["type"] for m in modules] == [
@@ -76,10 +76,10 @@ def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(sp
     np.testing.assert_allclose(np.load(tmp_path / "plain.npy"), _encode(out, HELD_OUT), rtol=1e-5, atol=1e-6)
 
     # Rerun: the cached teacher targets are reused, the cache file is not rewritten.
-    cache = Path(summary["teacher_cache"])
+    cache = Path(summary["data"]["teacher_cache"])
     stamp = cache.stat().st_mtime_ns
     again = distill(spread_roberta, tiny_bert, TRAIN, out, batch_size=16, max_steps=1, overwrite=True)
-    assert again["teacher_cache_hit"] and again["teacher_cache"] == str(cache)
+    assert again["data"]["teacher_cache_hit"] and again["data"]["teacher_cache"] == str(cache)
     assert cache.stat().st_mtime_ns == stamp
 
 
@@ -97,13 +97,13 @@ def test_teacher_is_encoded_once_and_only_for_new_sentences(tiny_roberta, tiny_b
     teacher = CountingTeacher(tiny_roberta)
     out = tmp_path / "student"
     first = distill(teacher, tiny_bert, TRAIN[:32], out, batch_size=16, max_steps=1)
-    assert CountingTeacher.calls == 1 and not first["teacher_cache_hit"]
+    assert CountingTeacher.calls == 1 and not first["data"]["teacher_cache_hit"]
     second = distill(teacher, tiny_bert, TRAIN[:32], out, batch_size=16, max_steps=1, overwrite=True)
-    assert CountingTeacher.calls == 1 and second["teacher_cache_hit"]
+    assert CountingTeacher.calls == 1 and second["data"]["teacher_cache_hit"]
     third = distill(teacher, tiny_bert, TRAIN[:33], out, batch_size=16, max_steps=1, overwrite=True)
-    assert CountingTeacher.calls == 2 and not third["teacher_cache_hit"]
-    assert third["teacher_cache"] != first["teacher_cache"]
-    cached = np.load(first["teacher_cache"])
+    assert CountingTeacher.calls == 2 and not third["data"]["teacher_cache_hit"]
+    assert third["data"]["teacher_cache"] != first["data"]["teacher_cache"]
+    cached = np.load(first["data"]["teacher_cache"])
     np.testing.assert_allclose(cached, teacher.encode(TRAIN[:32], convert_to_numpy=True), rtol=1e-5, atol=1e-6)
 
 
@@ -117,7 +117,7 @@ def test_width_mismatch_is_an_error_unless_a_projection_is_asked_for(tiny_bert, 
     with pytest.raises(JTCSEError, match="teacher embeddings have 48 dimensions but the student's have 32"):
         distill(wide, tiny_bert, TRAIN[:32], tmp_path / "s1", batch_size=16, max_steps=1)
     summary = distill(wide, tiny_bert, TRAIN[:32], tmp_path / "s2", batch_size=16, max_steps=2, project=True)
-    assert summary["student_changes"] == ["added a linear Dense projection 32->48"]
+    assert summary["model"]["changes"] == ["added a linear Dense projection 32->48"]
     student = SentenceTransformer(str(tmp_path / "s2"))
     assert [type(m).__name__ for m in student] == ["Transformer", "Pooling", "Dense"]
     assert student.encode(["one sentence"]).shape == (1, 48)
@@ -145,7 +145,7 @@ def test_interrupted_distillation_resumes_from_its_last_checkpoint(tiny_roberta,
         distill(tiny_roberta, tiny_bert, TRAIN, out, **{**settings, "learning_rate": 5e-4})
     resumed = distill(tiny_roberta, tiny_bert, TRAIN, out, **settings)
     assert resumed["resumed_from"].endswith("checkpoint-2")
-    assert resumed["steps"] == 5 and resumed["teacher_cache_hit"]
+    assert resumed["steps"] == 5 and resumed["data"]["teacher_cache_hit"]
     assert not (out / "checkpoints").exists()
 
 

@@ -6,7 +6,14 @@ import pytest
 
 from jtcse.errors import JTCSEError
 from jtcse.losses import DispersionLoss, NITPLoss, RegularizedLoss, SimRegLoss
-from jtcse.losses.registry import REGULARIZER_HELP, RegularizerSpec, build_regularised_loss, parse_regularizer_spec
+from jtcse.losses.registry import (
+    REGULARIZER_HELP,
+    RegularizerSpec,
+    build_regularised_loss,
+    parse_regularizer_spec,
+    regularizer_help,
+    regularizer_options,
+)
 
 
 def test_parse_specs():
@@ -86,3 +93,45 @@ def test_build_errors(tiny_bert, specs, message):
 def test_help_text_names_every_option():
     for word in ("simreg", "dispersion", "nitp", "temperature", "variant", "layers", "shallow_layer", "Example"):
         assert word in REGULARIZER_HELP
+    assert REGULARIZER_HELP == regularizer_help()
+
+
+@pytest.mark.parametrize("name, cls", [("simreg", SimRegLoss), ("dispersion", DispersionLoss), ("nitp", NITPLoss)])
+def test_options_and_help_defaults_come_from_the_class_signature(name, cls, tiny_bert):
+    """The registry holds no defaults of its own: each option's default is the constructor's."""
+    import inspect
+
+    signature = inspect.signature(cls.__init__).parameters
+    options = regularizer_options(name)
+    assert set(options) <= set(signature) - {"self", "model", "base_loss"}
+    for key, option in options.items():
+        assert option.default == signature[key].default
+        shown = f"{key}={option.default}" if option.default is not None else key
+        assert shown in REGULARIZER_HELP
+    # the built loss takes exactly these defaults when the spec gives no options
+    model, base = _model_and_base(tiny_bert)
+    built = build_regularised_loss(model, base, [name]).regularizers[0]
+    assert built.weight == signature["weight"].default
+
+
+def test_extra_terms_join_the_regularisers_in_one_loss(tiny_bert):
+    model, base = _model_and_base(tiny_bert)
+    loss = build_regularised_loss(model, base, ["simreg"], extra_terms={"norm": lambda out: out["token_embeddings"].sum()})
+    assert sorted(loss.terms) == ["norm", "simreg"]
+    with pytest.raises(JTCSEError, match="has the name of a regulariser"):
+        build_regularised_loss(model, base, ["simreg"], extra_terms={"simreg": lambda out: 0})
+
+
+def test_help_and_spec_parsing_do_not_import_torch():
+    """The CLI builds its --regularizer help at start-up: reading the defaults must stay light."""
+    from helpers.cli import run_python
+
+    result = run_python(
+        "import sys\n"
+        "from jtcse.losses.registry import REGULARIZER_HELP, parse_regularizer_spec\n"
+        "parse_regularizer_spec('dispersion:weight=0.1,layers=-1/-2')\n"
+        "assert 'weight=2.0' in REGULARIZER_HELP\n"
+        "print('torch' in sys.modules)\n"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "False"

@@ -64,6 +64,9 @@ def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_f
     assert [row["status"] for row in first["table"]] == ["ran"] * 5
     scores = first["stages"]["eval"]["dev_spearman"]
     assert set(scores) == {"warmup_a", "warmup_b", "twin", "distill"}
+    trained = [first["stages"][stage] for stage in ("warmup_a", "warmup_b", "twin", "distill")]
+    assert len({frozenset(summary) for summary in trained}) == 1  # one summary schema for every stage
+    assert [summary["stage"] for summary in trained] == ["simcse", "simcse", "twin", "distill"]
     second = run_pipeline(tmp_path / "recipe", **kwargs)
     assert [row["status"] for row in second["table"]] == ["skipped (done)"] * 5
     assert second["stages"]["eval"]["dev_spearman"] == scores

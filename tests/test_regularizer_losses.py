@@ -62,7 +62,7 @@ def test_wrapper_adds_no_encoder_pass(tiny_bert):
     loss = RegularizedLoss(
         model, base, [SimRegLoss(model), DispersionLoss(model, layers=[-1, 2]), NITPLoss(model)]
     )
-    loss(_columns(model), None).backward()
+    sum(loss(_columns(model), None).values()).backward()
     assert alone >= 1 and len(calls) == alone
 
 
@@ -73,7 +73,9 @@ def test_wrapper_value_is_base_plus_weighted_penalties(tiny_bert):
     dispersion_loss = DispersionLoss(model, weight=0.2, layers=[-1, 1], variant="orthogonal")
     nitp_loss = NITPLoss(model, weight=1.5, shallow_layer=1)
     wrapped = RegularizedLoss(model, base, [simreg_loss, dispersion_loss, nitp_loss])
-    got = wrapped(_columns(model), None)
+    terms = wrapped(_columns(model), None)
+    assert list(terms) == ["base", "simreg", "dispersion", "nitp"]
+    got = sum(terms.values())
 
     config = model[0].model.config
     assert config.output_hidden_states is False  # switched on only inside the loss call
@@ -98,6 +100,7 @@ def test_regulariser_with_base_loss_equals_regularized_loss(tiny_bert):
     own = DispersionLoss(model, weight=0.3, base_loss=base)(_columns(model), None)
     wrapped = RegularizedLoss(model, base, [DispersionLoss(model, weight=0.3)])(_columns(model), None)
     torch.testing.assert_close(own, wrapped)
+    assert list(own) == ["base", "dispersion"]
     assert DispersionLoss(model, base_loss=base).get_config_dict()["base_loss"] == "MultipleNegativesRankingLoss"
 
 
@@ -311,3 +314,44 @@ def test_thresholded_token_cross_entropy_shift_and_ignore():
     torch.testing.assert_close(mlm, torch.nn.functional.cross_entropy(logits.reshape(-1, 11), labels.reshape(-1)))
     with pytest.raises(ValueError, match="labels must have shape"):
         ThresholdedCrossEntropyLoss()(logits, labels[:, :4])
+
+
+def test_named_extra_terms_ride_on_the_base_forward_and_are_logged_by_name(tiny_bert):
+    """A ``{name: fn(features)}`` term is computed on each forward the base loss made, averaged, named."""
+    model = _load(tiny_bert).eval()
+    base = _mnrl(model)
+    calls = _count_encoder_calls(model)
+    loss = RegularizedLoss(
+        model, base, {"norm": lambda out: 0.5 * out["token_embeddings"].norm(dim=-1).mean()}, base_name="simcse"
+    )
+    terms = loss(_columns(model), None)
+    assert len(calls) == 2  # one forward per column, none added by the term
+    assert list(terms) == ["simcse", "norm"]
+    columns = _columns(model)
+    with torch.no_grad():
+        outs = [model(dict(features)) for features in columns]
+        want_norm = sum(0.5 * o["token_embeddings"].norm(dim=-1).mean() for o in outs) / 2
+        want_base = base(_columns(model), None)
+    torch.testing.assert_close(terms["norm"].detach(), want_norm, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(terms["simcse"].detach(), want_base, rtol=1e-5, atol=1e-6)
+    assert loss.get_config_dict()["terms"] == ["norm"]
+    with pytest.raises(TypeError, match="callable"):
+        RegularizedLoss(model, base, {"norm": 3.0})
+    with pytest.raises(ValueError, match="already has a term named 'base'"):
+        RegularizedLoss(model, base, {"base": lambda out: out["token_embeddings"].sum()})(_columns(model), None)
+
+
+def test_library_only_example_in_the_docs_runs(tmp_path, monkeypatch, one_thread):
+    """docs/regularisers.md's library-only block (thresholded loss + RowIsolatedAdamW) trains as written."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "regularisers.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Library only") :]
+    code = re.findall(r"```python\n(.*?)```", section, flags=re.S)[1]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "docs/regularisers.md", "exec"), namespace)
+    state = namespace["trainer"].state
+    assert state.global_step == 2
+    assert (tmp_path / "runs" / "library-only").is_dir()

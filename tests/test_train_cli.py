@@ -59,13 +59,14 @@ def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tin
     assert "run_summary.json" in run.stdout
 
     summary = json.loads((out / "run_summary.json").read_text())
-    assert summary["global_step"] == 4
-    assert summary["skipped_empty_lines"] == 2 and summary["duplicates_dropped"] == 1
-    assert summary["sentences"] == 35 and summary["truncated_to_max_seq_length"] >= 1
-    assert summary["cael_layers"] == [2, 4]
-    assert {"nce_1", "nce_2", "icnce", "ictm"} <= set(summary["last_logged_loss_terms"])
-    assert [step for step, _ in summary["dev_spearman_history"]] == [0, 2, 4]
-    assert summary["best_dev_spearman"] == max(score for _, score in summary["dev_spearman_history"][1:])
+    assert summary["steps"] == 4
+    data = summary["data"]
+    assert data["skipped_blank_lines"] == 2 and data["duplicates_dropped"] == 1
+    assert data["sentences"] == 35 and data["truncated_to_max_seq_length"] >= 1
+    assert summary["model"]["cael_layers"] == [2, 4]
+    assert {"nce_1", "nce_2", "icnce", "ictm"} <= set(summary["loss_terms"])
+    assert list(summary["dev_spearman_by_step"]) == ["0", "2", "4"]
+    assert summary["best_dev_spearman"] == max(list(summary["dev_spearman_by_step"].values())[1:])
     assert (out / "training_curves.png").stat().st_size > 0
     assert (out / "checkpoints").is_dir()
 
@@ -85,13 +86,13 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_bert, tiny_ber
         corpus=corpus, output_dir=tmp_path / "run", batch_size=8, max_seq_length=24, learning_rate=5e-5,
         eval_steps=2, cael_every=None, show_progress=False, plot=False,
     )
-    first = train_twin(tiny_bert, tiny_bert_b, max_steps=2, **common)
-    assert first["global_step"] == 2 and first["resumed_from"] is None
+    first = train_twin(tiny_bert, tiny_bert_b, max_steps=2, keep_checkpoints=True, **common)
+    assert first["steps"] == 2 and first["resumed_from"] is None
     second = train_twin(tiny_bert, tiny_bert_b, max_steps=3, **common)
     assert second["resumed_from"].endswith("checkpoint-2")
-    assert second["global_step"] == 3
+    assert second["steps"] == 3
     fresh = train_twin(tiny_bert, tiny_bert_b, max_steps=1, resume=False, **{**common, "output_dir": tmp_path / "r2"})
-    assert fresh["resumed_from"] is None and fresh["global_step"] == 1
+    assert fresh["resumed_from"] is None and fresh["steps"] == 1
 
 
 @pytest.mark.slow
@@ -122,8 +123,8 @@ def test_bad_corpus_files(tmp_path, tiny_bert, tiny_bert_b):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"batch_size": 0}, "batch_size must be >= 1"),
-        ({"max_seq_length": 1}, "max_seq_length must be >= 2"),
+        ({"batch_size": 0}, "batch_size must be at least 2"),
+        ({"max_seq_length": 1}, "max_seq_length must be at least 4"),
         ({"learning_rate": float("nan")}, "learning_rate must be a positive number"),
         ({"max_steps": 0}, "max_steps must be"),
         ({"cael_every": 3}, r"cael_every=3 does not divide the towers' 4 layers"),
@@ -177,9 +178,11 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
     summary = train_twin(
         tiny_bert, tiny_bert_b, corpus, tmp_path / "reg", batch_size=8, max_seq_length=16, max_steps=2,
         learning_rate=5e-5, regularizers=["dispersion:weight=0.1", "simreg:weight=2,temperature=0.1"],
+        extra_losses={"cls_norm": lambda out: 0.01 * out["cls_1"].norm(dim=-1).mean()},
         show_progress=False, plot=False,
     )
-    assert {"dispersion", "simreg", "icnce"} <= set(summary["last_logged_loss_terms"])
+    assert {"dispersion", "simreg", "icnce", "cls_norm"} <= set(summary["loss_terms"])
+    assert summary["loss"]["terms"] == ["cls_norm", "dispersion", "simreg"]
     assert [r["name"] for r in summary["loss"]["regularizers"]] == ["DispersionLoss", "SimRegLoss"]
 
 

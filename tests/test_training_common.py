@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from transformers import TrainerControl, TrainerState
@@ -151,5 +153,86 @@ def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, ti
         learning_rate=5e-5, precision="bf16", gradient_checkpointing=True, show_progress=False, plot=False,
         callbacks=[Inspect()],
     )
-    assert summary["global_step"] == 2
+    assert summary["steps"] == 2
     assert seen == {"bf16": True, "checkpointing": [True, True]}
+
+
+# ------------------------------------------------------------------------------ the stage runner's rules
+
+_BAD_SETTINGS = [
+    ({"batch_size": 1}, "batch_size must be at least 2 (got 1)"),
+    ({"max_seq_length": 3}, "max_seq_length must be at least 4 (got 3)"),
+    ({"learning_rate": float("nan")}, "learning_rate must be a positive number"),
+    ({"max_steps": 0}, "max_steps must be a positive step count or -1"),
+    ({"eval_steps": 0}, "eval_steps must be at least 1"),
+    ({"precision": "fp8"}, "precision must be one of auto, fp32, fp16, bf16"),
+]
+
+
+@pytest.mark.parametrize("stage", ["twin", "simcse", "distill"])
+@pytest.mark.parametrize("bad, message", _BAD_SETTINGS)
+def test_every_stage_refuses_bad_settings_by_the_same_rule(stage, bad, message, tiny_bert, tiny_bert_b, tmp_path):
+    """One rule (TrainingSettings) for every stage, checked before anything is loaded or written."""
+    from jtcse.training.distill import distill
+    from jtcse.training.simcse import train_simcse
+    from jtcse.training.stage import TrainingSettings
+    from jtcse.training.twin import train_twin
+
+    with pytest.raises(JTCSEError, match=re.escape(message)):
+        TrainingSettings(**bad)
+    sentences = [f"sentence number {i}" for i in range(8)]
+    out = tmp_path / "run"
+    with pytest.raises(JTCSEError, match=re.escape(message)):
+        if stage == "twin":
+            corpus = tmp_path / "c.txt"
+            corpus.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+            train_twin(tiny_bert, tiny_bert_b, corpus, out, **{"max_steps": 1, **bad})
+        elif stage == "simcse":
+            train_simcse(tiny_bert, sentences, out, **{"max_steps": 1, **bad})
+        else:
+            distill(tiny_bert, tiny_bert, sentences, out, **{"max_steps": 1, **bad})
+    assert not out.exists()
+
+
+SUMMARY_KEYS = {
+    "stage", "output_dir", "saved_model", "model", "data", "loss", "settings", "resumed_from", "steps", "seconds",
+    "train_loss", "first_logged_loss", "last_logged_loss", "loss_terms", "dev_file", "dev_spearman_by_step",
+    "best_dev_spearman", "best_step", "final_dev_spearman", "checkpoints", "training_curves", "versions", "config",
+}
+
+
+def test_checkpoint_policy_best_and_last_while_training_then_deleted_unless_kept(tiny_bert, tmp_path, shared_data):
+    """While training the trainer holds the best checkpoint by dev Spearman and the last one; after the
+    final save they are deleted, unless ``keep_checkpoints``. Every stage writes one summary schema."""
+    from transformers import TrainerCallback
+
+    from jtcse.training.simcse import train_simcse
+
+    dev = tmp_path / "dev.csv"
+    lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:40]
+    dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    seen: list[tuple[int, list[str], str | None]] = []
+
+    class Watch(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            ckpts = sorted(p.name for p in (tmp_path / "kept" / "checkpoints").glob("checkpoint-*"))
+            best = state.best_model_checkpoint and state.best_model_checkpoint.rsplit("/", 1)[-1]
+            seen.append((state.global_step, ckpts, best))
+
+    sentences = [f"sentence number {i} about topic {i % 5}" for i in range(32)]
+    settings = dict(dev_file=dev, batch_size=8, max_steps=8, eval_steps=2, learning_rate=1e-3, max_seq_length=16)
+    kept = train_simcse(tiny_bert, sentences, tmp_path / "kept", keep_checkpoints=True, callbacks=[Watch()], **settings)
+    for step, ckpts, best in seen:
+        assert len(ckpts) <= 2, (step, ckpts)  # never more than the best and the last
+        if ckpts:
+            assert f"checkpoint-{2 * (step // 2)}" in ckpts and (best is None or best in ckpts), (step, ckpts, best)
+    left = sorted(p.name for p in (tmp_path / "kept" / "checkpoints").glob("checkpoint-*"))
+    best_name = f"checkpoint-{kept['best_step']}"
+    assert left == sorted({best_name, "checkpoint-8"})
+    assert kept["checkpoints"] == str(tmp_path / "kept" / "checkpoints")
+    assert set(kept) == SUMMARY_KEYS
+    assert kept["final_dev_spearman"] == pytest.approx(kept["best_dev_spearman"], abs=1e-6)
+
+    dropped = train_simcse(tiny_bert, sentences, tmp_path / "dropped", **settings)
+    assert dropped["checkpoints"] is None and not (tmp_path / "dropped" / "checkpoints").exists()
+    assert (tmp_path / "dropped" / "training_curves.png").is_file()

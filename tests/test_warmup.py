@@ -128,7 +128,7 @@ def test_warmup_lowers_the_simcse_loss_on_a_fixed_batch_and_saves_a_cls_tower(sp
     summary = train_simcse(spread_bert, batch, out, batch_size=16, max_steps=10, learning_rate=1e-3, max_seq_length=24)
     after = _simcse_loss_on_batch(SentenceTransformer(str(out)), batch, batch)
     assert after < before * 0.6, (before, after)
-    assert summary["steps"] == 10 and summary["dropout_only_rows"] == 16
+    assert summary["steps"] == 10 and summary["data"]["dropout_only_rows"] == 16
     assert json.loads((out / "run_summary.json").read_text())["steps"] == 10
     modules = json.loads((out / "modules.json").read_text())
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling"]
@@ -155,8 +155,9 @@ def test_warmup_with_rtt_pairs_uses_paraphrases_as_positives(spread_bert, tmp_pa
     )
     after = _simcse_loss_on_batch(SentenceTransformer(str(out)), anchors, positives)
     assert after < before * 0.6, (before, after)
-    assert summary["pairs_used"] == 16 and summary["pairs_dropped_identical"] == 5
-    assert summary["paraphrase_rows"] == 16 and summary["dropout_only_rows"] == 0
+    data = summary["data"]
+    assert data["pairs_used"] == 16 and data["pairs_dropped_identical"] == 5
+    assert data["paraphrase_rows"] == 16 and data["dropout_only_rows"] == 0
 
 
 @pytest.mark.slow
@@ -181,18 +182,6 @@ def test_dev_file_keeps_the_best_checkpoint(tiny_bert, tmp_path, shared_data):
     assert summary["final_dev_spearman"] == pytest.approx(summary["best_dev_spearman"], abs=1e-6)
 
 
-class _MeanSquaredNorm(torch.nn.Module):
-    """A tiny extra loss in the sentence-transformers convention: weight · mean ‖z‖²."""
-
-    def __init__(self, model, weight: float = 0.01):
-        super().__init__()
-        self.model, self.weight = model, weight
-
-    def forward(self, sentence_features, labels):
-        z = self.model(sentence_features[0])["sentence_embedding"]
-        return self.weight * z.pow(2).sum(-1).mean()
-
-
 @pytest.mark.slow
 def test_extra_losses_are_added_and_logged(tiny_bert, tmp_path):
     summary = train_simcse(
@@ -201,14 +190,15 @@ def test_extra_losses_are_added_and_logged(tiny_bert, tmp_path):
         tmp_path / "tower",
         batch_size=16,
         max_steps=2,
-        extra_losses=[_MeanSquaredNorm],
+        extra_losses={"norm": lambda out: 0.01 * out["sentence_embedding"].pow(2).sum(-1).mean()},
         logging_steps=1,
         keep_checkpoints=True,
     )
     state = json.loads(next((tmp_path / "tower" / "checkpoints").glob("checkpoint-*/trainer_state.json")).read_text())
     logged = [entry for entry in state["log_history"] if "loss" in entry]
-    assert "simcse" in logged[0] and "0__MeanSquaredNorm" in logged[0]
-    assert logged[0]["loss"] == pytest.approx(logged[0]["simcse"] + logged[0]["0__MeanSquaredNorm"], rel=1e-3)
+    assert "simcse" in logged[0] and "norm" in logged[0]
+    assert logged[0]["loss"] == pytest.approx(logged[0]["simcse"] + logged[0]["norm"], rel=1e-3)
+    assert summary["loss_terms"].keys() >= {"simcse", "norm"} and summary["config"]["extra_losses"] == ["norm"]
     assert summary["steps"] == 2
 
 
@@ -216,7 +206,7 @@ def test_extra_losses_are_added_and_logged(tiny_bert, tmp_path):
     "kwargs, message",
     [
         ({"temperature": 0.0}, "temperature must be positive"),
-        ({"batch_size": 1}, "batch size must be at least 2"),
+        ({"batch_size": 1}, "batch_size must be at least 2"),
         ({"corpus": ["only one sentence"]}, "at least 2 training sentences"),
         ({"corpus": ["  ", ""]}, "no sentences"),
     ],
@@ -268,7 +258,7 @@ def test_regularizer_joins_the_simcse_loss_as_a_logged_term(tiny_bert, tmp_path)
     assert {"simcse", "dispersion"} <= set(logged[0])
     assert logged[0]["dispersion"] != 0
     assert logged[0]["loss"] == pytest.approx(logged[0]["simcse"] + logged[0]["dispersion"], rel=1e-3)
-    assert [(r["name"], r["weight"]) for r in summary["regularizers"]] == [("DispersionLoss", 0.1)]
+    assert [(r["name"], r["weight"]) for r in summary["loss"]["regularizers"]] == [("DispersionLoss", 0.1)]
     assert summary["config"]["regularizers"] == ["dispersion:weight=0.1"]
 
 

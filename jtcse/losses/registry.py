@@ -8,45 +8,123 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
 
-__all__ = ["REGULARIZER_HELP", "RegularizerSpec", "build_regularised_loss", "parse_regularizer_spec"]
+__all__ = [
+    "REGULARIZERS",
+    "REGULARIZER_HELP",
+    "RegularizerSpec",
+    "build_regularised_loss",
+    "parse_regularizer_spec",
+    "regularizer_help",
+    "regularizer_options",
+]
 
-# name -> {key: (type, help)}; "weight" is common to all.
-_KEYS: dict[str, dict[str, tuple[str, str]]] = {
+REGULARIZERS: dict[str, tuple[str, str]] = {
+    "simreg": ("simreg", "SimRegLoss"),
+    "dispersion": ("dispersion", "DispersionLoss"),
+    "nitp": ("nitp", "NITPLoss"),
+}
+"""CLI name -> (module in ``jtcse.losses``, class)."""
+
+# What each command-line option means; its type and default are read from the class's ``__init__``.
+# Constructor parameters not listed here (``model``, ``base_loss``, ``label_key``) are not options.
+_MEANING: dict[str, dict[str, str]] = {
     "simreg": {
-        "weight": ("float", "λ (default 2.0)"),
-        "temperature": ("float", "τ (default 0.01)"),
-        "chunk_size": ("int", "tokens per chunk for chunk-wise SimReg (default: off)"),
-        "layers": ("ints", "hidden-state indices, -1 = last (default -1)"),
+        "weight": "λ",
+        "temperature": "τ",
+        "chunk_size": "tokens per chunk for chunk-wise SimReg; unset = off",
+        "layers": "hidden-state indices, -1 = last; several as -1/-2",
     },
     "dispersion": {
-        "weight": ("float", "λ (default 0.1)"),
-        "temperature": ("float", "τ (default 1.0)"),
-        "variant": ("str", "angular | decorrelation | l2_repel | orthogonal (default angular)"),
-        "layers": ("ints", "hidden-state indices, -1 = last (default -1)"),
-        "norm_weight": ("float", "λ_norm of l2_repel (default 0.01)"),
+        "weight": "λ",
+        "temperature": "τ",
+        "variant": "angular | decorrelation | l2_repel | orthogonal",
+        "layers": "hidden-state indices, -1 = last; several as -1/-2",
+        "norm_weight": "λ_norm of l2_repel",
     },
     "nitp": {
-        "weight": ("float", "λ (default 1.0)"),
-        "shallow_layer": ("int", "target layer (default ≈ 20% of depth, ≥ 1)"),
-        "hidden_features": ("int", "inner width of the projection head (default hidden size)"),
+        "weight": "λ",
+        "shallow_layer": "target layer; unset = about 20% of depth, at least 1",
+        "hidden_features": "inner width of the projection head; unset = the hidden size",
     },
 }
 
-REGULARIZER_HELP = (
-    "Token-level regulariser added to the training loss on the same forward pass; repeat for several. "
-    "SPEC is NAME[:key=value,...] with NAME one of simreg, dispersion, nitp. "
-    "simreg: weight=2.0, temperature=0.01, chunk_size, layers=-1. "
-    "dispersion: weight=0.1, temperature=1.0, variant=angular|decorrelation|l2_repel|orthogonal, "
-    "layers=-1 (several as -1/-2), norm_weight=0.01. "
-    "nitp: weight=1.0, shallow_layer (default 20% of depth), hidden_features. "
-    "Example: --regularizer simreg:weight=2,temperature=0.05 --regularizer dispersion:weight=0.1,layers=-1/-2"
-)
+
+@dataclass(frozen=True)
+class Option:
+    """One regulariser option as the constructor declares it: its kind and default."""
+
+    kind: str  # float | int | ints | str
+    default: Any
+    meaning: str
+
+
+def _kind(annotation: str) -> str:
+    if "Sequence" in annotation:
+        return "ints"
+    for kind in ("float", "int", "str"):
+        if annotation.split("|")[0].strip() == kind:
+            return kind
+    raise TypeError(f"regulariser option annotation {annotation!r} has no command-line form")
+
+
+@lru_cache(maxsize=None)
+def regularizer_options(name: str) -> dict[str, Option]:
+    """``{option: Option}`` for regulariser ``name``, read from its class's ``__init__`` signature.
+
+    The signature is read from the module's source (``ast``), so the CLI gets defaults without
+    importing torch; the defaults live only in the loss class.
+    """
+    module, cls = REGULARIZERS[name]
+    spec = importlib.util.find_spec(f"jtcse.losses.{module}")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    init = next(
+        node
+        for klass in tree.body
+        if isinstance(klass, ast.ClassDef) and klass.name == cls
+        for node in klass.body
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__"
+    )
+    params = init.args.args[len(init.args.args) - len(init.args.defaults) :]
+    declared = {
+        arg.arg: (ast.unparse(arg.annotation), ast.literal_eval(default))
+        for arg, default in zip(params, init.args.defaults)
+    }
+    return {
+        key: Option(_kind(declared[key][0]), declared[key][1], meaning) for key, meaning in _MEANING[name].items()
+    }
+
+
+def regularizer_help() -> str:
+    """The ``--regularizer`` help text: every regulariser with its options and their defaults."""
+    described = []
+    for name in REGULARIZERS:
+        options = ", ".join(
+            f"{key}={option.default} ({option.meaning})" if option.default is not None else f"{key} ({option.meaning})"
+            for key, option in regularizer_options(name).items()
+        )
+        described.append(f"{name}: {options}.")
+    return (
+        "Token-level regulariser added to the training loss on the same forward pass; repeat for several. "
+        f"SPEC is NAME[:key=value,...] with NAME one of {', '.join(REGULARIZERS)}. "
+        + " ".join(described)
+        + " Example: --regularizer simreg:weight=2,temperature=0.05 --regularizer dispersion:weight=0.1,layers=-1/-2"
+    )
+
+
+def __getattr__(name: str):
+    if name == "REGULARIZER_HELP":
+        return regularizer_help()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -81,9 +159,9 @@ def parse_regularizer_spec(spec: str) -> RegularizerSpec:
         raise JTCSEError("empty regulariser spec; expected NAME[:key=value,...], e.g. simreg:weight=2.0")
     name, _, rest = spec.strip().partition(":")
     name = name.strip().lower()
-    if name not in _KEYS:
-        raise JTCSEError(f"unknown regulariser {name!r} in {spec!r}; choose one of {', '.join(_KEYS)}")
-    known = _KEYS[name]
+    if name not in REGULARIZERS:
+        raise JTCSEError(f"unknown regulariser {name!r} in {spec!r}; choose one of {', '.join(REGULARIZERS)}")
+    known = regularizer_options(name)
     options: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in rest.split(","))):
         key, sep, value = item.partition("=")
@@ -94,40 +172,40 @@ def parse_regularizer_spec(spec: str) -> RegularizerSpec:
             raise JTCSEError(f"regulariser {name!r} has no option {key!r}; options: {', '.join(known)}")
         if key in options:
             raise JTCSEError(f"regulariser {name!r}: option {key!r} given twice")
-        options[key] = _convert(name, key, known[key][0], value)
+        options[key] = _convert(name, key, known[key].kind, value)
     return RegularizerSpec(name, options)
 
 
 def _build_one(model, spec: RegularizerSpec):
-    from jtcse.losses.dispersion import DispersionLoss
-    from jtcse.losses.nitp import NITPLoss
-    from jtcse.losses.simreg import SimRegLoss
-
-    cls = {"simreg": SimRegLoss, "dispersion": DispersionLoss, "nitp": NITPLoss}[spec.name]
+    module, name = REGULARIZERS[spec.name]
+    cls = getattr(importlib.import_module(f"jtcse.losses.{module}"), name)
     try:
         return cls(model, **spec.options)
     except ValueError as exc:  # a bad value (temperature ≤ 0, unknown variant, layer out of range …)
         raise JTCSEError(f"regulariser {spec.name!r}: {exc}") from None
 
 
-def build_regularised_loss(model, base_loss, specs: Sequence[str]):
-    """Wrap ``base_loss`` with the regularisers named in ``specs`` (returns ``base_loss`` if there are none).
+def build_regularised_loss(model, base_loss, specs: Sequence[str], extra_terms=None, base_name: str = "base"):
+    """``base_loss`` plus the regularisers named in ``specs`` and the ``{name: fn(features)}`` in
+    ``extra_terms``, as one :class:`~jtcse.losses.RegularizedLoss` (``base_loss`` itself if there are none).
 
     Options are checked when the losses are built (layer indices against the model), so a typo fails
     before training starts.
     """
-    from jtcse.losses.regularized import RegularizedLoss
+    from jtcse.losses.regularized import RegularizedLoss, regularizer_name
 
     parsed = [parse_regularizer_spec(s) for s in specs]
-    if not parsed:
+    if not parsed and not extra_terms:
         return base_loss
     names = [p.name for p in parsed]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise JTCSEError(f"regulariser {duplicates[0]!r} given more than once; give it once with all its options")
-    regularizers = [_build_one(model, spec) for spec in parsed]
+    terms = {regularizer_name(reg): reg for reg in (_build_one(model, spec) for spec in parsed)}
+    clash = sorted(set(terms) & set(extra_terms or {}))
+    if clash:
+        raise JTCSEError(f"extra loss term {clash[0]!r} has the name of a regulariser; rename it")
     try:
-        return RegularizedLoss(model, base_loss, regularizers)
+        return RegularizedLoss(model, base_loss, {**terms, **(extra_terms or {})}, base_name=base_name)
     except ValueError as exc:
         raise JTCSEError(str(exc)) from None
-

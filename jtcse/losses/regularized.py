@@ -1,4 +1,5 @@
-"""``base + Σ λ·reg``: token-level regularisers on the features of the base loss's own forward pass.
+"""``base + Σ_k term_k``: the one way to add loss terms — named extra terms (token-level regularisers
+``λ·reg`` or any ``fn(features)``) on the features of the base loss's own forward pass.
 
 A sentence-transformers loss calls ``model(features)`` itself and keeps only the sentence
 embedding. To regularise the token states of that *same* forward (no second encoder pass), the
@@ -15,7 +16,7 @@ loss call and restored afterwards, so encoding and saved configs are untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 __all__ = [
     "RegularizedLoss",
     "TokenRegularizer",
+    "ExtraTerm",
     "capture_features",
     "check_layers",
     "hidden_state_count",
@@ -122,7 +124,7 @@ class TokenRegularizer(nn.Module):
 
     * alone: ``forward`` encodes each input column and regularises those outputs;
     * around ``base_loss``: ``forward`` returns ``base_loss(...) + weight · penalty`` on the
-      features of the base loss's own forward pass (see :class:`RegularizedLoss`).
+      features of the base loss's own forward pass, as the named terms :class:`RegularizedLoss` returns.
     """
 
     #: whether :meth:`penalty` reads ``all_layer_embeddings`` (set by subclasses / from their layers)
@@ -153,9 +155,12 @@ class TokenRegularizer(nn.Module):
         """``weight · penalty(features)``."""
         return self.weight * self.penalty(features)
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor | dict[str, Tensor]:
         if self.base_loss is not None:
-            return regularized_forward(self.model, self.base_loss, [self], sentence_features, labels)
+            return regularized_forward(
+                self.model, self.base_loss, {regularizer_name(self): self.regularization}, sentence_features, labels,
+                hidden_states=self.needs_hidden_states,
+            )
         sentence_features = list(sentence_features)
         if not sentence_features:
             raise ValueError(f"{type(self).__name__}: no input columns to regularise")
@@ -193,36 +198,40 @@ class TokenRegularizer(nn.Module):
         return hidden[layer]
 
 
+ExtraTerm = Callable[[dict[str, Any]], Tensor]
+"""An extra loss term: one model-output feature dict → an already-weighted scalar."""
+
+
 def regularized_forward(
     model: nn.Module,
     base_loss: nn.Module,
-    regularizers: Sequence[TokenRegularizer],
+    terms: Mapping[str, ExtraTerm],
     sentence_features: Iterable[dict[str, Tensor]],
     labels: Tensor | None,
-) -> Tensor:
-    """``base_loss(sentence_features, labels) + Σ_r mean_forwards r.regularization(features)``.
+    *,
+    base_name: str = "base",
+    hidden_states: bool = False,
+) -> dict[str, Tensor]:
+    """Named terms ``{base_name: base_loss(...), name: mean over forwards of term(features), ...}``.
 
-    A base loss that returns a dict of named terms (e.g. :class:`jtcse.losses.JTCSELoss`) gets each
-    regulariser as one more term, named after it (``simreg``, ``dispersion``, ``nitp``), so the
-    trainer sums and logs them like the others.
+    Every ``model(...)`` call the base loss makes is captured (one per input column, or one merged
+    forward); each extra term is averaged over those feature dicts. A base loss that already returns a
+    dict of named terms (e.g. :class:`jtcse.losses.JTCSELoss`) keeps its names. The trainer sums the
+    terms and logs each one.
     """
-    needs_hidden = any(r.needs_hidden_states for r in regularizers)
-    with capture_features(model, hidden_states=needs_hidden) as captured:
+    with capture_features(model, hidden_states=hidden_states) as captured:
         base = base_loss(sentence_features, labels)
     if not captured:
         raise RuntimeError(
             f"{type(base_loss).__name__} did not call the regularised model; wrap a loss built on the same model"
         )
-    terms = {
-        regularizer_name(reg): torch.stack([reg.regularization(features) for features in captured]).mean()
-        for reg in regularizers
-    }
-    if isinstance(base, dict):
-        clash = sorted(set(base) & set(terms))
-        if clash:
-            raise ValueError(f"the base loss already has a term named {clash[0]!r}")
-        return {**base, **terms}
-    return base + sum(terms.values())
+    parts = dict(base) if isinstance(base, dict) else {base_name: base}
+    clash = sorted(set(parts) & set(terms))
+    if clash:
+        raise ValueError(f"the base loss already has a term named {clash[0]!r}")
+    for name, term in terms.items():
+        parts[name] = torch.stack([term(features) for features in captured]).mean()
+    return parts
 
 
 def regularizer_name(reg: nn.Module) -> str:
@@ -231,46 +240,84 @@ def regularizer_name(reg: nn.Module) -> str:
 
 
 class RegularizedLoss(nn.Module):
-    """``base_loss + Σ_r weight_r · reg_r`` on the token states of the base loss's own forward pass.
+    """``base_loss + Σ_k term_k``: named extra terms on the features of the base loss's own forward pass.
 
-    Example::
+    The one way to add a loss term to a trainer's loss. ``terms`` is either a list of
+    :class:`TokenRegularizer` (each logged under :func:`regularizer_name`, e.g. ``simreg``, and weighted
+    by its own ``weight`` λ) or a mapping ``{name: fn(features) -> scalar}`` (weights folded into ``fn``).
+    Each term reads every feature dict the base loss's ``model(...)`` calls produced (no second encoder
+    pass) and is averaged over them. ``forward`` returns the named terms as a dict; the trainer sums them
+    and logs each. Example::
 
         from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
         from jtcse.losses import DispersionLoss, RegularizedLoss, SimRegLoss
 
         base = MultipleNegativesRankingLoss(model)
         loss = RegularizedLoss(model, base, [SimRegLoss(model, weight=2.0), DispersionLoss(model, weight=0.1)])
-        # use `loss` with SentenceTransformerTrainer like any other loss
+        norm = RegularizedLoss(model, base, {"norm": lambda out: 0.01 * out["token_embeddings"].norm(dim=-1).mean()})
 
     Args:
         model: the SentenceTransformer (or any model returning feature dicts) the base loss encodes with.
         base_loss: a sentence-transformers loss; GradCache ("Cached…") losses are refused.
-        regularizers: :class:`TokenRegularizer` instances built without a ``base_loss`` of their own.
+        regularizers: :class:`TokenRegularizer` instances built without a ``base_loss`` of their own,
+            or a ``{name: fn(features)}`` mapping (an ``nn.Module`` fn is trained with the model; a fn
+            with ``needs_hidden_states = True`` gets ``all_layer_embeddings``).
+        base_name: the name the base loss is logged under when it returns a single tensor.
     """
 
-    def __init__(self, model: nn.Module, base_loss: nn.Module, regularizers: Sequence[TokenRegularizer]) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        base_loss: nn.Module,
+        regularizers: Sequence[TokenRegularizer] | Mapping[str, ExtraTerm],
+        base_name: str = "base",
+    ) -> None:
         super().__init__()
         _check_base_loss(base_loss)
-        regularizers = list(regularizers)
-        for reg in regularizers:
-            if not isinstance(reg, TokenRegularizer):
-                raise TypeError(f"regularizers must be TokenRegularizer instances, got {type(reg).__name__}")
-            if reg.base_loss is not None:
+        if isinstance(regularizers, Mapping):
+            terms = dict(regularizers)
+        else:
+            terms = {}
+            for reg in regularizers:
+                if not isinstance(reg, TokenRegularizer):
+                    raise TypeError(f"regularizers must be TokenRegularizer instances, got {type(reg).__name__}")
+                if regularizer_name(reg) in terms:
+                    raise ValueError(f"two regularisers are named {regularizer_name(reg)!r}; give each once")
+                terms[regularizer_name(reg)] = reg
+        for name, fn in terms.items():
+            if not callable(fn):
+                raise TypeError(f"extra term {name!r} must be a callable fn(features) -> scalar")
+            if isinstance(fn, TokenRegularizer) and fn.base_loss is not None:
                 raise ValueError(
-                    f"{type(reg).__name__} already wraps a base loss; pass regularisers built without base_loss"
+                    f"{type(fn).__name__} already wraps a base loss; pass regularisers built without base_loss"
                 )
         self.model = model
         self.base_loss = base_loss
-        self.regularizers = nn.ModuleList(regularizers)
+        self.base_name = base_name
+        self.terms = terms
+        # the terms that hold parameters (TokenRegularizers, e.g. NITP's head) train with the model
+        self.regularizers = nn.ModuleList(fn for fn in terms.values() if isinstance(fn, nn.Module))
+        self.needs_hidden_states = any(getattr(fn, "needs_hidden_states", False) for fn in terms.values())
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
-        return regularized_forward(self.model, self.base_loss, list(self.regularizers), sentence_features, labels)
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        calls = {
+            name: fn.regularization if isinstance(fn, TokenRegularizer) else fn for name, fn in self.terms.items()
+        }
+        return regularized_forward(
+            self.model, self.base_loss, calls, sentence_features, labels,
+            base_name=self.base_name, hidden_states=self.needs_hidden_states,
+        )
 
     def get_config_dict(self) -> dict[str, Any]:
         return {
             "base_loss": type(self.base_loss).__name__,
             "base_loss_config": self.base_loss.get_config_dict() if hasattr(self.base_loss, "get_config_dict") else {},
-            "regularizers": [{"name": type(r).__name__, **r.get_config_dict()} for r in self.regularizers],
+            "regularizers": [
+                {"name": type(fn).__name__, **fn.get_config_dict()}
+                for fn in self.terms.values()
+                if isinstance(fn, TokenRegularizer)
+            ],
+            "terms": sorted(self.terms),
         }
 
     @property

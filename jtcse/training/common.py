@@ -1,8 +1,7 @@
-"""Pieces the trainers here share: output-directory / resume rules, training arguments, the STS dev
-evaluator wiring, training under the non-finite-loss guard (:func:`nan_guard`, :func:`train_guarded`) and
-the ``run_summary.json`` writer.
+"""The building blocks of the stage runner (:mod:`jtcse.training.stage`): output-directory / resume rules,
+training arguments, reading the training sentences, the STS dev evaluator wiring, training under the
+non-finite-loss guard (:func:`nan_guard`, :func:`train_guarded`) and the ``run_summary.json`` writer.
 
-Used by :mod:`jtcse.training.simcse`, :mod:`jtcse.training.distill` and :mod:`jtcse.training.twin`.
 Trainer checkpoints live in ``<output_dir>/checkpoints`` so that the output directory itself holds only
 the final model and its summary (rules in ``docs/runs.md``).
 """
@@ -125,11 +124,12 @@ def build_training_args(
     gradient_checkpointing: bool = False,
     **overrides: Any,
 ):
-    """``SentenceTransformerTrainingArguments`` for a jtcse stage.
+    """``SentenceTransformerTrainingArguments`` for a jtcse stage (values checked by
+    :class:`~jtcse.training.stage.TrainingSettings`).
 
     With a dev file: evaluate and save every ``eval_steps`` and keep the best checkpoint by dev
-    Spearman (``load_best_model_at_end``). Without: save every ``save_steps`` (default ``eval_steps``)
-    so an interrupted run can resume. The trainer's NaN/inf log filter is off (it syncs with the host
+    Spearman (``load_best_model_at_end``; the trainer keeps that checkpoint and the last). Without: save
+    every ``save_steps`` (default ``eval_steps``) so an interrupted run can resume, keeping the last. The trainer's NaN/inf log filter is off (it syncs with the host
     every step); :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
     ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
     encoder layer's activations in the backward pass: less memory, ~30% more compute) are for GPUs.
@@ -139,12 +139,6 @@ def build_training_args(
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
 
-    if batch_size < 2:
-        raise JTCSEError(f"batch size must be at least 2 (got {batch_size}).")
-    if learning_rate <= 0:
-        raise JTCSEError(f"learning rate must be positive (got {learning_rate}).")
-    if eval_steps < 1:
-        raise JTCSEError(f"eval steps must be at least 1 (got {eval_steps}).")
     save_every = eval_steps if has_dev or save_steps is None else save_steps
     kwargs: dict[str, Any] = dict(
         output_dir=str(checkpoints_dir(output_dir)),
@@ -205,21 +199,38 @@ def nan_guard(loss, learning_rate: float, output_dir: str | Path):
     )
 
 
-def read_sentences(source: str | Path | Sequence[str], what: str = "corpus") -> tuple[list[str], str, int]:
-    """``(sentences, label, skipped_blank_lines)`` from a one-sentence-a-line file or a list of sentences.
+EMBEDDED_CORPUS = "<embedded stdlib prose>"
 
-    Files go through :func:`jtcse.corpus.read_corpus` (missing / empty / non-UTF-8 errors); in-memory
-    lists are stripped of blank entries. ``label`` names the source in run summaries.
+
+def read_training_sentences(source: str | Path | Sequence[str] | None, what: str = "corpus") -> tuple[list[str], dict[str, Any]]:
+    """Distinct sentences to train on, and their counts for the run summary's ``data``.
+
+    ``source``: a one-sentence-a-line file (missing / empty / non-UTF-8 errors from
+    :func:`jtcse.corpus.read_corpus`), a list of sentences (blank entries dropped), or ``None`` (the
+    standard library's prose, :func:`jtcse.defaults.default_corpus_sentences`). Repeats are kept once.
     """
     from jtcse.corpus import read_corpus
+    from jtcse.defaults import default_corpus_sentences
 
-    if isinstance(source, (str, Path)):
+    if source is None:
+        raw, label, skipped = default_corpus_sentences(), EMBEDDED_CORPUS, 0
+    elif isinstance(source, (str, Path)):
         read = read_corpus(source)
-        return read.sentences, read.path, read.skipped_empty
-    sentences = [s.strip() for s in source if s and s.strip()]
-    if not sentences:
+        raw, label, skipped = read.sentences, str(Path(read.path).resolve()), read.skipped_empty
+    else:
+        raw = [s.strip() for s in source if s and s.strip()]
+        label, skipped = f"<{len(raw)} sentences given in memory>", 0
+    if not raw:
         raise JTCSEError(f"the {what} has no sentences.")
-    return sentences, f"<{len(sentences)} sentences given in memory>", 0
+    sentences = list(dict.fromkeys(raw))
+    counts = {
+        "source": label,
+        "lines": len(raw),
+        "skipped_blank_lines": skipped,
+        "duplicates_dropped": len(raw) - len(sentences),
+        "sentences": len(sentences),
+    }
+    return sentences, counts
 
 
 def train_guarded(
@@ -266,31 +277,16 @@ def save_final_model(model, output_dir: str | Path, evaluator, *, max_seq_length
 
 
 def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
-    """First/last logged training loss and the dev metrics, from ``trainer.state.log_history``."""
+    """First/last logged training loss and the dev scores by step, from ``trainer.state.log_history``."""
     losses = [entry["loss"] for entry in log_history if "loss" in entry]
-    devs = [(entry["step"], entry[DEV_METRIC]) for entry in log_history if DEV_METRIC in entry]
-    out: dict[str, Any] = {
+    devs = dict((entry["step"], entry[DEV_METRIC]) for entry in log_history if DEV_METRIC in entry)
+    best_step = max(devs, key=devs.__getitem__) if devs else None
+    return {
         "first_logged_loss": losses[0] if losses else None,
         "last_logged_loss": losses[-1] if losses else None,
-    }
-    if devs:
-        best_step, best = max(devs, key=lambda item: item[1])
-        out.update(dev_spearman_by_step=dict(devs), best_dev_spearman=best, best_step=best_step)
-    return out
-
-
-def run_outcome(trainer, *, resume_from: str | None, final_dev: float | None, started: float, config: dict) -> dict[str, Any]:
-    """The summary entries every single-encoder stage ends with: steps, resume point, loss/dev history
-    (:func:`loss_history`), final dev score, wall time since ``started`` (``time.perf_counter()``), config."""
-    import time
-
-    return {
-        "steps": trainer.state.global_step,
-        "resumed_from": resume_from,
-        **loss_history(trainer.state.log_history),
-        "final_dev_spearman": final_dev,
-        "seconds": round(time.perf_counter() - started, 2),
-        "config": config,
+        "dev_spearman_by_step": devs,
+        "best_dev_spearman": devs[best_step] if devs else None,
+        "best_step": best_step,
     }
 
 

@@ -2,7 +2,7 @@
 
     L = mean_i ‖f_student(x_i) − f_teacher(x_i)‖² / d        (sentence-transformers ``MSELoss``)
 
-on unlabeled sentences (DESIGN §5; EDFSE / JTCSE "-D" models, after Reimers & Gurevych, 2020). Teacher
+on unlabeled sentences (EDFSE / JTCSE "-D" models, after Reimers & Gurevych, 2020). Teacher
 embeddings are computed once and cached (:mod:`jtcse.training.teacher_cache`); the student tokenizes the
 text itself, so teacher and student may use different tokenizers. The saved student is a plain
 ``Transformer`` + CLS ``Pooling`` checkpoint (plus a ``Dense`` projection only when asked for with
@@ -11,7 +11,6 @@ text itself, so teacher and student may use different tokenizers. The saved stud
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,16 +18,8 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
-from jtcse.training.common import (
-    build_training_args,
-    dev_evaluator,
-    prepare_output_dir,
-    read_sentences,
-    run_outcome,
-    save_final_model,
-    train_guarded,
-    write_run_summary,
-)
+from jtcse.training.common import dev_evaluator, read_training_sentences
+from jtcse.training.stage import Stage, TrainingSettings, run_stage, start_stage
 
 TEACHER_CACHE_SUBDIR = "teacher_cache"
 
@@ -96,43 +87,28 @@ def distill(
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
-    from sentence_transformers.sentence_transformer.losses import MSELoss
-
-    from jtcse.defaults import default_corpus_sentences
     from jtcse.training.cls_tower import describe_source, load_cls_tower
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
-    start = time.perf_counter()
-    if max_seq_length < 4:
-        raise JTCSEError(f"max sequence length must be at least 4 tokens (got {max_seq_length}).")
-    if train_file is not None:
-        sentences, label, skipped = read_sentences(train_file, "training corpus")
-        sentences = list(dict.fromkeys(sentences))
-        corpus_note: dict[str, Any] = {"train_file": label}
-        if isinstance(train_file, (str, Path)):
-            corpus_note["skipped_blank_lines"] = skipped
-    else:
-        sentences = default_corpus_sentences()
-        corpus_note = {"train_file": "<embedded stdlib prose>"}
+    settings = TrainingSettings.from_arguments(locals())
+    sentences, data = read_training_sentences(train_file, "training corpus")
     evaluator = dev_evaluator(dev_file, batch_size=batch_size)
 
     student_source = describe_source(student)
-    config = {
-        "stage": "distill",
-        "teacher": teacher_fingerprint(teacher),
-        "student": student_source,
-        "data": sentences_digest(sentences)[:16],
-        "batch_size": batch_size,
-        "max_seq_length": max_seq_length,
-        "learning_rate": learning_rate,
-        "epochs": epochs,
-        "max_steps": max_steps,
-        "seed": seed,
-        "project": project,
-        "dev_file": str(dev_file) if dev_file else None,
-        "eval_steps": eval_steps,
-    }
-    resume_from = prepare_output_dir(output_dir, config, resume=resume, overwrite=overwrite)
+    config, resume_from = start_stage(
+        "distill",
+        output_dir,
+        settings,
+        {
+            "teacher": teacher_fingerprint(teacher),
+            "student": student_source,
+            "data": sentences_digest(sentences)[:16],
+            "project": project,
+            "dev_file": str(dev_file) if dev_file else None,
+        },
+        resume=resume,
+        overwrite=overwrite,
+    )
 
     targets = teacher_targets(
         teacher,
@@ -143,7 +119,7 @@ def distill(
     )
     teacher_dim = int(targets.embeddings.shape[1])
 
-    model, pooling_changes = load_cls_tower(student, role="student")
+    model, changes = load_cls_tower(student, role="student")
     student_dim = model.get_embedding_dimension()
     if student_dim != teacher_dim:
         if not project:
@@ -153,52 +129,31 @@ def distill(
                 "(a Dense layer saved with the student)."
             )
         model = _add_projection(model, teacher_dim)
-        pooling_changes.append(f"added a linear Dense projection {student_dim}->{teacher_dim}")
-    saved_max_seq_length = model.max_seq_length
-    model.max_seq_length = max_seq_length
+        changes.append(f"added a linear Dense projection {student_dim}->{teacher_dim}")
+    data.update(teacher_cache=str(targets.cache_path), teacher_cache_hit=targets.cache_hit)
 
-    args = build_training_args(
-        output_dir,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
-        has_dev=evaluator is not None,
-        eval_steps=eval_steps,
-        save_steps=save_steps,
-        logging_steps=logging_steps,
-        precision=precision,
-        gradient_checkpointing=gradient_checkpointing,
-    )
-    trainer, _ = train_guarded(
-        model,
-        args,
-        targets_dataset(sentences, targets.embeddings),
-        MSELoss(model),
-        evaluator,
-        learning_rate=learning_rate,
-        output_dir=output_dir,
-        resume_from=resume_from,
-        callbacks=callbacks,
-    )
-    final_dev = save_final_model(
-        model, output_dir, evaluator, max_seq_length=saved_max_seq_length, keep_checkpoints=keep_checkpoints
-    )
+    from sentence_transformers.sentence_transformer.losses import MSELoss
 
-    summary: dict[str, Any] = {
-        "stage": "distill",
-        "output_dir": str(output_dir),
-        "teacher": describe_source(teacher),
-        "student": student_source,
-        "student_changes": pooling_changes,
-        "teacher_dimension": teacher_dim,
-        "student_dimension": student_dim,
-        **corpus_note,
-        "sentences": len(sentences),
-        "teacher_cache": str(targets.cache_path),
-        "teacher_cache_hit": targets.cache_hit,
-        **run_outcome(trainer, resume_from=resume_from, final_dev=final_dev, started=start, config=config),
-    }
-    write_run_summary(output_dir, summary)
-    return summary
+    return run_stage(
+        Stage(
+            name="distill",
+            output_dir=Path(output_dir),
+            model=model,
+            loss=MSELoss(model),
+            train_dataset=targets_dataset(sentences, targets.embeddings),
+            settings=settings,
+            config=config,
+            evaluator=evaluator,
+            resume_from=resume_from,
+            model_info={
+                "teacher": describe_source(teacher),
+                "student": student_source,
+                "changes": changes,
+                "teacher_dimension": teacher_dim,
+                "student_dimension": student_dim,
+            },
+            data=data,
+            restore_max_seq_length=model.max_seq_length,
+            callbacks=callbacks,
+        )
+    )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,25 @@ def _mark_done(folder: Path, summary: dict[str, Any]) -> None:
     tmp = folder / (STAGE_DONE + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     tmp.replace(folder / STAGE_DONE)
+
+
+def run_once(folder: str | Path, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run one stage into ``folder`` unless it has finished there before; mark it done.
+
+    ``run`` trains (through :func:`jtcse.training.stage.run_stage`, which resumes an interrupted run
+    from its checkpoints) and returns the stage summary. Returns ``{"output", "status", "seconds",
+    "summary"}`` with status ``ran`` or ``skipped (done)``.
+    """
+    folder = Path(folder)
+    done = _stage_done(folder)
+    if done is not None:
+        return {"output": str(folder), "status": "skipped (done)", "seconds": 0.0, "summary": done}
+    start = time.perf_counter()
+    summary = run()
+    seconds = round(time.perf_counter() - start, 2)
+    folder.mkdir(parents=True, exist_ok=True)
+    _mark_done(folder, summary)
+    return {"output": str(folder), "status": "ran", "seconds": seconds, "summary": summary}
 
 
 def run_pipeline(
@@ -138,21 +158,7 @@ def run_pipeline(
         "distill": run_distill,
         "eval": run_eval,
     }
-    rows: list[dict[str, Any]] = []
-    for stage in STAGES[: last + 1]:
-        folder = folders[stage]
-        done = _stage_done(folder)
-        if done is not None:
-            rows.append(
-                {"stage": stage, "output": str(folder), "status": "skipped (done)", "seconds": 0.0, "summary": done}
-            )
-            continue
-        start = time.perf_counter()
-        summary = runners[stage]()
-        seconds = round(time.perf_counter() - start, 2)
-        folder.mkdir(parents=True, exist_ok=True)
-        _mark_done(folder, summary)
-        rows.append({"stage": stage, "output": str(folder), "status": "ran", "seconds": seconds, "summary": summary})
+    rows = [{"stage": stage, **run_once(folders[stage], runners[stage])} for stage in STAGES[: last + 1]]
 
     eval_scores = next((row["summary"]["dev_spearman"] for row in rows if row["stage"] == "eval"), {})
     table = [
