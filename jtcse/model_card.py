@@ -181,6 +181,19 @@ def sts_eval_results(results: dict[str, float]) -> list:
     ]
 
 
+def sts_results_in(eval_results: list) -> dict[str, float]:
+    """``{task: Spearman ×100}`` of the STS entries among ``huggingface_hub.EvalResult``s, in SentEval's task order."""
+    from jtcse.evaluation.senteval_data import SENTEVAL_STS_TASKS
+
+    found = {
+        r.dataset_name: round(float(r.metric_value) * 100, 2)
+        for r in eval_results
+        if r.task_type == STS_TASK_TYPE and r.metric_type == STS_METRIC
+    }
+    order = {task: i for i, task in enumerate(SENTEVAL_STS_TASKS)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+
 @dataclass
 class JTCSEModelCardData(SentenceTransformerModelCardData):
     """``SentenceTransformerModelCardData`` plus :class:`CardFacts`, rendered with jtcse's template."""
@@ -313,8 +326,8 @@ def update_card_sts(output_dir: str | Path, results: dict[str, float]) -> Path:
     """Write the STS ``results`` (``{task: Spearman ×100}``) into ``<output_dir>/README.md`` in place.
 
     The front matter's ``model-index`` gets one entry per task (replacing earlier entries of the same
-    task and metric); the Markdown table goes between the STS markers (replacing an earlier one), else
-    before "## Training Details", else at the end. Read-only checkpoints raise (see :func:`check_writable`).
+    task and metric); the Markdown table shows every STS entry of the model-index and goes between the STS
+    markers (replacing an earlier table), else before "## Training Details", else at the end. Read-only checkpoints raise (see :func:`check_writable`).
     """
     from huggingface_hub import ModelCard
 
@@ -333,7 +346,7 @@ def update_card_sts(output_dir: str | Path, results: dict[str, float]) -> Path:
     card.data.eval_results = kept + new
     if not card.data.model_name:
         card.data.model_name = output_dir.name
-    section = sts_markdown(results)
+    section = sts_markdown(sts_results_in(card.data.eval_results))
     text = card.text
     pattern = re.compile(re.escape(STS_BEGIN) + r".*?" + re.escape(STS_END), re.S)
     if pattern.search(text):
