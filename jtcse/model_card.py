@@ -39,6 +39,18 @@ KINDS = {
     "ensemble": "ensemble: several encoders whose embeddings are combined into one vector",
 }
 
+RECIPES = {
+    "twin": "JTCSE: both towers are trained together on unlabeled sentences with an InfoNCE loss per tower "
+    "(dropout noise makes the positive), an inter-tower InfoNCE (ICNCE) and the tensor-modulus constraint (ICTM); "
+    "cross-attention layers (CAEL) couple the towers while training.",
+    "warmup": "Unsupervised SimCSE: each sentence is its own positive through dropout noise (or its paraphrase, "
+    "when pairs are given), the rest of the batch are negatives; InfoNCE with temperature τ "
+    "(sentence-transformers MultipleNegativesRankingLoss with scale 1/τ).",
+    "distilled": "Embedding distillation: the student's embedding of each sentence regresses the teacher's "
+    "(sentence-transformers MSELoss); the teacher's embeddings are computed once and cached.",
+    "ensemble": "The member encoders' embeddings are combined into one vector; no further training.",
+}
+
 SIMCSE_CITATION = """
 @inproceedings{gao2021simcse,
     title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},
@@ -53,7 +65,7 @@ SIMCSE_CITATION = """
 class CardFacts:
     """What a card states about a checkpoint beyond its architecture.
 
-    ``kind``: one of :data:`KINDS`. ``towers``: the twin's towers or the starting model(s);
+    ``kind``: one of :data:`KINDS`; ``recipe``: how it was trained (default: the kind's, :data:`RECIPES`). ``towers``: the twin's towers or the starting model(s);
     ``teacher``: a distilled student's teacher. ``pooling``: ``None`` reads it from the model.
     ``settings``: recipe hyperparameters; ``data``: data counts (lines read, skipped, duplicates,
     truncated …); ``dev_history``: ``(step, spearman)`` pairs (Spearman as a fraction);
@@ -63,6 +75,7 @@ class CardFacts:
     """
 
     kind: str
+    recipe: str | None = None
     towers: list[str] = field(default_factory=list)
     teacher: str | None = None
     pooling: str | None = None
@@ -256,6 +269,7 @@ class JTCSEModelCardData(SentenceTransformerModelCardData):
         metadata.update(
             kind=facts.kind,
             kind_description=KINDS[facts.kind],
+            recipe=facts.recipe or RECIPES[facts.kind],
             towers=list(facts.towers),
             teacher=facts.teacher,
             pooling=facts.pooling or describe_pooling(self.model),
@@ -307,11 +321,13 @@ def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
 
     output_dir = check_writable(output_dir)
     old = model.model_card_data
+    # sentence-transformers names a model after its class when it saves it; that default gives way to ours
+    named = old.model_name and not old.model_name.startswith(type(model).__name__)
     data = JTCSEModelCardData(
         facts=facts,
         language=old.language or ["en"],
         license=old.license,
-        model_name=old.model_name,
+        model_name=old.model_name if named else None,
         model_id=old.model_id,
         train_datasets=old.train_datasets,
         eval_datasets=old.eval_datasets,

@@ -108,15 +108,18 @@ def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy):
         final_dev_spearman=0.5,
         sts_results={"STS12": 61.234, "STSB": 70.5},
     )
-    path = write_model_card(SentenceTransformer(str(tower_copy)), tower_copy, facts)
+    model = SentenceTransformer(str(tower_copy))
+    model.save(str(tower_copy))  # as a trainer leaves it: sentence-transformers' own card, its default name set
+    path = write_model_card(model, tower_copy, facts)
     meta, body = split_card(path.read_text(encoding="utf-8"))
+    assert body.startswith("\n# SimCSE warm-up tower\n")
 
     assert meta["library_name"] == "sentence-transformers" and "sentence-transformers" in meta["tags"]
     results = meta["model-index"][0]["results"]
     assert {r["dataset"]["name"]: r["metrics"][0]["value"] for r in results} == {"STS12": 0.6123, "STSB": 0.705}
     for heading in SECTIONS:
         assert f"\n{heading}\n" in body, heading
-    assert "SimCSE warm-up tower" in body and "**Pooling:** cls pooling" in body and "`bert-tiny`" in body
+    assert "Unsupervised SimCSE: each sentence" in body and "**Pooling:** cls pooling" in body and "`bert-tiny`" in body
     assert table_value(body, "batch_size") == "8" and table_value(body, "learning_rate") == "3e-05"
     assert table_value(body, "lines read") == "40" and table_value(body, "duplicates dropped") == "1"
     assert "| 2 | 0.5000 |" in body and "| 4 | 0.4375 |" in body
