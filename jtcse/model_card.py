@@ -313,7 +313,7 @@ def check_writable(folder: str | Path) -> Path:
 def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
     """Render the card of ``model`` (a ``SentenceTransformer``) with ``facts`` and write ``<output_dir>/README.md``.
 
-    The model keeps the :class:`JTCSEModelCardData`, so a later ``model.save`` writes the same card.
+    The model keeps the :class:`JTCSEModelCardData`, so a card sentence-transformers regenerates is this one.
     """
     from sentence_transformers.base.model_card import generate_model_card
 
@@ -464,3 +464,18 @@ def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> 
         citations=citations,
         base_model=EMBEDDED_MINILM_HUB_ID if towers and all("all-MiniLM-L6-v2" in t for t in towers) else None,
     )
+
+
+def write_run_card(output_dir: str | Path, model=None, kind: str | None = None) -> Path:
+    """The card of a finished training run: facts from ``<output_dir>/run_summary.json``
+    (:func:`facts_from_run_summary`), the model given or the one saved in ``output_dir``."""
+    import json
+
+    from jtcse.modeling.loading import load_model
+    from jtcse.training.common import RUN_SUMMARY_NAME
+
+    summary_path = Path(output_dir) / RUN_SUMMARY_NAME
+    if not summary_path.is_file():
+        raise JTCSEError(f"{output_dir} holds no finished run ({RUN_SUMMARY_NAME} is missing).")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    return write_model_card(model if model is not None else load_model(output_dir), output_dir, facts_from_run_summary(summary, kind))

@@ -21,6 +21,7 @@ from jtcse.model_card import (
     infer_kind,
     update_card_sts,
     write_model_card,
+    write_run_card,
 )
 from tests.helpers.cli import one_error_line, run_cli, run_python
 
@@ -212,9 +213,8 @@ def test_cards_of_real_simcse_and_twin_runs_state_their_summaries(tiny_bert, tin
         run = run_cli(*args)
         assert run.returncode == 0, run.stderr[-3000:]
         summary = json.loads((out / "run_summary.json").read_text(encoding="utf-8"))
-        facts = facts_from_run_summary(summary)
-        assert facts.kind == kind
-        write_model_card(load_model(out), out, facts)
+        assert facts_from_run_summary(summary).kind == kind
+        write_run_card(out, load_model(out) if kind == "twin" else None)
         _, body = split_card((out / "README.md").read_text(encoding="utf-8"))
         for heading in SECTIONS:
             assert f"\n{heading}\n" in body, (kind, heading)
@@ -285,6 +285,8 @@ def test_update_card_on_a_read_only_checkpoint_is_refused_and_changes_nothing(to
 
 
 def test_update_card_needs_a_card_folder(tmp_path):
+    with pytest.raises(JTCSEError, match="no finished run"):
+        write_run_card(tmp_path)
     with pytest.raises(JTCSEError, match="not a local checkpoint folder"):
         update_card_sts(tmp_path / "missing", {"STSB": 50.0})
     with pytest.raises(JTCSEError, match="has no README.md"):

@@ -60,6 +60,7 @@ def sts(
     Scores are percent with two decimals; the JSON also reports encoding throughput (sentences/s).
 
     Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream --output-json sts.json
+    With --update-card the table also goes into runs/jtcse/README.md (see docs/model_cards.md).
     """
     from jtcse.evaluation.encoder import load_sentence_encoder
     from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts
