@@ -108,14 +108,25 @@ def default_citations(kind: str) -> dict[str, str]:
     return {"JTCSELoss": jtcse}
 
 
+_SPEC_CLASSES = {"simreg": "SimRegLoss", "dispersion": "DispersionLoss", "nitp": "NITPLoss"}
+
+
+def _regularizer_name(entry: Any) -> str:
+    """The loss class name of a summary's regulariser entry: a config dict or a spec such as ``simreg:weight=2``."""
+    if isinstance(entry, dict):
+        return str(entry.get("name", entry))
+    name = str(entry).split(":")[0]
+    return _SPEC_CLASSES.get(name, name)
+
+
 def _regularizer_citations(regularizers: list[Any]) -> dict[str, str]:
-    """``{class name: bibtex}`` for the regulariser entries of a run summary (class names or dicts)."""
+    """``{class name: bibtex}`` for the regulariser entries of a run summary."""
     import jtcse.losses
 
     out: dict[str, str] = {}
     for entry in regularizers:
-        name = entry.get("name") if isinstance(entry, dict) else str(entry).split(":")[0]
-        cls = getattr(jtcse.losses, str(name), None)
+        name = _regularizer_name(entry)
+        cls = getattr(jtcse.losses, name, None)
         try:
             out[str(name)] = cls.citation.fget(None)
         except Exception:  # not a jtcse loss class, or its citation needs an instance
@@ -147,13 +158,16 @@ def _markdown_table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def _value(value: Any) -> str:
+    """A table cell: floats to 6 significant digits, strings as code, lists and dicts inline, ``–`` for nothing."""
+    if value is None or value == "" or value == [] or value == {}:
+        return "–"
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, (list, tuple)):
-        return ", ".join(_value(v) for v in value) if value else "–"
+        return ", ".join(_value(v) for v in value)
     if isinstance(value, dict):
-        return ", ".join(f"{k}={_value(v)}" for k, v in value.items()) if value else "–"
-    return "–" if value is None else f"`{value}`" if isinstance(value, str) and value else str(value)
+        return ", ".join(f"{k}={_value(v)}" for k, v in value.items())
+    return f"`{value}`" if isinstance(value, str) else str(value)
 
 
 def sts_average(results: dict[str, float]) -> float | None:
@@ -430,11 +444,16 @@ def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> 
     if steps is not None:
         settings["steps trained"] = steps
     regularizers = summary.get("regularizers") or config.get("regularizers") or []
-    if isinstance(summary.get("loss"), dict):
-        settings["loss"] = {k: v for k, v in summary["loss"].items() if not isinstance(v, (dict, list))}
-        regularizers = regularizers or summary["loss"].get("regularizers") or []
+    loss = summary.get("loss")
+    if isinstance(loss, dict):  # a loss's get_config_dict(); a wrapped loss nests its base loss's
+        flat = {**loss, **(loss.get("base_loss_config") or {})}
+        settings["loss"] = {k: v for k, v in flat.items() if not isinstance(v, (dict, list))}
+        regularizers = regularizers or loss.get("regularizers") or []
     if regularizers:
-        settings["regularizers"] = [r.get("name", str(r)) if isinstance(r, dict) else str(r) for r in regularizers]
+        settings["regularizers"] = [
+            f"{_regularizer_name(r)}({_value({k: v for k, v in r.items() if k != 'name'})})" if isinstance(r, dict) else str(r)
+            for r in regularizers
+        ]
     data: dict[str, Any] = {}
     for key, label in _DATA_KEYS.items():
         if summary.get(key) is not None and label not in data:

@@ -187,9 +187,18 @@ def test_facts_from_summaries_are_tolerant_and_know_each_kind():
     assert distilled.dev_history == [(5, 0.25), (7, 0.3)]
     assert "MSELoss (distillation)" in distilled.citations and "JTCSE (teacher)" in distilled.citations
 
-    twin = facts_from_run_summary({"towers": ["embedded MiniLM", "embedded MiniLM"], "loss": {"temperature": 0.05, "regularizers": [{"name": "SimRegLoss"}]}})
+    loss = {
+        "base_loss": "JTCSELoss",
+        "base_loss_config": {"temperature": 0.05, "ictm_weight": 0.5},
+        "regularizers": [{"name": "SimRegLoss", "weight": 2.0}],
+    }
+    twin = facts_from_run_summary({"towers": ["embedded MiniLM", "embedded MiniLM"], "loss": loss})
     assert twin.base_model == "sentence-transformers/all-MiniLM-L6-v2"
-    assert twin.settings["regularizers"] == ["SimRegLoss"] and "SimRegLoss" in twin.citations
+    assert twin.settings["loss"] == {"base_loss": "JTCSELoss", "temperature": 0.05, "ictm_weight": 0.5}
+    assert twin.settings["regularizers"] == ["SimRegLoss(weight=2)"]
+    assert set(twin.citations) == {"JTCSELoss", "SimRegLoss"} and "@inproceedings{simreg" in twin.citations["SimRegLoss"]
+    spec = facts_from_run_summary({"stage": "simcse", "config": {"regularizers": ["dispersion:weight=0.1"]}})
+    assert spec.settings["regularizers"] == ["dispersion:weight=0.1"] and "DispersionLoss" in spec.citations
     with pytest.raises(JTCSEError, match="kind must be one of"):
         CardFacts(kind="tower")
 
