@@ -105,7 +105,7 @@ def default_citations(kind: str) -> dict[str, str]:
         return {"SimCSE": SIMCSE_CITATION}
     if kind == "distilled":
         return {"MSELoss (distillation)": MSELoss.citation.fget(None), "JTCSE (teacher)": jtcse}
-    return {"JTCSELoss": jtcse}
+    return {"JTCSELoss": jtcse} if kind == "twin" else {}
 
 
 _SPEC_CLASSES = {"simreg": "SimRegLoss", "dispersion": "DispersionLoss", "nitp": "NITPLoss"}
@@ -306,15 +306,17 @@ class JTCSEModelCardData(SentenceTransformerModelCardData):
         return metadata
 
 
-def check_writable(folder: str | Path) -> Path:
+def check_writable(folder: str | Path, *, card: bool = False) -> Path:
     """``folder`` as a Path, or a :class:`JTCSEError` when its card cannot be (or must not be) rewritten.
 
     A folder or README.md without write permission counts as read-only even for root: its owner
-    marked it so, and the checkpoint is left untouched.
+    marked it so, and the checkpoint is left untouched. ``card``: the README.md must already exist.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise JTCSEError(f"{folder} is not a local checkpoint folder; a model card can only be written into one.")
+    if card and not (folder / CARD_NAME).is_file():
+        raise JTCSEError(f"{folder} has no {CARD_NAME} model card to update.")
     for path in (folder, folder / CARD_NAME):
         if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)):
             raise JTCSEError(
@@ -363,10 +365,8 @@ def update_card_sts(output_dir: str | Path, results: dict[str, float]) -> Path:
 
     from jtcse.locking import atomic_write_text
 
-    output_dir = check_writable(output_dir)
+    output_dir = check_writable(output_dir, card=True)
     path = output_dir / CARD_NAME
-    if not path.is_file():
-        raise JTCSEError(f"{output_dir} has no {CARD_NAME} model card to update.")
     if not results:
         raise JTCSEError("no STS scores to write into the model card.")
     card = ModelCard.load(path)

@@ -74,7 +74,7 @@ def sts(
     if update_card:
         from jtcse.model_card import check_writable
 
-        check_writable(model)  # refuse before the evaluation, so a read-only checkpoint costs nothing
+        check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
     encoder = load_sentence_encoder(model, pooling=pooling, max_seq_length=max_seq_length, device=device)
     if backend == "senteval":
         report = run_senteval_package(encoder, data_dir, task_list, batch_size=batch_size)
