@@ -175,8 +175,8 @@ def sts_average(results: dict[str, float]) -> float | None:
     return round(sum(scores) / len(scores), 2) if scores else None
 
 
-def sts_markdown(results: dict[str, float]) -> str:
-    """The STS section body: one row of Spearman ×100 per task plus their average, between markers."""
+def sts_markdown(results: dict[str, float], note: str = "") -> str:
+    """The STS section body: one row of Spearman ×100 per task plus their average (and ``note``), between markers."""
     tasks = [k for k in results if k.lower() not in ("avg", "average")]
     table = _markdown_table(
         ["Model", *tasks, "Avg."],
@@ -184,8 +184,8 @@ def sts_markdown(results: dict[str, float]) -> str:
     )
     return (
         f"{STS_BEGIN}\n### Semantic Textual Similarity (SentEval protocol)\n\n"
-        "Spearman correlation ×100 between cosine similarity and gold scores (`jtcse eval sts`).\n\n"
-        f"{table}\n{STS_END}"
+        "Spearman correlation ×100 between cosine similarity and gold scores (`jtcse eval sts`)"
+        f"{'; ' + note if note else ''}.\n\n{table}\n{STS_END}"
     )
 
 
@@ -354,12 +354,13 @@ def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
     return atomic_write_text(output_dir / CARD_NAME, generate_model_card(model))
 
 
-def update_card_sts(output_dir: str | Path, results: dict[str, float]) -> Path:
+def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str = "") -> Path:
     """Write the STS ``results`` (``{task: Spearman ×100}``) into ``<output_dir>/README.md`` in place.
 
     The front matter's ``model-index`` gets one entry per task (replacing earlier entries of the same
     task and metric); the Markdown table shows every STS entry of the model-index and goes between the STS
-    markers (replacing an earlier table), else before "## Training Details", else at the end. Read-only checkpoints raise (see :func:`check_writable`).
+    markers (replacing an earlier table), else before "## Training Details", else at the end. ``note``
+    (e.g. how inputs were truncated) follows the table's caption. Read-only checkpoints raise (see :func:`check_writable`).
     """
     from huggingface_hub import ModelCard
 
@@ -376,7 +377,7 @@ def update_card_sts(output_dir: str | Path, results: dict[str, float]) -> Path:
     card.data.eval_results = kept + new
     if not card.data.model_name:
         card.data.model_name = output_dir.name
-    section = sts_markdown(sts_results_in(card.data.eval_results))
+    section = sts_markdown(sts_results_in(card.data.eval_results), note)
     text = card.text
     pattern = re.compile(re.escape(STS_BEGIN) + r".*?" + re.escape(STS_END), re.S)
     if pattern.search(text):

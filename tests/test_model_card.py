@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from huggingface_hub import ModelCard
 
 from jtcse.errors import JTCSEError
 from jtcse.model_card import (
@@ -119,6 +120,7 @@ def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy):
     assert body.startswith("\n# SimCSE warm-up tower\n")
 
     assert meta["library_name"] == "sentence-transformers" and "sentence-transformers" in meta["tags"]
+    assert ModelCard.load(path).data.eval_results[0].metric_value == 0.6123  # the Hub's parser reads it
     results = meta["model-index"][0]["results"]
     assert {r["dataset"]["name"]: r["metrics"][0]["value"] for r in results} == {"STS12": 0.6123, "STSB": 0.705}
     for heading in SECTIONS:
@@ -275,7 +277,8 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     update_card_sts(tower_copy, {"STSB": 12.5, "STS12": 40.0})  # an earlier table, replaced below for STSB
     run = run_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]
-    score = json.loads((tmp_path / "r.json").read_text())["STSB"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    score = report["STSB"]
     meta, body = split_card((tower_copy / "README.md").read_text(encoding="utf-8"))
     (entry,) = meta["model-index"]
     sts12, result = entry["results"]  # STS12 kept from the earlier update, STSB replaced
@@ -284,7 +287,7 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     assert result["metrics"][0] == {"type": "spearman_cosine", "value": round(score / 100, 4), "name": "Spearman Cosine"}
     assert body.count(STS_BEGIN) == 1
     assert f"| this model | 40.00 | {score:.2f} | {(40.0 + round(score / 100, 4) * 100) / 2:.2f} |" in body
-    assert body.index(STS_BEGIN) < body.index("## Training Details")
+    assert body.index(STS_BEGIN) < body.index("## Training Details") and f"; inputs up to {report['meta']['max_seq_length']} tokens." in body
     assert "**Teacher:** `runs/twin`" in body  # the rest of the card is kept
 
 
@@ -302,12 +305,15 @@ def test_update_card_on_a_read_only_checkpoint_is_refused_and_changes_nothing(to
         run = run_cli("eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "--update-card")
         line = one_error_line(run)
         assert "read-only" in line and "nothing was changed" in line
-        with pytest.raises(ValueError, match="read-only"):
+        tower_copy.chmod(0o755)  # a writable folder still keeps a read-only card as it is
+        with pytest.raises(ValueError, match="README.md is read-only"):
             update_card_sts(tower_copy, {"STSB": 50.0})
     finally:
         tower_copy.chmod(0o755)
         (tower_copy / "README.md").chmod(stat.S_IRUSR | stat.S_IWUSR)
     assert tree_digest(tower_copy) == before
+    line = one_error_line(run_cli("eval", "sts", tower_copy, "--data-dir", data_dir, "--update-card", "--pooling", "mean"))
+    assert "drop --pooling" in line
 
 
 def test_update_card_needs_a_card_folder(tmp_path):

@@ -74,6 +74,8 @@ def sts(
     if update_card:
         from jtcse.model_card import check_writable
 
+        if pooling is not None:
+            raise JTCSEError("--update-card records the checkpoint as saved; drop --pooling (it evaluates another model).")
         check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
     encoder = load_sentence_encoder(model, pooling=pooling, max_seq_length=max_seq_length, device=device)
     if backend == "senteval":
@@ -93,7 +95,8 @@ def sts(
         from jtcse.model_card import update_card_sts
 
         scores = {task: report.score(task) for task in report.tasks if task in report.results}
-        typer.echo(f"updated {update_card_sts(model, scores)}")
+        note = f"inputs up to {encoder.max_seq_length} tokens"
+        typer.echo(f"updated {update_card_sts(model, scores, note)}")
 
 
 @eval_app.command("mteb")
