@@ -65,10 +65,12 @@ SIMCSE_CITATION = """
 class CardFacts:
     """What a card states about a checkpoint beyond its architecture.
 
-    ``kind``: one of :data:`KINDS`; ``recipe``: how it was trained (default: the kind's, :data:`RECIPES`). ``towers``: the twin's towers or the starting model(s);
-    ``teacher``: a distilled student's teacher. ``pooling``: ``None`` reads it from the model.
+    ``kind``: one of :data:`KINDS`; ``recipe``: how it was trained (default: the kind's, :data:`RECIPES`).
+    ``towers``: the twin's towers or the starting model(s); ``teacher``: a distilled student's teacher.
+    ``pooling``: ``None`` reads it from the model.
     ``settings``: recipe hyperparameters; ``data``: data counts (lines read, skipped, duplicates,
-    truncated …); ``dev_history``: ``(step, spearman)`` pairs (Spearman as a fraction);
+    truncated …); ``dev_history``: ``(step, spearman)`` pairs (Spearman as a fraction), with
+    ``best_dev_spearman`` and ``final_dev_spearman`` (the saved model's);
     ``citations``: ``{name: bibtex}`` (empty: the kind's papers); ``sts_results``: ``{task: percent}``
     from ``jtcse eval sts``. ``model_path``: how the usage snippet names the model (default: the
     checkpoint folder). ``base_model``: a Hugging Face Hub id for the front matter, when known.
@@ -119,6 +121,13 @@ def _regularizer_name(entry: Any) -> str:
     return _SPEC_CLASSES.get(name, name)
 
 
+def _regularizer_label(entry: Any) -> str:
+    """``SimRegLoss(weight=2)`` for a config dict; a spec string as it is."""
+    if not isinstance(entry, dict):
+        return str(entry)
+    return f"{_regularizer_name(entry)}({_value({k: v for k, v in entry.items() if k != 'name'})})"
+
+
 def _regularizer_citations(regularizers: list[Any]) -> dict[str, str]:
     """``{class name: bibtex}`` for the regulariser entries of a run summary."""
     import jtcse.losses
@@ -152,7 +161,8 @@ def describe_pooling(model) -> str:
 
 
 def _markdown_table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(":--" if i == 0 else "--:" for i in range(len(header))) + "|"]
+    align = "|" + "|".join(":--" if i == 0 else "--:" for i in range(len(header))) + "|"
+    lines = ["| " + " | ".join(header) + " |", align]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -268,7 +278,8 @@ class JTCSEModelCardData(SentenceTransformerModelCardData):
             local = self._snippet_lines(
                 ["from jtcse.modeling.loading import load_model", "", f"model = load_model({str(path)!r})"]
             )
-            return f"{remote}\n\nWith jtcse installed, `jtcse.modeling.loading.load_model` opens it without that flag:\n\n{local}"
+            note = "With jtcse installed, `jtcse.modeling.loading.load_model` opens it without that flag:"
+            return f"{remote}\n\n{note}\n\n{local}"
         return self._snippet_lines(
             ["from sentence_transformers import SentenceTransformer", "", f"model = SentenceTransformer({str(path)!r})"]
         )
@@ -317,8 +328,9 @@ def check_writable(folder: str | Path, *, card: bool = False) -> Path:
         raise JTCSEError(f"{folder} is not a local checkpoint folder; a model card can only be written into one.")
     if card and not (folder / CARD_NAME).is_file():
         raise JTCSEError(f"{folder} has no {CARD_NAME} model card to update.")
+    any_write = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
     for path in (folder, folder / CARD_NAME):
-        if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)):
+        if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & any_write):
             raise JTCSEError(
                 f"{path} is read-only, so its model card cannot be updated; nothing was changed. "
                 "Make it writable (chmod u+w) or copy the checkpoint first."
@@ -348,6 +360,7 @@ def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
         train_datasets=old.train_datasets,
         eval_datasets=old.eval_datasets,
     )
+    data.add_tags("jtcse")
     data.register_model(model)
     data.save_dir = str(output_dir)
     model.model_card_data = data
@@ -451,10 +464,7 @@ def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> 
         settings["loss"] = {k: v for k, v in flat.items() if not isinstance(v, (dict, list))}
         regularizers = regularizers or loss.get("regularizers") or []
     if regularizers:
-        settings["regularizers"] = [
-            f"{_regularizer_name(r)}({_value({k: v for k, v in r.items() if k != 'name'})})" if isinstance(r, dict) else str(r)
-            for r in regularizers
-        ]
+        settings["regularizers"] = [_regularizer_label(r) for r in regularizers]
     data: dict[str, Any] = {}
     for key, label in _DATA_KEYS.items():
         if summary.get(key) is not None and label not in data:
@@ -498,4 +508,5 @@ def write_run_card(output_dir: str | Path, model=None, kind: str | None = None) 
     if not summary_path.is_file():
         raise JTCSEError(f"{output_dir} holds no finished run ({RUN_SUMMARY_NAME} is missing).")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    return write_model_card(model if model is not None else load_model(output_dir), output_dir, facts_from_run_summary(summary, kind))
+    facts = facts_from_run_summary(summary, kind)
+    return write_model_card(model if model is not None else load_model(output_dir), output_dir, facts)
