@@ -265,7 +265,9 @@ class JTCSEModelCardData(SentenceTransformerModelCardData):
         return "```python\n" + "\n".join(lines) + "\n```"
 
     def generate_usage_snippet(self) -> str:
-        path = (self.facts.model_path if self.facts else None) or self.model_id or self.save_dir or "path/to/model"
+        # the folder as an absolute path, so the snippet runs from any directory
+        folder = str(Path(self.save_dir).resolve()) if self.save_dir else "path/to/model"
+        path = (self.facts.model_path if self.facts else None) or self.model_id or folder
         if self.facts is not None and self.facts.kind == "twin":
             remote = self._snippet_lines(
                 [

@@ -98,7 +98,7 @@ def check_snippet_output(snippet: str, stdout: str) -> None:
     assert printed[1:] == [line[2:] for line in after if line.startswith("# ")]
 
 
-def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy):
+def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy, monkeypatch):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.model_card import generate_model_card
 
@@ -113,6 +113,8 @@ def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy):
         sts_results={"STS12": 61.234, "STSB": 70.5},
     )
     model = SentenceTransformer(str(tower_copy))
+    monkeypatch.chdir(tower_copy.parent)
+    tower_copy = Path(tower_copy.name)  # a relative folder: the snippet names it by its absolute path
     generate_model_card(model)  # what saving a trained model does: it names the model after its class
     assert model.model_card_data.model_name == "SentenceTransformer"
     path = write_model_card(model, tower_copy, facts)
@@ -133,8 +135,8 @@ def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy):
     assert "@inproceedings{gao2021simcse" in body
 
     (snippet,) = usage_snippets(body)
-    assert f"SentenceTransformer({str(tower_copy)!r})" in snippet
-    run = run_python(snippet)
+    assert f"SentenceTransformer({str(tower_copy.resolve())!r})" in snippet
+    run = run_python(snippet, cwd=tower_copy.resolve().parent.parent)
     assert run.returncode == 0, run.stderr[-2000:]
     check_snippet_output(snippet, run.stdout)
 
