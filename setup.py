@@ -11,6 +11,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["jtcse", "jtcse.*"]),
+    package_data={"jtcse": ["model_card_template.md"]},
     install_requires=[
         "torch>=2.1",
         "transformers>=5.0,<6",

@@ -48,6 +48,9 @@ def sts(
     batch_size: int = typer.Option(64, "--batch-size", help="Sentences per encoding batch."),
     device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
     backend: str = typer.Option("jtcse", "--backend", help="'jtcse' (built in) or 'senteval' (needs the senteval package)."),
+    update_card: bool = typer.Option(
+        False, "--update-card", help="Write the scores into MODEL/README.md (model-index entry and a table); MODEL must be a writable folder."
+    ),
 ) -> None:
     """SentEval-protocol STS: STS12–16 (Spearman over all pairs of each year), STS-B test, SICK-R test.
 
@@ -57,6 +60,7 @@ def sts(
     Scores are percent with two decimals; the JSON also reports encoding throughput (sentences/s).
 
     Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream --output-json sts.json
+    With --update-card the table also goes into runs/jtcse/README.md (see docs/model_cards.md).
     """
     from jtcse.evaluation.encoder import load_sentence_encoder
     from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts
@@ -67,6 +71,12 @@ def sts(
     if batch_size < 1:
         raise JTCSEError("--batch-size must be at least 1")
     task_dirs = _parse_task_dirs(task_dir)
+    if update_card:
+        from jtcse.model_card import check_writable
+
+        if pooling is not None:
+            raise JTCSEError("--update-card records the checkpoint as saved; drop --pooling (it evaluates another model).")
+        check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
     encoder = load_sentence_encoder(model, pooling=pooling, max_seq_length=max_seq_length, device=device)
     if backend == "senteval":
         report = run_senteval_package(encoder, data_dir, task_list, batch_size=batch_size)
@@ -81,6 +91,12 @@ def sts(
     if output_csv is not None:
         report.write_csv(output_csv)
         typer.echo(f"wrote {output_csv}")
+    if update_card:
+        from jtcse.model_card import update_card_sts
+
+        scores = {task: report.score(task) for task in report.tasks if task in report.results}
+        note = f"inputs up to {encoder.max_seq_length} tokens"
+        typer.echo(f"updated {update_card_sts(model, scores, note)}")
 
 
 @eval_app.command("mteb")

@@ -1,0 +1,514 @@
+"""README.md model cards for the checkpoints jtcse writes, built on sentence-transformers' card machinery.
+
+:class:`JTCSEModelCardData` extends ``SentenceTransformerModelCardData`` (front matter, architecture,
+versions, the similarity matrix of the usage snippet) with what a jtcse checkpoint must say: what the
+model is (twin, warm-up tower, distilled student, ensemble), its towers or teacher, the pooling, the
+recipe, the data counts, the dev Spearman history, the citations and, once ``jtcse eval sts
+--update-card`` ran, the SentEval STS table (a ``model-index`` entry and a Markdown table).
+
+* :func:`write_model_card` renders ``<output_dir>/README.md`` for a model and its :class:`CardFacts`.
+* :func:`facts_from_run_summary` turns a trainer's ``run_summary.json`` into :class:`CardFacts`.
+* :func:`update_card_sts` writes an STS table into an existing card, in place.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sentence_transformers.sentence_transformer.model_card import SentenceTransformerModelCardData
+
+from jtcse.errors import JTCSEError
+
+CARD_NAME = "README.md"
+TEMPLATE_PATH = Path(__file__).parent / "model_card_template.md"
+EMBEDDED_MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+STS_TASK_TYPE = "semantic-similarity"
+STS_METRIC = "spearman_cosine"
+STS_BEGIN = "<!-- jtcse:sts-table -->"
+STS_END = "<!-- /jtcse:sts-table -->"
+
+KINDS = {
+    "twin": "JTCSE twin: two encoder towers, coupled by cross-attention while training, whose [CLS] vectors are summed",
+    "warmup": "SimCSE warm-up tower: one encoder trained with the unsupervised SimCSE objective",
+    "distilled": "distilled student: one encoder trained to reproduce a teacher's embeddings (MSE)",
+    "ensemble": "ensemble: several encoders whose embeddings are combined into one vector",
+}
+
+RECIPES = {
+    "twin": "JTCSE: both towers are trained together on unlabeled sentences with an InfoNCE loss per tower "
+    "(dropout noise makes the positive), an inter-tower InfoNCE (ICNCE) and the tensor-modulus constraint (ICTM); "
+    "cross-attention layers (CAEL) couple the towers while training.",
+    "warmup": "Unsupervised SimCSE: each sentence is its own positive through dropout noise (or its paraphrase, "
+    "when pairs are given), the rest of the batch are negatives; InfoNCE with temperature τ "
+    "(sentence-transformers MultipleNegativesRankingLoss with scale 1/τ).",
+    "distilled": "Embedding distillation: the student's embedding of each sentence regresses the teacher's "
+    "(sentence-transformers MSELoss); the teacher's embeddings are computed once and cached.",
+    "ensemble": "The member encoders' embeddings are combined into one vector; no further training.",
+}
+
+SIMCSE_CITATION = """
+@inproceedings{gao2021simcse,
+    title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},
+    author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},
+    booktitle = {Proceedings of the 2021 Conference on Empirical Methods in Natural Language Processing},
+    year = {2021}
+}
+"""
+
+
+@dataclass
+class CardFacts:
+    """What a card states about a checkpoint beyond its architecture.
+
+    ``kind``: one of :data:`KINDS`; ``recipe``: how it was trained (default: the kind's, :data:`RECIPES`).
+    ``towers``: the twin's towers or the starting model(s); ``teacher``: a distilled student's teacher.
+    ``pooling``: ``None`` reads it from the model.
+    ``settings``: recipe hyperparameters; ``data``: data counts (lines read, skipped, duplicates,
+    truncated …); ``dev_history``: ``(step, spearman)`` pairs (Spearman as a fraction), with
+    ``best_dev_spearman`` and ``final_dev_spearman`` (the saved model's);
+    ``citations``: ``{name: bibtex}`` (empty: the kind's papers); ``sts_results``: ``{task: percent}``
+    from ``jtcse eval sts``. ``model_path``: how the usage snippet names the model (default: the
+    checkpoint folder). ``base_model``: a Hugging Face Hub id for the front matter, when known.
+    """
+
+    kind: str
+    recipe: str | None = None
+    towers: list[str] = field(default_factory=list)
+    teacher: str | None = None
+    pooling: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    dev_history: list[tuple[int, float]] = field(default_factory=list)
+    best_dev_spearman: float | None = None
+    final_dev_spearman: float | None = None
+    citations: dict[str, str] = field(default_factory=dict)
+    sts_results: dict[str, float] = field(default_factory=dict)
+    model_path: str | None = None
+    base_model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise JTCSEError(f"model card kind must be one of {', '.join(KINDS)}, not {self.kind!r}.")
+
+
+def default_citations(kind: str) -> dict[str, str]:
+    """The papers behind each kind of checkpoint, as ``{name: bibtex}``."""
+    from sentence_transformers.sentence_transformer.losses import MSELoss
+
+    from jtcse.losses.jtcse_loss import JTCSELoss
+
+    jtcse = JTCSELoss.citation.fget(None)
+    if kind == "warmup":
+        return {"SimCSE": SIMCSE_CITATION}
+    if kind == "distilled":
+        return {"MSELoss (distillation)": MSELoss.citation.fget(None), "JTCSE (teacher)": jtcse}
+    return {"JTCSELoss": jtcse} if kind == "twin" else {}
+
+
+_SPEC_CLASSES = {"simreg": "SimRegLoss", "dispersion": "DispersionLoss", "nitp": "NITPLoss"}
+
+
+def _regularizer_name(entry: Any) -> str:
+    """The loss class name of a summary's regulariser entry: a config dict or a spec such as ``simreg:weight=2``."""
+    if isinstance(entry, dict):
+        return str(entry.get("name", entry))
+    name = str(entry).split(":")[0]
+    return _SPEC_CLASSES.get(name, name)
+
+
+def _regularizer_label(entry: Any) -> str:
+    """``SimRegLoss(weight=2)`` for a config dict; a spec string as it is."""
+    if not isinstance(entry, dict):
+        return str(entry)
+    return f"{_regularizer_name(entry)}({_value({k: v for k, v in entry.items() if k != 'name'})})"
+
+
+def _regularizer_citations(regularizers: list[Any]) -> dict[str, str]:
+    """``{class name: bibtex}`` for the regulariser entries of a run summary."""
+    import jtcse.losses
+
+    out: dict[str, str] = {}
+    for entry in regularizers:
+        name = _regularizer_name(entry)
+        cls = getattr(jtcse.losses, name, None)
+        try:
+            out[str(name)] = cls.citation.fget(None)
+        except Exception:  # not a jtcse loss class, or its citation needs an instance
+            continue
+    return out
+
+
+def describe_pooling(model) -> str:
+    """How ``model`` turns token states into one vector, read from its modules."""
+    parts = []
+    for module in model:
+        name = type(module).__name__
+        if name == "TwinTowers":
+            parts.append("sum of the two towers' last-layer [CLS] vectors")
+        elif hasattr(module, "pooling_mode"):
+            mode = module.pooling_mode
+            parts.append(f"{'+'.join(mode) if isinstance(mode, tuple) else mode} pooling")
+        elif name == "Dense":
+            parts.append("a linear Dense projection")
+        elif name == "Normalize":
+            parts.append("L2 normalisation")
+    return ", then ".join(parts) or "unknown"
+
+
+def _markdown_table(header: list[str], rows: list[list[Any]]) -> str:
+    align = "|" + "|".join(":--" if i == 0 else "--:" for i in range(len(header))) + "|"
+    lines = ["| " + " | ".join(header) + " |", align]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _value(value: Any) -> str:
+    """A table cell: floats to 6 significant digits, strings as code, lists and dicts inline, ``–`` for nothing."""
+    if value is None or value == "" or value == [] or value == {}:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_value(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_value(v)}" for k, v in value.items())
+    return f"`{value}`" if isinstance(value, str) else str(value)
+
+
+def sts_average(results: dict[str, float]) -> float | None:
+    scores = [v for k, v in results.items() if k.lower() not in ("avg", "average")]
+    return round(sum(scores) / len(scores), 2) if scores else None
+
+
+def sts_markdown(results: dict[str, float], note: str = "") -> str:
+    """The STS section body: one row of Spearman ×100 per task plus their average (and ``note``), between markers."""
+    tasks = [k for k in results if k.lower() not in ("avg", "average")]
+    table = _markdown_table(
+        ["Model", *tasks, "Avg."],
+        [["this model", *(f"{results[t]:.2f}" for t in tasks), f"{sts_average(results):.2f}"]],
+    )
+    return (
+        f"{STS_BEGIN}\n### Semantic Textual Similarity (SentEval protocol)\n\n"
+        "Spearman correlation ×100 between cosine similarity and gold scores (`jtcse eval sts`)"
+        f"{'; ' + note if note else ''}.\n\n{table}\n{STS_END}"
+    )
+
+
+def sts_eval_results(results: dict[str, float]) -> list:
+    """``huggingface_hub.EvalResult`` entries (one per task, Spearman as a fraction) for the model-index."""
+    from huggingface_hub import EvalResult
+
+    return [
+        EvalResult(
+            task_type=STS_TASK_TYPE,
+            task_name="Semantic Similarity",
+            dataset_type=task,
+            dataset_name=task,
+            metric_type=STS_METRIC,
+            metric_name="Spearman Cosine",
+            metric_value=round(score / 100, 4),
+        )
+        for task, score in results.items()
+        if task.lower() not in ("avg", "average")
+    ]
+
+
+def sts_results_in(eval_results: list) -> dict[str, float]:
+    """``{task: Spearman ×100}`` of the STS entries among ``huggingface_hub.EvalResult``s, in SentEval's task order."""
+    from jtcse.evaluation.senteval_data import SENTEVAL_STS_TASKS
+
+    found = {
+        r.dataset_name: round(float(r.metric_value) * 100, 2)
+        for r in eval_results
+        if r.task_type == STS_TASK_TYPE and r.metric_type == STS_METRIC
+    }
+    order = {task: i for i, task in enumerate(SENTEVAL_STS_TASKS)}
+    return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+@dataclass
+class JTCSEModelCardData(SentenceTransformerModelCardData):
+    """``SentenceTransformerModelCardData`` plus :class:`CardFacts`, rendered with jtcse's template."""
+
+    facts: CardFacts | None = None
+    local_files_only: bool = True  # checkpoints are local folders; no hub look-ups for base models
+    template_path: Path = field(default=TEMPLATE_PATH, init=False, repr=False)
+
+    def try_to_set_base_model(self) -> None:
+        if self.facts is not None and self.facts.base_model:
+            self.base_model = self.facts.base_model
+
+    def get_default_model_name(self) -> str:
+        kind = self.facts.kind if self.facts else "model"
+        label = {"twin": "JTCSE twin", "warmup": "SimCSE warm-up tower", "distilled": "distilled JTCSE student"}
+        return label.get(kind, "jtcse ensemble")
+
+    def _snippet_lines(self, load_lines: list[str]) -> str:
+        examples = self.usage_examples or []
+        lines = [*load_lines, "sentences = ["]
+        lines += [f"    {text!r}," for text in examples]
+        lines += [
+            "]",
+            "embeddings = model.encode(sentences)",
+            "print(embeddings.shape)",
+            f"# [{len(examples)}, {self.model.get_embedding_dimension()}]",
+            "similarities = model.similarity(embeddings, embeddings)",
+            "print(similarities)",
+        ]
+        if self.similarities:
+            lines.append(self.similarities)
+        return "```python\n" + "\n".join(lines) + "\n```"
+
+    def generate_usage_snippet(self) -> str:
+        # the folder as an absolute path, so the snippet runs from any directory
+        folder = str(Path(self.save_dir).resolve()) if self.save_dir else "path/to/model"
+        path = (self.facts.model_path if self.facts else None) or self.model_id or folder
+        if self.facts is not None and self.facts.kind == "twin":
+            remote = self._snippet_lines(
+                [
+                    "from sentence_transformers import SentenceTransformer",
+                    "",
+                    "# the twin's module code is loaded from the checkpoint folder",
+                    f"model = SentenceTransformer({str(path)!r}, trust_remote_code=True)",
+                ]
+            )
+            local = self._snippet_lines(
+                ["from jtcse.modeling.loading import load_model", "", f"model = load_model({str(path)!r})"]
+            )
+            note = "With jtcse installed, `jtcse.modeling.loading.load_model` opens it without that flag:"
+            return f"{remote}\n\n{note}\n\n{local}"
+        return self._snippet_lines(
+            ["from sentence_transformers import SentenceTransformer", "", f"model = SentenceTransformer({str(path)!r})"]
+        )
+
+    def get_model_specific_metadata(self) -> dict[str, Any]:
+        metadata = super().get_model_specific_metadata()
+        facts = self.facts
+        if facts is None:
+            return metadata
+        citations = dict(facts.citations) or default_citations(facts.kind)
+        dev_rows = [[int(step), f"{float(score):.4f}"] for step, score in facts.dev_history]
+        metadata.update(
+            kind=facts.kind,
+            kind_description=KINDS[facts.kind],
+            recipe=facts.recipe or RECIPES[facts.kind],
+            towers=list(facts.towers),
+            teacher=facts.teacher,
+            pooling=facts.pooling or describe_pooling(self.model),
+            settings_table=_markdown_table(["Setting", "Value"], [[k, _value(v)] for k, v in facts.settings.items()])
+            if facts.settings
+            else "",
+            data_table=_markdown_table(["Count", "Value"], [[k, _value(v)] for k, v in facts.data.items()])
+            if facts.data
+            else "",
+            dev_table=_markdown_table(["Step", "Spearman (cosine)"], dev_rows) if dev_rows else "",
+            best_dev_spearman=facts.best_dev_spearman,
+            final_dev_spearman=facts.final_dev_spearman,
+            sts_section=sts_markdown(facts.sts_results) if facts.sts_results else "",
+            citations=citations,
+        )
+        if facts.sts_results:
+            from huggingface_hub.repocard_data import eval_results_to_model_index
+
+            metadata["model-index"] = eval_results_to_model_index(self.model_name, sts_eval_results(facts.sts_results))
+        return metadata
+
+
+def check_writable(folder: str | Path, *, card: bool = False) -> Path:
+    """``folder`` as a Path, or a :class:`JTCSEError` when its card cannot be (or must not be) rewritten.
+
+    A folder or README.md without write permission counts as read-only even for root: its owner
+    marked it so, and the checkpoint is left untouched. ``card``: the README.md must already exist.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise JTCSEError(f"{folder} is not a local checkpoint folder; a model card can only be written into one.")
+    if card and not (folder / CARD_NAME).is_file():
+        raise JTCSEError(f"{folder} has no {CARD_NAME} model card to update.")
+    any_write = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+    for path in (folder, folder / CARD_NAME):
+        if path.exists() and (not os.access(path, os.W_OK) or not path.stat().st_mode & any_write):
+            raise JTCSEError(
+                f"{path} is read-only, so its model card cannot be updated; nothing was changed. "
+                "Make it writable (chmod u+w) or copy the checkpoint first."
+            )
+    return folder
+
+
+def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
+    """Render the card of ``model`` (a ``SentenceTransformer``) with ``facts`` and write ``<output_dir>/README.md``.
+
+    The model keeps the :class:`JTCSEModelCardData`, so a card sentence-transformers regenerates is this one.
+    """
+    from sentence_transformers.base.model_card import generate_model_card
+
+    from jtcse.locking import atomic_write_text
+
+    output_dir = check_writable(output_dir)
+    old = model.model_card_data
+    # sentence-transformers names a model after its class when it saves it; that default gives way to ours
+    named = old.model_name and not old.model_name.startswith(type(model).__name__)
+    data = JTCSEModelCardData(
+        facts=facts,
+        language=old.language or ["en"],
+        license=old.license,
+        model_name=old.model_name if named else None,
+        model_id=old.model_id,
+        train_datasets=old.train_datasets,
+        eval_datasets=old.eval_datasets,
+    )
+    data.add_tags("jtcse")
+    data.register_model(model)
+    data.save_dir = str(output_dir)
+    model.model_card_data = data
+    return atomic_write_text(output_dir / CARD_NAME, generate_model_card(model))
+
+
+def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str = "") -> Path:
+    """Write the STS ``results`` (``{task: Spearman ×100}``) into ``<output_dir>/README.md`` in place.
+
+    The front matter's ``model-index`` gets one entry per task (replacing earlier entries of the same
+    task and metric); the Markdown table shows every STS entry of the model-index and goes between the STS
+    markers (replacing an earlier table), else before "## Training Details", else at the end. ``note``
+    (e.g. how inputs were truncated) follows the table's caption. Read-only checkpoints raise (see :func:`check_writable`).
+    """
+    from huggingface_hub import ModelCard
+
+    from jtcse.locking import atomic_write_text
+
+    output_dir = check_writable(output_dir, card=True)
+    path = output_dir / CARD_NAME
+    if not results:
+        raise JTCSEError("no STS scores to write into the model card.")
+    card = ModelCard.load(path)
+    new = sts_eval_results(results)
+    replaced = {(r.task_type, r.dataset_type, r.metric_type) for r in new}
+    kept = [r for r in (card.data.eval_results or []) if (r.task_type, r.dataset_type, r.metric_type) not in replaced]
+    card.data.eval_results = kept + new
+    if not card.data.model_name:
+        card.data.model_name = output_dir.name
+    section = sts_markdown(sts_results_in(card.data.eval_results), note)
+    text = card.text
+    pattern = re.compile(re.escape(STS_BEGIN) + r".*?" + re.escape(STS_END), re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text, count=1)
+    elif "\n## Training Details" in text:
+        text = text.replace("\n## Training Details", f"\n## Evaluation\n\n{section}\n\n## Training Details", 1)
+    else:
+        text = text.rstrip("\n") + f"\n\n## Evaluation\n\n{section}\n"
+    return atomic_write_text(path, f"---\n{card.data.to_yaml()}\n---\n{text}")
+
+
+# --------------------------------------------------------------------------- run summaries -> facts
+_STAGE_KINDS = {"simcse": "warmup", "warmup": "warmup", "distill": "distilled", "twin": "twin"}
+_SETTING_KEYS = (
+    "batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "temperature",
+    "cael_every", "num_layers", "loss_weights", "warmup_ratio", "eval_steps", "project", "dev_file",
+)  # fmt: skip
+_DATA_KEYS = {
+    "corpus": "corpus",
+    "train_file": "corpus",
+    "pairs_file": "pairs file",
+    "corpus_lines": "lines read",
+    "skipped_empty_lines": "blank lines skipped",
+    "corpus_skipped_blank_lines": "blank lines skipped",
+    "skipped_blank_lines": "blank lines skipped",
+    "duplicates_dropped": "duplicates dropped",
+    "truncated_to_max_seq_length": "sentences truncated to max_seq_length",
+    "sentences": "sentences used",
+    "rows": "training rows",
+    "paraphrase_rows": "paraphrase rows",
+    "dropout_only_rows": "dropout-only rows",
+    "pairs_used": "pairs used",
+    "pairs_dropped_identical": "identical pairs dropped",
+    "pairs_dropped_empty": "empty pairs dropped",
+}
+
+
+def infer_kind(summary: dict[str, Any]) -> str:
+    """The card kind of a run summary: its ``stage`` (simcse, distill, twin), else a twin by its ``towers``."""
+    stage = summary.get("stage") or summary.get("config", {}).get("stage")
+    if stage in _STAGE_KINDS:
+        return _STAGE_KINDS[stage]
+    if "towers" in summary:
+        return "twin"
+    if "teacher" in summary:
+        return "distilled"
+    raise JTCSEError("cannot tell what kind of model this run summary describes; pass kind= explicitly.")
+
+
+def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> CardFacts:
+    """:class:`CardFacts` from a ``run_summary.json`` of ``train``, ``simcse`` or ``distill``; missing keys are left out.
+
+    Keys read: ``stage`` (or ``config.stage``), ``towers``, ``model``, ``student``, ``teacher``, the
+    settings in ``_SETTING_KEYS`` (top level or under ``config``), ``loss``, ``regularizers``, the data
+    counts in ``_DATA_KEYS``, ``steps``/``global_step``, ``dev_spearman_history`` (``[[step, rho], …]``) or
+    ``dev_spearman_by_step`` (``{step: rho}``), ``best_dev_spearman``, ``final_dev_spearman``.
+    """
+    kind = kind or infer_kind(summary)
+    config = summary.get("config") or {}
+    settings: dict[str, Any] = {}
+    for key in _SETTING_KEYS:
+        if key in summary or key in config:
+            settings[key] = summary.get(key, config.get(key))
+    steps = summary.get("global_step", summary.get("steps"))
+    if steps is not None:
+        settings["steps trained"] = steps
+    regularizers = summary.get("regularizers") or config.get("regularizers") or []
+    loss = summary.get("loss")
+    if isinstance(loss, dict):  # a loss's get_config_dict(); a wrapped loss nests its base loss's
+        flat = {**loss, **(loss.get("base_loss_config") or {})}
+        settings["loss"] = {k: v for k, v in flat.items() if not isinstance(v, (dict, list))}
+        regularizers = regularizers or loss.get("regularizers") or []
+    if regularizers:
+        settings["regularizers"] = [_regularizer_label(r) for r in regularizers]
+    data: dict[str, Any] = {}
+    for key, label in _DATA_KEYS.items():
+        if summary.get(key) is not None and label not in data:
+            data[label] = summary[key]
+    history = summary.get("dev_spearman_history")
+    if history is None:
+        history = list((summary.get("dev_spearman_by_step") or {}).items())
+    dev_history = [(int(step), float(score)) for step, score in history]
+
+    if kind == "twin":
+        towers = [str(t) for t in summary.get("towers") or config.get("towers") or []]
+    elif kind == "distilled":
+        towers = [str(summary["student"])] if summary.get("student") else []
+    else:
+        towers = [str(summary["model"])] if summary.get("model") else []
+    towers = ["embedded MiniLM (all-MiniLM-L6-v2)" if "embedded MiniLM" in t else t for t in towers]
+    citations = {**default_citations(kind), **_regularizer_citations(regularizers)}
+    return CardFacts(
+        kind=kind,
+        towers=towers,
+        teacher=str(summary["teacher"]) if summary.get("teacher") else None,
+        settings=settings,
+        data=data,
+        dev_history=dev_history,
+        best_dev_spearman=summary.get("best_dev_spearman"),
+        final_dev_spearman=summary.get("final_dev_spearman"),
+        citations=citations,
+        base_model=EMBEDDED_MINILM_HUB_ID if towers and all("all-MiniLM-L6-v2" in t for t in towers) else None,
+    )
+
+
+def write_run_card(output_dir: str | Path, model=None, kind: str | None = None) -> Path:
+    """The card of a finished training run: facts from ``<output_dir>/run_summary.json``
+    (:func:`facts_from_run_summary`), the model given or the one saved in ``output_dir``."""
+    import json
+
+    from jtcse.modeling.loading import load_model
+    from jtcse.training.common import RUN_SUMMARY_NAME
+
+    summary_path = Path(output_dir) / RUN_SUMMARY_NAME
+    if not summary_path.is_file():
+        raise JTCSEError(f"{output_dir} holds no finished run ({RUN_SUMMARY_NAME} is missing).")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    facts = facts_from_run_summary(summary, kind)
+    return write_model_card(model if model is not None else load_model(output_dir), output_dir, facts)
