@@ -38,6 +38,14 @@ def mean_bert(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
+def spread_bert(tmp_path_factory) -> str:
+    """A tiny BERT whose sentences are far apart (random tiny towers give cos ~0.99999 to every pair)."""
+    from spread_towers import make_spread_tower
+
+    return make_spread_tower(tmp_path_factory.mktemp("towers") / "spread_bert", "bert", seed=4)
+
+
+@pytest.fixture(scope="module")
 def twin_dir(tiny_bert, tiny_bert_b, tmp_path_factory) -> str:
     from jtcse.modeling.build import build_twin
 
@@ -155,7 +163,8 @@ def test_load_model_refuses_a_member_with_foreign_module_classes(ensemble_dir, t
 
 
 @pytest.mark.cli
-def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(ensemble_dir, twin_dir, tiny_bert, tmp_path):
+@pytest.mark.slow
+def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(ensemble_dir, twin_dir, spread_bert, tiny_bert, tmp_path):
     from scipy.stats import spearmanr
     from typer.testing import CliRunner
 
@@ -164,12 +173,12 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(ensemb
 
     runner = CliRunner()
     ens = tmp_path / "ens"
-    result = run_cli("ensemble", twin_dir, tiny_bert, "-o", ens, "--combine", "sum", "--weights", "1,3")
+    result = run_cli("ensemble", twin_dir, spread_bert, "-o", ens, "--combine", "sum", "--weights", "1,3")
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout)
     assert (summary["dimension"], summary["weights"], summary["combine"]) == (32, [1.0, 3.0], "sum")
     model = load_model(ens, device="cpu")
-    twin, bert = load_model(twin_dir, device="cpu"), load_model(tiny_bert, device="cpu")
+    twin, bert = load_model(twin_dir, device="cpu"), load_model(spread_bert, device="cpu")
     np.testing.assert_allclose(_encode(model), _unit(_encode(twin)) + 3 * _unit(_encode(bert)), atol=1e-5)
 
     corpus = tmp_path / "corpus.txt"
