@@ -72,14 +72,17 @@ def _encode(model, sentences=SENTENCES) -> np.ndarray:
     return model.encode(sentences, convert_to_numpy=True, batch_size=3)
 
 
-def test_concat_sum_and_weights_match_the_members_own_encodes(twin_dir, tiny_bert, tiny_roberta, narrow_roberta, mean_bert):
+def test_concat_sum_and_weights_match_the_members_own_encodes(
+    twin_dir, tiny_bert, tiny_roberta, narrow_roberta, mean_bert
+):
     from jtcse.modeling.ensemble import build_ensemble
     from jtcse.modeling.loading import load_model
 
     twin, bert, roberta, narrow, mean = (
         load_model(p, device="cpu") for p in (twin_dir, tiny_bert, tiny_roberta, narrow_roberta, mean_bert)
     )
-    own = {name: _unit(_encode(m)) for name, m in dict(twin=twin, bert=bert, roberta=roberta, narrow=narrow, mean=mean).items()}
+    models = dict(twin=twin, bert=bert, roberta=roberta, narrow=narrow, mean=mean)
+    own = {name: _unit(_encode(m)) for name, m in models.items()}
 
     concat = build_ensemble([twin, narrow, mean], weights=[1, 2, 0.5], device="cpu")
     expected = np.concatenate([own["twin"], 2 * own["narrow"], 0.5 * own["mean"]], axis=1)
@@ -164,7 +167,9 @@ def test_load_model_refuses_a_member_with_foreign_module_classes(ensemble_dir, t
 
 @pytest.mark.cli
 @pytest.mark.slow
-def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(ensemble_dir, twin_dir, spread_bert, tiny_bert, tmp_path):
+def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
+    ensemble_dir, twin_dir, spread_bert, tiny_bert, tmp_path
+):
     from scipy.stats import spearmanr
     from typer.testing import CliRunner
 
@@ -188,13 +193,15 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(ensemb
     assert result.exit_code == 0, result.output
     np.testing.assert_allclose(np.load(out), _encode(model), atol=1e-5)
 
-    result = runner.invoke(app, ["index", "build", str(ens), "-i", str(corpus), "--index", str(tmp_path / "idx"), "--no-progress"])
+    idx = tmp_path / "idx"
+    result = runner.invoke(app, ["index", "build", str(ens), "-i", str(corpus), "--index", str(idx), "--no-progress"])
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, ["index", "search", "--index", str(tmp_path / "idx"), "-q", SENTENCES[2], "-k", "1"])
+    result = runner.invoke(app, ["index", "search", "--index", str(idx), "-q", SENTENCES[2], "-k", "1"])
     assert result.exit_code == 0 and SENTENCES[2] in result.stdout, result.output
 
     # STS: the score is the Spearman of the ensemble's cosines, computed here by hand.
-    pairs = [(SENTENCES[i], SENTENCES[j], float((i * 7 + j * 3) % 6)) for i, j in [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6), (5, 7), (6, 0)]]
+    index_pairs = [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6), (5, 7), (6, 0)]
+    pairs = [(SENTENCES[i], SENTENCES[j], float((i * 7 + j * 3) % 6)) for i, j in index_pairs]
     sts = tmp_path / "sts-dev.csv"
     sts.write_text("".join(f"g\tf\t2012\t{k}\t{s}\t{a}\t{b}\n" for k, (a, b, s) in enumerate(pairs)), encoding="utf-8")
     report = tmp_path / "sts.json"
@@ -208,8 +215,9 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(ensemb
     # Distillation into a single tower; the 80-wide concat ensemble teaches a 32-wide student through --project.
     for teacher, extra in ((ens, []), (ensemble_dir, ["--project"])):
         student = tmp_path / f"student_{len(extra)}"
-        result = runner.invoke(app, ["distill", "--teacher", str(teacher), "--student", tiny_bert, "-o", str(student),
-                                     "--train-file", str(corpus), "--max-steps", "2", "--batch-size", "4", *extra])  # fmt: skip
+        args = ["distill", "--teacher", str(teacher), "--student", tiny_bert, "-o", str(student),
+                "--train-file", str(corpus), "--max-steps", "2", "--batch-size", "4", *extra]  # fmt: skip
+        result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
         assert json.loads((student / "run_summary.json").read_text())["teacher_dimension"] == (32 if not extra else 80)
 

@@ -127,7 +127,8 @@ class Ensemble(InputModule):
     # -- configuration -------------------------------------------------------------------------
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"combine": self.combine, "weights": self.weights, "members": [member_dir(i) for i in range(len(self.members))]}
+        members = [member_dir(i) for i in range(len(self.members))]
+        return {"combine": self.combine, "weights": self.weights, "members": members}
 
     def get_embedding_dimension(self) -> int:
         return sum(self.widths) if self.combine == "concat" else self.widths[0]
