@@ -27,7 +27,7 @@ def _group() -> None:
 
 
 # Order here is the order in `jtcse --help`.
-COMMAND_MODULES = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose", "encode", "index"]
+COMMAND_MODULES = ["train", "simcse", "distill", "ensemble", "pipeline", "rtt", "eval", "diagnose", "encode", "index"]
 
 for _name in COMMAND_MODULES:
     try:

@@ -28,6 +28,8 @@ def needs_jtcse_classes(path: str | Path) -> bool:
     except (OSError, ValueError) as err:
         raise JTCSEError(f"{modules_file} is not readable JSON: {err}") from None
     types = [str(entry.get("type", "")) for entry in modules]
+    for nested in path.glob("member_*/modules.json"):  # an ensemble's members are checkpoints of their own
+        types += [str(entry.get("type", "")) for entry in json.loads(nested.read_text(encoding="utf-8"))]
     if not any(t.startswith("jtcse.") for t in types):
         return False
     foreign = [t for t in types if not t.startswith(_TRUSTED_PREFIXES)]

@@ -1,0 +1,267 @@
+"""The Ensemble module and ``jtcse ensemble``: combination maths, save/load, the commands that read it, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.helpers.cli import one_error_line, run_cli, run_python
+
+SENTENCES = [
+    "A man is playing a guitar.",
+    "Someone plays an instrument on stage.",
+    "The cat sleeps on the warm windowsill.",
+    "Stock markets fell sharply on Monday.",
+    "A woman slices an onion in the kitchen.",
+    "Children are running across the park.",
+    "The committee postponed its decision until next year.",
+    "Rain is expected for most of the weekend.",
+]
+
+
+@pytest.fixture(scope="module")
+def narrow_roberta(tmp_path_factory) -> str:
+    """A RoBERTa tower of width 16 (other tokenizer and width than the BERT towers)."""
+    from jtcse.testing import make_tiny_tower
+
+    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "roberta16", "roberta", hidden=16, heads=2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def mean_bert(tmp_path_factory) -> str:
+    from jtcse.testing import make_tiny_tower
+
+    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "bert_mean", "bert", seed=5, pooling="mean")
+
+
+@pytest.fixture(scope="module")
+def spread_bert(tmp_path_factory) -> str:
+    """A tiny BERT whose sentences are far apart (random tiny towers give cos ~0.99999 to every pair)."""
+    from spread_towers import make_spread_tower
+
+    return make_spread_tower(tmp_path_factory.mktemp("towers") / "spread_bert", "bert", seed=4)
+
+
+@pytest.fixture(scope="module")
+def twin_dir(tiny_bert, tiny_bert_b, tmp_path_factory) -> str:
+    from jtcse.modeling.build import build_twin
+
+    out = tmp_path_factory.mktemp("twin") / "twin"
+    build_twin(tiny_bert, tiny_bert_b, device="cpu").save(str(out))
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def ensemble_dir(twin_dir, narrow_roberta, mean_bert, tmp_path_factory) -> str:
+    """A saved 3-member concat ensemble: a twin, a RoBERTa of width 16, a mean-pooled BERT; weights 1, 2, 0.5."""
+    from jtcse.modeling.ensemble import build_ensemble
+
+    out = tmp_path_factory.mktemp("ensemble") / "ens"
+    build_ensemble([twin_dir, narrow_roberta, mean_bert], weights=[1, 2, 0.5], device="cpu").save(str(out))
+    return str(out)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _encode(model, sentences=SENTENCES) -> np.ndarray:
+    return model.encode(sentences, convert_to_numpy=True, batch_size=3)
+
+
+def test_concat_sum_and_weights_match_the_members_own_encodes(
+    twin_dir, tiny_bert, tiny_roberta, narrow_roberta, mean_bert
+):
+    from jtcse.modeling.ensemble import build_ensemble
+    from jtcse.modeling.loading import load_model
+
+    twin, bert, roberta, narrow, mean = (
+        load_model(p, device="cpu") for p in (twin_dir, tiny_bert, tiny_roberta, narrow_roberta, mean_bert)
+    )
+    models = dict(twin=twin, bert=bert, roberta=roberta, narrow=narrow, mean=mean)
+    own = {name: _unit(_encode(m)) for name, m in models.items()}
+
+    concat = build_ensemble([twin, narrow, mean], weights=[1, 2, 0.5], device="cpu")
+    expected = np.concatenate([own["twin"], 2 * own["narrow"], 0.5 * own["mean"]], axis=1)
+    assert concat.get_embedding_dimension() == 32 + 16 + 32
+    np.testing.assert_allclose(_encode(concat), expected, atol=1e-5)
+
+    summed = build_ensemble([bert, roberta, twin], combine="sum", weights=[0.2, 0.3, 0.5], device="cpu")
+    expected = 0.2 * own["bert"] + 0.3 * own["roberta"] + 0.5 * own["twin"]
+    assert summed.get_embedding_dimension() == 32
+    np.testing.assert_allclose(_encode(summed), expected, atol=1e-5)
+
+    # Equal weights: the cosine of two concatenated embeddings is the mean of the members' cosines.
+    plain = build_ensemble([bert, roberta], device="cpu")
+    e = _encode(plain)
+    cos = (e[0] @ e[1]) / (np.linalg.norm(e[0]) * np.linalg.norm(e[1]))
+    member_cos = [own[n][0] @ own[n][1] for n in ("bert", "roberta")]
+    assert cos == pytest.approx(np.mean(member_cos), abs=1e-5)
+
+
+def test_each_member_tokenises_for_itself(tiny_bert, narrow_roberta):
+    from jtcse.modeling.ensemble import build_ensemble
+
+    model = build_ensemble([tiny_bert, narrow_roberta], device="cpu")
+    features = model.preprocess(SENTENCES[:2])
+    members = model[0].members
+    for i, member in enumerate(members):
+        own = member.preprocess(SENTENCES[:2])
+        for key, value in own.items():
+            if isinstance(value, torch.Tensor):
+                torch.testing.assert_close(features[f"member_{i + 1}.{key}"], value)
+            else:
+                assert features[f"member_{i + 1}.{key}"] == value
+    assert not torch.equal(features["member_1.input_ids"][:, :3], features["member_2.input_ids"][:, :3])
+
+
+def test_gradients_reach_every_member(tiny_bert, narrow_roberta):
+    from jtcse.modeling.ensemble import build_ensemble
+
+    model = build_ensemble([tiny_bert, narrow_roberta], device="cpu")
+    model.train()
+    out = model(model.preprocess(SENTENCES[:3]))["sentence_embedding"]
+    (out[:, 0] + out[:, -1]).sum().backward()  # one coordinate of each member's (normalised) part
+    for member in model[0].members:
+        grads = [p.grad for p in member.parameters() if p.requires_grad]
+        assert any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_save_then_load_in_a_fresh_process_encodes_the_same(ensemble_dir, tmp_path):
+    from jtcse.modeling.loading import load_model
+
+    config = json.loads(open(f"{ensemble_dir}/ensemble_config.json", encoding="utf-8").read())
+    assert config == {"combine": "concat", "weights": [1.0, 2.0, 0.5], "members": ["member_1", "member_2", "member_3"]}
+    in_memory = _encode(load_model(ensemble_dir, device="cpu"))
+    out = tmp_path / "fresh.npy"
+    code = (
+        "import numpy as np\n"
+        "from jtcse.modeling.loading import load_model\n"
+        f"m = load_model({ensemble_dir!r}, device='cpu')\n"
+        f"np.save({str(out)!r}, m.encode({SENTENCES!r}, convert_to_numpy=True, batch_size=3))\n"
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    np.testing.assert_allclose(np.load(out), in_memory, atol=1e-6)
+    assert in_memory.shape == (len(SENTENCES), 80)
+
+
+def test_load_model_refuses_a_member_with_foreign_module_classes(ensemble_dir, tmp_path):
+    import shutil
+
+    from jtcse.errors import JTCSEError
+    from jtcse.modeling.loading import load_model
+
+    copy = tmp_path / "ens"
+    shutil.copytree(ensemble_dir, copy)
+    modules_file = copy / "member_2" / "modules.json"
+    modules = json.loads(modules_file.read_text())
+    modules[0]["type"] = "evil_package.Backdoor"
+    modules_file.write_text(json.dumps(modules))
+    with pytest.raises(JTCSEError, match="foreign module classes"):
+        load_model(copy)
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
+    ensemble_dir, twin_dir, spread_bert, tiny_bert, tmp_path
+):
+    from scipy.stats import spearmanr
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+    from jtcse.modeling.loading import load_model
+
+    runner = CliRunner()
+    ens = tmp_path / "ens"
+    result = run_cli("ensemble", twin_dir, spread_bert, "-o", ens, "--combine", "sum", "--weights", "1,3")
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads(result.stdout)
+    assert (summary["dimension"], summary["weights"], summary["combine"]) == (32, [1.0, 3.0], "sum")
+    model = load_model(ens, device="cpu")
+    twin, bert = load_model(twin_dir, device="cpu"), load_model(spread_bert, device="cpu")
+    np.testing.assert_allclose(_encode(model), _unit(_encode(twin)) + 3 * _unit(_encode(bert)), atol=1e-5)
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    out = tmp_path / "emb.npy"
+    result = runner.invoke(app, ["encode", str(ens), "-i", str(corpus), "-o", str(out), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    np.testing.assert_allclose(np.load(out), _encode(model), atol=1e-5)
+
+    idx = tmp_path / "idx"
+    result = runner.invoke(app, ["index", "build", str(ens), "-i", str(corpus), "--index", str(idx), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["index", "search", "--index", str(idx), "-q", SENTENCES[2], "-k", "1"])
+    assert result.exit_code == 0 and SENTENCES[2] in result.stdout, result.output
+
+    # STS: the score is the Spearman of the ensemble's cosines, computed here by hand.
+    index_pairs = [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6), (5, 7), (6, 0)]
+    pairs = [(SENTENCES[i], SENTENCES[j], float((i * 7 + j * 3) % 6)) for i, j in index_pairs]
+    sts = tmp_path / "sts-dev.csv"
+    sts.write_text("".join(f"g\tf\t2012\t{k}\t{s}\t{a}\t{b}\n" for k, (a, b, s) in enumerate(pairs)), encoding="utf-8")
+    report = tmp_path / "sts.json"
+    result = runner.invoke(app, ["eval", "sts", str(ens), "--data-dir", str(tmp_path), "--tasks", "STSB",
+                                 "--task-dir", f"STSB={sts}", "--output-json", str(report)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    a, b = _unit(_encode(model, [p[0] for p in pairs])), _unit(_encode(model, [p[1] for p in pairs]))
+    expected = spearmanr((a * b).sum(1), [p[2] for p in pairs]).statistic
+    assert json.loads(report.read_text())["details"]["STSB"]["spearman"] == pytest.approx(expected, abs=1e-6)
+
+    # Distillation into a single tower; the 80-wide concat ensemble teaches a 32-wide student through --project.
+    for teacher, extra in ((ens, []), (ensemble_dir, ["--project"])):
+        student = tmp_path / f"student_{len(extra)}"
+        args = ["distill", "--teacher", str(teacher), "--student", tiny_bert, "-o", str(student),
+                "--train-file", str(corpus), "--max-steps", "2", "--batch-size", "4", *extra]  # fmt: skip
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert json.loads((student / "run_summary.json").read_text())["teacher_dimension"] == (32 if not extra else 80)
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("one", "at least two"),
+        ("sum_widths", "cannot be summed; use combine='concat'"),
+        ("nested", "itself an ensemble"),
+        ("weights_count", "2 weight(s) given for 3 ensemble members"),
+        ("weights_bad", "positive finite"),
+        ("combine", "--combine must be one of concat, sum"),
+    ],
+)
+def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert, narrow_roberta, tmp_path):
+    args = {
+        "one": [tiny_bert],
+        "sum_widths": [tiny_bert, narrow_roberta, "--combine", "sum"],
+        "nested": [ensemble_dir, tiny_bert],
+        "weights_count": [tiny_bert, tiny_bert, narrow_roberta, "--weights", "1,2"],
+        "weights_bad": [tiny_bert, narrow_roberta, "--weights", "1,-1"],
+        "combine": [tiny_bert, narrow_roberta, "--combine", "max"],
+    }[case]
+    out = tmp_path / "out"
+    line = one_error_line(run_cli("ensemble", *args, "-o", out))
+    assert expected in line, line
+    assert not out.exists()
+
+
+def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta, ensemble_dir):
+    from jtcse.modeling.ensemble import Ensemble, build_ensemble, check_weights
+    from jtcse.modeling.loading import load_model
+
+    bert, narrow = load_model(tiny_bert, device="cpu"), load_model(narrow_roberta, device="cpu")
+    with pytest.raises(ValueError, match="at least two"):
+        Ensemble([bert])
+    with pytest.raises(ValueError, match="widths \\[32, 16\\] cannot be summed"):
+        Ensemble([bert, narrow], combine="sum")
+    with pytest.raises(ValueError, match="itself an ensemble"):
+        build_ensemble([bert, ensemble_dir], device="cpu")
+    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2"):
+        Ensemble([bert, narrow], weights=[1])
+    for bad in ([0, 1], [float("nan"), 1], ["x", 1]):
+        with pytest.raises(ValueError):
+            check_weights(bad, 2)
