@@ -430,6 +430,19 @@ _DATA_KEYS = {
 }
 
 
+def _flatten_stage_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """The stage runner's schema (``settings``/``model``/``data`` objects, see ``docs/runs.md``) as flat keys."""
+    if not isinstance(summary.get("model"), dict):
+        return summary
+    model = dict(summary["model"])
+    if "source" in model:
+        model["model"] = model.pop("source")
+    data = {("corpus" if k == "source" else "corpus_lines" if k == "lines" else k): v
+            for k, v in (summary.get("data") or {}).items()}
+    rest = {k: v for k, v in summary.items() if k not in ("model", "data", "settings")}
+    return {**(summary.get("settings") or {}), **data, **model, **rest}
+
+
 def infer_kind(summary: dict[str, Any]) -> str:
     """The card kind of a run summary: its ``stage`` (simcse, distill, twin), else a twin by its ``towers``."""
     stage = summary.get("stage") or summary.get("config", {}).get("stage")
@@ -450,6 +463,7 @@ def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> 
     counts in ``_DATA_KEYS``, ``steps``/``global_step``, ``dev_spearman_history`` (``[[step, rho], …]``) or
     ``dev_spearman_by_step`` (``{step: rho}``), ``best_dev_spearman``, ``final_dev_spearman``.
     """
+    summary = _flatten_stage_summary(summary)
     kind = kind or infer_kind(summary)
     config = summary.get("config") or {}
     settings: dict[str, Any] = {}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from jtcse.commands._trainer_options import gradient_checkpointing_option, precision_option
+from jtcse.commands._trainer_options import echo_summary, gradient_checkpointing_option, precision_option
 from jtcse.losses.registry import REGULARIZER_HELP
 
 HELP = """Train a JTCSE twin-tower sentence encoder on a corpus (one sentence per line).
@@ -50,7 +49,7 @@ def train(
     precision: str = precision_option("fp32"),
     gradient_checkpointing: bool = gradient_checkpointing_option(),
 ) -> None:
-    from jtcse.training.twin import SUMMARY_FILE, train_twin
+    from jtcse.training.twin import train_twin
 
     summary = train_twin(
         tower_a,
@@ -78,16 +77,7 @@ def train(
         precision=precision,
         gradient_checkpointing=gradient_checkpointing,
     )
-    short = {
-        key: summary[key]
-        for key in (
-            "output_dir", "global_step", "sentences", "skipped_empty_lines", "duplicates_dropped",
-            "truncated_to_max_seq_length", "cael_layers", "best_dev_spearman", "final_dev_spearman",
-            "last_logged_loss_terms", "train_runtime_s",
-        )
-    }
-    typer.echo(json.dumps(short, indent=2, default=str))
-    typer.echo(f"Summary: {Path(summary['output_dir']) / SUMMARY_FILE}")
+    echo_summary(summary, Path(summary["output_dir"]), "Twin")
 
 
 def register(app: typer.Typer) -> None:

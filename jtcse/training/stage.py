@@ -28,6 +28,7 @@ from jtcse.training.common import (
     train_guarded,
     write_run_summary,
 )
+from jtcse.model_card import write_run_card
 from jtcse.training.curves import CURVES_FILE, logged_terms, plot_training_curves
 
 MIN_BATCH_SIZE = 2
@@ -204,6 +205,7 @@ def run_stage(stage: Stage) -> dict[str, Any]:
         "config": stage.config,
     }
     write_run_summary(stage.output_dir, summary)
+    write_run_card(stage.output_dir, model)
     return summary
 
 
