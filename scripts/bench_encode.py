@@ -4,8 +4,8 @@
 One run, same sentences, batch size, length limit and device for all three; repeats are interleaved
 (round-robin, order rotated each round) so drift in a shared machine's load hits every model alike; the
 best repeat counts.
-Prints JSON (also written to --out) with sentences/s per model and the ratios against the targets of
-issue 4: distilled ≥ 0.97 × plain, twin ≥ 0.48 × plain.
+Prints JSON (also written to --out) with sentences/s per model and the ratios against the speed targets:
+distilled ≥ 0.97 × plain, twin ≥ 0.48 × plain.
 
 Defaults (when a path is not given):
   --plain    the embedded MiniLM exactly as shipped (Transformer + mean Pooling + Normalize);

@@ -1,4 +1,4 @@
-"""Round-trip translation (English → pivot → English) paraphrases for tower warm-up (DESIGN §4).
+"""Round-trip translation (English → pivot → English) paraphrases for tower warm-up.
 
 Modules, one concern each: ``pairs`` (the pairs-file format), ``base`` (the translator interface),
 ``cache`` (the persistent SQLite cache), ``googletrans_backend`` / ``seq2seq`` / ``replay`` (backends),

@@ -1,4 +1,4 @@
-"""Token-level regularisers as pure tensor functions (DESIGN §6).
+"""Token-level regularisers as pure tensor functions.
 
 Every function takes padded token tensors ``(B, n, d)`` with a boolean ``mask`` ``(B, n)`` that is
 True on real tokens, works on the whole batch at once (no Python loop over sequences, no host
