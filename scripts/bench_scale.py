@@ -125,7 +125,10 @@ def _run(name: str, args: argparse.Namespace, *, batch: int, mini_batch: int = 0
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
     print(f"[bench_scale] {name} ...", file=sys.stderr, flush=True)
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    try:
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired as error:
+        raise SystemExit(f"{name} did not finish in {args.timeout} s:\n{(error.stderr or b'')[-3000:]!r}") from None
     if result.returncode:
         raise SystemExit(f"{name} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -155,6 +158,7 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int, default=32)
     parser.add_argument("--cael-every", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per configuration")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
