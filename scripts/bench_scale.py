@@ -180,7 +180,9 @@ def main() -> None:
     cached, one, two = runs[f"cached_{big}_{small}"], runs[f"plain_{big}_2threads"], runs[f"ddp2_{big}"]
     ratios = {
         "cached_peak_vs_plain_small": round(cached["peak_mb"] / plain_small["peak_mb"], 3),
-        "cached_step_peak_vs_plain_small_step_peak": round(cached["step_peak_mb"] / max(plain_small["step_peak_mb"], 1e-9), 3),
+        "cached_step_peak_vs_plain_small_step_peak": round(
+            cached["step_peak_mb"] / max(plain_small["step_peak_mb"], 1e-9), 3
+        ),
         "cached_peak_vs_plain_big": round(cached["peak_mb"] / plain_big["peak_mb"], 3),
         "cached_time_vs_plain": round(cached["step_s"] / plain_big["step_s"], 3),
         "two_process_vs_one_process_throughput": round(two["sentences_per_s"] / one["sentences_per_s"], 3),

@@ -12,6 +12,7 @@ losses is the global mean).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
@@ -40,7 +41,7 @@ def main(tower_a: str, tower_b: str, out: str) -> None:
     from jtcse import build_twin
     from jtcse.losses import CachedJTCSELoss, JTCSELoss
 
-    distributed = "RANK" in __import__("os").environ
+    distributed = "RANK" in os.environ
     if distributed:
         dist.init_process_group("gloo")
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
