@@ -168,3 +168,32 @@ def test_cached_loss_refuses_an_untwinned_model(tiny_bert):
 
     with pytest.raises(ValueError, match="twin model"):
         CachedJTCSELoss(SentenceTransformer(tiny_bert))
+
+
+def test_one_trainer_step_updates_the_weights_as_jtcse_loss_does(tiny_bert, tiny_bert_b, tmp_path, one_thread):
+    """Through SentenceTransformerTrainer (loss dict summed, backward through the GradCache hook, SGD)."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    from jtcse import build_twin
+
+    after = {}
+    for name, make_loss in (("plain", JTCSELoss), ("cached", lambda m: CachedJTCSELoss(m, mini_batch_size=3))):
+        model = build_twin(tiny_bert, tiny_bert_b, cael_every=2)
+        _dropout(model, 0.0)
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        args = SentenceTransformerTrainingArguments(
+            output_dir=str(tmp_path / name), per_device_train_batch_size=len(SENTENCES), max_steps=1,
+            learning_rate=0.5, optim="sgd", lr_scheduler_type="constant", warmup_steps=0, report_to=[],
+            save_strategy="no", logging_steps=1, seed=0, use_cpu=True, dataloader_drop_last=True,
+        )
+        trainer = SentenceTransformerTrainer(
+            model=model, args=args, train_dataset=Dataset.from_dict({"text": SENTENCES}), loss=make_loss(model)
+        )
+        trainer.train()
+        after[name] = {n: p.detach() - before[n] for n, p in model.named_parameters()}
+        logged = [entry for entry in trainer.state.log_history if "nce_1" in entry]
+        assert logged, trainer.state.log_history
+    assert any(delta.abs().max() > 0 for delta in after["plain"].values())
+    for n, delta in after["plain"].items():
+        torch.testing.assert_close(after["cached"][n], delta, rtol=1e-4, atol=1e-5, msg=n)
