@@ -249,3 +249,19 @@ def test_gather_without_a_process_group_warns_once_and_stays_local(bert_twin):
         torch.testing.assert_close(first[key], local[key], rtol=0, atol=0)
     assert set(second) == set(local)
     assert gathering.get_config_dict()["gather_across_devices"] is True
+
+
+def test_loss_reaches_the_twin_through_a_data_parallel_wrapper(bert_twin):
+    """The trainer swaps its (Distributed)DataParallel wrapper into ``loss.model``; the loss unwraps it."""
+    wrapped = torch.nn.DataParallel(bert_twin)  # CPU: a pass-through wrapper with the same ``module`` layout
+    loss = JTCSELoss(wrapped, seed=2)
+    assert loss.twin is bert_twin and loss.get_config_dict()["cael_every"] == 2
+    bert_twin.train()
+    torch.manual_seed(4)
+    through_wrapper = loss([bert_twin.preprocess(SENTENCES)], None)
+    torch.manual_seed(4)
+    direct = JTCSELoss(bert_twin, seed=2)([bert_twin.preprocess(SENTENCES)], None)
+    for key in direct:
+        torch.testing.assert_close(through_wrapper[key], direct[key])
+    with pytest.raises(JTCSEError, match="twin model"):
+        JTCSELoss(torch.nn.Linear(2, 2))

@@ -89,7 +89,7 @@ class JTCSELoss(nn.Module):
         """JTCSE loss for a twin built by :func:`jtcse.build_twin` (module 0 a ``TwinTowers``).
 
         Args:
-            model: the twin ``SentenceTransformer``.
+            model: the twin ``SentenceTransformer`` (or a DDP wrapper around it).
             temperature: tau of every InfoNCE-style term.
             ictm_weight: lambda_ICTM (0.5 = the reference code's TMC / 2); 0 switches ICTM off.
             nce_weight: weight of L_NCE(I) + L_NCE(II); 0 switches them off.
@@ -119,7 +119,8 @@ class JTCSELoss(nn.Module):
         super().__init__()
         from jtcse.modeling.twin import TwinTowers
 
-        if len(model) == 0 or not isinstance(model[0], TwinTowers):
+        twin = unwrap_model(model)
+        if not isinstance(twin, nn.Sequential) or len(twin) == 0 or not isinstance(twin[0], TwinTowers):
             raise JTCSEError("JTCSELoss needs a twin model (jtcse.build_twin); module 0 is not a TwinTowers.")
         if temperature <= 0:
             raise JTCSEError(f"temperature must be positive, not {temperature}.")
