@@ -164,15 +164,14 @@ def test_icnce_direction_follows_the_seeded_draw(bert_twin):
         torch.testing.assert_close(loss.compute_loss_from_outputs(out)["icnce"], expected)
 
 
-def test_terms_switch_off_and_extra_terms_are_added(bert_twin):
+def test_terms_switch_off(bert_twin):
     out = _outputs(bert_twin)
     only_nce = JTCSELoss(bert_twin, icnce_weight=0, ictm_weight=0).compute_loss_from_outputs(out)
     assert set(only_nce) == {"nce_1", "nce_2"}
-    extra = JTCSELoss(
-        bert_twin, nce_weight=0, icnce_weight=0, ictm_weight=0,
-        extra_terms={"norm": lambda o: o["token_embeddings"].norm(dim=-1).mean()},
-    ).compute_loss_from_outputs(out)
-    assert set(extra) == {"norm"}
+    only_ictm = JTCSELoss(bert_twin, nce_weight=0, icnce_weight=0).compute_loss_from_outputs(out)
+    assert set(only_ictm) == {"ictm"}
+    with pytest.raises(TypeError, match="extra_terms"):
+        JTCSELoss(bert_twin, extra_terms={})  # extra terms go through RegularizedLoss
     with pytest.raises(JTCSEError, match="switched off"):
         JTCSELoss(bert_twin, nce_weight=0, icnce_weight=0, ictm_weight=0)
     with pytest.raises(JTCSEError, match=">= 0"):
@@ -227,3 +226,37 @@ def test_loss_rejects_wrong_models_and_modes(bert_twin, tiny_bert):
     out.pop("pooler_1")
     with pytest.raises(JTCSEError, match="pooler"):
         JTCSELoss(bert_twin).compute_loss_from_outputs(out)
+
+
+def test_gather_without_a_process_group_warns_once_and_stays_local(bert_twin):
+    import warnings
+
+    out = _outputs(bert_twin)
+    local = JTCSELoss(bert_twin, seed=5).compute_loss_from_outputs(out)
+    gathering = JTCSELoss(bert_twin, seed=5, gather_across_devices=True)
+    with pytest.warns(UserWarning, match="not initialised") as record:
+        first = gathering.compute_loss_from_outputs(out)
+    assert len(record) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        second = gathering.compute_loss_from_outputs(out)
+    for key in local:
+        torch.testing.assert_close(first[key], local[key], rtol=0, atol=0)
+    assert set(second) == set(local)
+    assert gathering.get_config_dict()["gather_across_devices"] is True
+
+
+def test_loss_reaches_the_twin_through_a_data_parallel_wrapper(bert_twin):
+    """The trainer swaps its (Distributed)DataParallel wrapper into ``loss.model``; the loss unwraps it."""
+    wrapped = torch.nn.DataParallel(bert_twin)  # CPU: a pass-through wrapper with the same ``module`` layout
+    loss = JTCSELoss(wrapped, seed=2)
+    assert loss.twin is bert_twin and loss.get_config_dict()["cael_every"] == 2
+    bert_twin.train()
+    torch.manual_seed(4)
+    through_wrapper = loss([bert_twin.preprocess(SENTENCES)], None)
+    torch.manual_seed(4)
+    direct = JTCSELoss(bert_twin, seed=2)([bert_twin.preprocess(SENTENCES)], None)
+    for key in direct:
+        torch.testing.assert_close(through_wrapper[key], direct[key])
+    with pytest.raises(JTCSEError, match="twin model"):
+        JTCSELoss(torch.nn.Linear(2, 2))

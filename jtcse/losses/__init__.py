@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
+    "CachedJTCSELoss": "cached_jtcse_loss",
     "DispersionLoss": "dispersion",
     "JTCSELoss": "jtcse_loss",
     "NITPHead": "nitp",

@@ -16,7 +16,8 @@ Contrastive Learning of Sentence Embeddings" (2025), with TNCSE (AAAI 2025) as i
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping
+import warnings
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -28,12 +29,8 @@ from jtcse.losses.functional import icnce, ictm, info_nce
 _VIEW_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
 
 
-def stack_views(sentence_features: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, Any]:
-    """One ``2B`` batch [view a; view b] from one feature dict (used twice) or two dicts of B rows each.
-
-    Two dicts may be padded to different lengths; the shorter is right-padded (``input_ids`` with
-    ``pad_token_id``, masks and type ids with 0) so both views run through a tower in one pass.
-    """
+def split_views(sentence_features: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(view a, view b) feature dicts: one text column used twice (dropout views) or two columns of B rows."""
     if len(sentence_features) == 1:
         first = second = sentence_features[0]
     elif len(sentence_features) == 2:
@@ -43,19 +40,38 @@ def stack_views(sentence_features: list[dict[str, Any]], pad_token_id: int = 0) 
             f"JTCSELoss takes one text column (both views are dropout views of it) or two (view a, view b); "
             f"got {len(sentence_features)} columns."
         )
+    for key in _VIEW_KEYS:
+        if key in first and key not in second:
+            raise JTCSEError(f"The two views have different feature keys ({key!r} is missing from the second).")
+    if first["input_ids"].shape[0] != second["input_ids"].shape[0]:
+        raise JTCSEError("The two views must hold the same number of sentences.")
+    return first, second
+
+
+def stack_views(sentence_features: list[dict[str, Any]], pad_token_id: int = 0) -> dict[str, Any]:
+    """One ``2B`` batch [view a; view b] from one feature dict (used twice) or two dicts of B rows each.
+
+    Two dicts may be padded to different lengths; the shorter is right-padded (``input_ids`` with
+    ``pad_token_id``, masks and type ids with 0) so both views run through a tower in one pass.
+    """
+    first, second = split_views(sentence_features)
     stacked = {key: value for key, value in first.items() if key not in _VIEW_KEYS}
     length = max(first["input_ids"].shape[1], second["input_ids"].shape[1])
     for key in _VIEW_KEYS:
         if key not in first:
             continue
-        if key not in second:
-            raise JTCSEError(f"The two views have different feature keys ({key!r} is missing from the second).")
         fill = pad_token_id if key == "input_ids" else 0
         parts = [nn.functional.pad(v[key], (0, length - v[key].shape[1]), value=fill) for v in (first, second)]
         stacked[key] = torch.cat(parts)
-    if first["input_ids"].shape[0] != second["input_ids"].shape[0]:
-        raise JTCSEError("The two views must hold the same number of sentences.")
     return stacked
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The ``SentenceTransformer`` inside a ``torch.compile`` and/or (Distributed)DataParallel wrapper."""
+    model = getattr(model, "_orig_mod", model)
+    if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        model = model.module
+    return getattr(model, "_orig_mod", model)
 
 
 class JTCSELoss(nn.Module):
@@ -68,35 +84,43 @@ class JTCSELoss(nn.Module):
         icnce_weight: float = 1.0,
         ictm_eps: float = 1e-4,
         seed: int | None = 0,
-        extra_terms: Mapping[str, Callable[[dict[str, Tensor]], Tensor]] | None = None,
+        gather_across_devices: bool = False,
     ) -> None:
         """JTCSE loss for a twin built by :func:`jtcse.build_twin` (module 0 a ``TwinTowers``).
 
         Args:
-            model: the twin ``SentenceTransformer``.
+            model: the twin ``SentenceTransformer`` (or a DDP wrapper around it).
             temperature: tau of every InfoNCE-style term.
             ictm_weight: lambda_ICTM (0.5 = the reference code's TMC / 2); 0 switches ICTM off.
             nce_weight: weight of L_NCE(I) + L_NCE(II); 0 switches them off.
             icnce_weight: weight of L_ICNCE; 0 switches it off. Its cross-stream half is present
                 exactly when the twin has CAELs (``cael_every`` not None).
             ictm_eps: epsilon of ``max(cos, eps)`` inside ICTM.
-            seed: seed of the Python RNG drawing R each step (None: unseeded).
-            extra_terms: optional ``{name: fn(outputs) -> scalar}`` added to the total and logged under
-                ``name``; ``outputs`` is the twin's training-mode feature dict (``token_embeddings``,
-                ``attention_mask``, ``cls_1`` ...), e.g. a token-level regulariser.
+            seed: seed of the Python RNG drawing R each step (None: unseeded; under DDP give every
+                rank the same seed so all ranks draw the same R).
+            gather_across_devices: in a ``torch.distributed`` group of several ranks, every
+                InfoNCE-style term (both L_NCE, both ICNCE halves) keeps its anchors local and takes
+                its candidates from all ranks (``all_gather_with_grad``), so DDP's averaged gradient
+                equals that of one process holding the global batch. ICTM stays per row. Every rank
+                must hold the same number of sentences. Without a process group: a warning once,
+                then the local batch.
+
+        Extra terms (token-level regularisers) are added by wrapping this loss in
+        :class:`jtcse.losses.RegularizedLoss`.
 
         Inputs:
             One text column (each sentence is encoded twice; dropout makes the views, SimCSE style)
             or two columns (view a, view b, e.g. a sentence and its paraphrase). No labels.
 
         Returns:
-            A dict of the weighted terms (``nce_1``, ``nce_2``, ``icnce``, ``ictm``, extra names);
+            A dict of the weighted terms (``nce_1``, ``nce_2``, ``icnce``, ``ictm``);
             ``SentenceTransformerTrainer`` sums them and logs each one.
         """
         super().__init__()
         from jtcse.modeling.twin import TwinTowers
 
-        if len(model) == 0 or not isinstance(model[0], TwinTowers):
+        twin = unwrap_model(model)
+        if not isinstance(twin, nn.Sequential) or len(twin) == 0 or not isinstance(twin[0], TwinTowers):
             raise JTCSEError("JTCSELoss needs a twin model (jtcse.build_twin); module 0 is not a TwinTowers.")
         if temperature <= 0:
             raise JTCSEError(f"temperature must be positive, not {temperature}.")
@@ -104,8 +128,7 @@ class JTCSELoss(nn.Module):
         for name, value in weights.items():
             if value < 0:
                 raise JTCSEError(f"{name} must be >= 0, not {value}.")
-        extra_terms = dict(extra_terms or {})
-        if not any(weights.values()) and not extra_terms:
+        if not any(weights.values()):
             raise JTCSEError("Every JTCSE loss term is switched off; set at least one weight above 0.")
         self.model = model
         self.temperature = temperature
@@ -114,11 +137,33 @@ class JTCSELoss(nn.Module):
         self.ictm_weight = ictm_weight
         self.ictm_eps = ictm_eps
         self.seed = seed
-        self.extra_terms = extra_terms
+        self.gather_across_devices = bool(gather_across_devices)
         self._rng = random.Random(seed)
+        self._warned_no_group = False
+
+    @property
+    def twin(self):
+        """The twin ``SentenceTransformer``, also when the trainer has swapped in its DDP wrapper."""
+        return unwrap_model(self.model)
+
+    def _gather(self) -> bool:
+        """Whether the InfoNCE-style terms gather candidates; warns once when asked to without a process group."""
+        if not self.gather_across_devices:
+            return False
+        from sentence_transformers.util.environment import is_dist_initialized
+
+        if not is_dist_initialized() and not self._warned_no_group:
+            self._warned_no_group = True
+            warnings.warn(
+                "gather_across_devices=True, but torch.distributed is not initialised; the loss uses the "
+                "local batch only (launch with torchrun or accelerate to gather across ranks).",
+                UserWarning,
+                stacklevel=3,
+            )
+        return True
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        tokenizer = self.model.tokenizer
+        tokenizer = self.twin.tokenizer
         pad_id = getattr(tokenizer, "pad_token_id", None) or 0
         features = stack_views(list(sentence_features), pad_token_id=pad_id)
         return self.compute_loss_from_outputs(self.model(features))
@@ -135,16 +180,17 @@ class JTCSELoss(nn.Module):
 
         h = {1: views("cls_1"), 2: views("cls_2")}
         tau = self.temperature
+        gather = self._gather()
         losses: dict[str, Tensor] = {}
         if self.nce_weight:
-            losses["nce_1"] = self.nce_weight * info_nce(*h[1], temperature=tau)
-            losses["nce_2"] = self.nce_weight * info_nce(*h[2], temperature=tau)
+            losses["nce_1"] = self.nce_weight * info_nce(*h[1], temperature=tau, gather=gather)
+            losses["nce_2"] = self.nce_weight * info_nce(*h[2], temperature=tau, gather=gather)
         if self.icnce_weight:
             x, y = (1, 2) if self._rng.random() < 0.5 else (2, 1)  # R = 1: tower I anchors
-            term = icnce(*h[x], *h[y], temperature=tau)
+            term = icnce(*h[x], *h[y], temperature=tau, gather=gather)
             if "cross_cls_1" in outputs:
                 c = {1: views("cross_cls_1"), 2: views("cross_cls_2")}
-                term = term + icnce(*c[x], *c[y], temperature=tau)
+                term = term + icnce(*c[x], *c[y], temperature=tau, gather=gather)
             losses["icnce"] = self.icnce_weight * term
         if self.ictm_weight:
             if "pooler_1" not in outputs:
@@ -154,8 +200,6 @@ class JTCSELoss(nn.Module):
             losses["ictm"] = self.ictm_weight * (
                 ictm(h[1][0], h[2][1], p[1][0], p[2][1], eps=eps) + ictm(h[2][0], h[1][1], p[2][0], p[1][1], eps=eps)
             )
-        for name, term_fn in self.extra_terms.items():
-            losses[name] = term_fn(outputs)
         return losses
 
     def get_config_dict(self) -> dict[str, Any]:
@@ -166,8 +210,8 @@ class JTCSELoss(nn.Module):
             "ictm_weight": self.ictm_weight,
             "ictm_eps": self.ictm_eps,
             "seed": self.seed,
-            "cael_every": self.model[0].cael_every,
-            "extra_terms": sorted(self.extra_terms),
+            "gather_across_devices": self.gather_across_devices,
+            "cael_every": self.twin[0].cael_every,
         }
 
     @property

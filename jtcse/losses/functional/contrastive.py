@@ -11,40 +11,74 @@ import torch
 from torch.nn import functional as F
 
 
-def _two_view_nt_xent(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Cross-entropy over ``cos(anchors_i, candidates_j) / t`` for ``2B`` rows stacked as [view a; view b].
+def gathers(gather: bool) -> bool:
+    """Whether ``gather=True`` really gathers: a ``torch.distributed`` group of more than one rank is up."""
+    from sentence_transformers.util.distributed import get_world_size
 
-    Row i's positive is column ``(i + B) mod 2B`` (the other view of the same sentence), column i
-    (the same view of the same sentence) is excluded, every other column is a negative.
+    return gather and get_world_size() > 1
+
+
+def _two_view_nt_xent(
+    anchors_a: torch.Tensor,
+    anchors_b: torch.Tensor,
+    candidates_a: torch.Tensor,
+    candidates_b: torch.Tensor,
+    temperature: float,
+    gather: bool = False,
+) -> torch.Tensor:
+    """Cross-entropy over ``cos(anchor, candidate) / t``, anchors [view a; view b] of the local B sentences.
+
+    Candidates are [view a; view b] of the local B sentences, or with :func:`gathers` of all
+    ``N = world_size * B`` sentences (``all_gather_with_grad``, rank-major, so the local sentence j is
+    global sentence ``rank * B + j``). The anchor "view a of sentence s" has its positive at column
+    ``N + s`` (the other view) and its column ``s`` (the same view) excluded; view b mirrors that;
+    every other column is a negative. Mean over the 2B local anchors.
     """
-    n = anchors.shape[0]
-    logits = F.normalize(anchors, dim=-1) @ F.normalize(candidates, dim=-1).T / temperature
-    same_view = torch.eye(n, dtype=torch.bool, device=logits.device)
-    logits = logits.masked_fill(same_view, float("-inf"))
-    targets = torch.arange(n, device=logits.device).roll(n // 2)
-    return F.cross_entropy(logits, targets)
+    n = anchors_a.shape[0]
+    offset = 0
+    if gathers(gather):
+        from sentence_transformers.util.distributed import all_gather_with_grad, get_rank
+
+        candidates_a, candidates_b = all_gather_with_grad(candidates_a), all_gather_with_grad(candidates_b)
+        offset = get_rank() * n
+    total = candidates_a.shape[0]
+    anchors = F.normalize(torch.cat([anchors_a, anchors_b]), dim=-1)
+    candidates = F.normalize(torch.cat([candidates_a, candidates_b]), dim=-1)
+    logits = anchors @ candidates.T / temperature
+    own = torch.arange(offset, offset + n, device=logits.device)
+    same_view = torch.cat([own, own + total])
+    other_view = torch.cat([own + total, own])
+    rows = torch.arange(2 * n, device=logits.device)
+    logits = logits.index_put((rows, same_view), logits.new_tensor(float("-inf")))
+    return F.cross_entropy(logits, other_view)
 
 
-def info_nce(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
+def info_nce(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.05, gather: bool = False) -> torch.Tensor:
     """Unsupervised InfoNCE (NT-Xent) inside one tower over all 2B views (SimCSE, Gao et al., 2021).
 
     Each of the 2B embeddings is an anchor; its positive is the other view of the same sentence,
     the other 2B-2 embeddings are negatives, self-similarity is excluded. Mean over the 2B anchors.
+    With ``gather`` (and a process group of several ranks) the anchors stay local and the
+    candidates are the views of every rank's sentences: ``2N - 2`` negatives for ``N`` global sentences.
     """
-    z = torch.cat([a, b])
-    return _two_view_nt_xent(z, z, temperature)
+    return _two_view_nt_xent(a, b, a, b, temperature, gather)
 
 
 def icnce(
-    xa: torch.Tensor, xb: torch.Tensor, ya: torch.Tensor, yb: torch.Tensor, temperature: float = 0.05
+    xa: torch.Tensor,
+    xb: torch.Tensor,
+    ya: torch.Tensor,
+    yb: torch.Tensor,
+    temperature: float = 0.05,
+    gather: bool = False,
 ) -> torch.Tensor:
     """Interaction-constrained InfoNCE from tower X's embeddings (anchors) to tower Y's (candidates).
 
     ``sim(X_i, Y_j) / t`` over the 2B x 2B matrix; for the anchor "view v of sentence s" the positive
     is Y's *other* view of s, Y's *same* view of s is excluded, the other 2B-2 entries are negatives.
-    Mean over the 2B anchors.
+    Mean over the 2B anchors. ``gather`` takes Y from every rank, as in :func:`info_nce`.
     """
-    return _two_view_nt_xent(torch.cat([xa, xb]), torch.cat([ya, yb]), temperature)
+    return _two_view_nt_xent(xa, xb, ya, yb, temperature, gather)
 
 
 def tmc(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
