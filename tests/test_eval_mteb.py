@@ -35,7 +35,7 @@ def test_local_task_score_matches_our_spearman(local_tsv, tiny_bert, tmp_path):
     import numpy as np
 
     model = load_sentence_encoder(tiny_bert)
-    summary = run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4)
+    summary = run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4, cache_dir=tmp_path / "cache")
     entry = summary["tasks"]["Local_my_sts"]
     pairs = STSPairs([a for a, _, _ in ROWS], [b for _, b, _ in ROWS], np.array([s for *_, s in ROWS]))
     assert entry["main_score"] == pytest.approx(cosine_spearman(model, pairs), abs=1e-6)
@@ -61,7 +61,8 @@ def test_unavailable_registry_task_is_reported_not_raised(local_tsv, tiny_bert, 
     from jtcse.cli import app
 
     result = CliRunner().invoke(
-        app, ["eval", "mteb", tiny_bert, "--tasks", "STS17:en-en", "--local-task", str(local_tsv), "--output-dir", str(tmp_path)]
+        app, ["eval", "mteb", tiny_bert, "--tasks", "STS17:en-en", "--local-task", str(local_tsv), "--output-dir", str(tmp_path),
+              "--cache-dir", str(tmp_path / "cache")]
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -81,3 +82,39 @@ def test_bad_inputs(tmp_path):
         local_sts_task(bad)
     with pytest.raises(JTCSEError, match="unknown MTEB task"):
         run_mteb(None, ["NoSuchTask"], tmp_path)
+
+
+def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):
+    """Same path, other weights: a new revision (weight hash), never the cached results of the first."""
+    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.evaluation.mteb_runner import run_mteb
+    from jtcse.testing import make_tiny_tower
+
+    path, cache = tmp_path / "model", tmp_path / "cache"
+    summaries = []
+    for seed in (0, 1, 0):  # the same path rewritten with other weights, then the first weights again
+        make_tiny_tower(path, "bert", seed=seed)
+        model = load_sentence_encoder(str(path))
+        summaries.append(run_mteb(model, (), tmp_path / f"out{seed}", local_tasks=[local_tsv], batch_size=4,
+                                  name=path, cache_dir=cache))
+    first, second, again = summaries
+    assert first["model"]["name"] == second["model"]["name"] == str(path.resolve())
+    assert first["model"]["revision"] != second["model"]["revision"]
+    assert again["model"] == first["model"]
+    scores = [s["tasks"]["Local_my_sts"]["main_score"] for s in summaries]
+    assert scores[0] != scores[1] and scores[2] == pytest.approx(scores[0], abs=1e-6)  # cached: 6 digits
+    revisions = {p.name for p in (cache / "results").glob("*/*") if p.is_dir()}
+    assert revisions == {first["model"]["revision"], second["model"]["revision"]}
+
+
+def test_changed_local_task_file_is_not_served_from_the_cache(local_tsv, tiny_bert, tmp_path):
+    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.evaluation.mteb_runner import run_mteb
+
+    model = load_sentence_encoder(tiny_bert)
+    run = lambda: run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4, name=tiny_bert,
+                           cache_dir=tmp_path / "cache")["tasks"]["Local_my_sts"]["main_score"]
+    before = run()
+    rows = ROWS[:3] + [(a, b, 5.0 - s) for a, b, s in ROWS[3:]]
+    local_tsv.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows), encoding="utf-8")
+    assert run() != before

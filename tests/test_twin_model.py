@@ -220,8 +220,50 @@ def test_different_tokenizers_are_refused(tiny_bert, tiny_bert_b, tiny_roberta):
 
     tower_1, tower_2 = Transformer.load(tiny_bert), Transformer.load(tiny_bert_b)
     tower_2.processor = AutoTokenizer.from_pretrained(Path(tiny_roberta))
-    with pytest.raises(JTCSEError, match="different tokenizers"):
+    with pytest.raises(ValueError, match="different tokenizers") as info:
         TwinTowers(tower_1, tower_2)
+    assert type(info.value) is ValueError  # the module ships inside checkpoints: no jtcse exception types
+
+
+@pytest.fixture(scope="module")
+def cased_bert(tmp_path_factory, tiny_bert):
+    """tiny_bert with a cased tokenizer (same vocabulary, no lower-casing)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("towers") / "bert_cased"
+    shutil.copytree(tiny_bert, out)
+    AutoTokenizer.from_pretrained(tiny_bert, do_lower_case=False).save_pretrained(out)
+    return str(out)
+
+
+def test_cased_and_uncased_towers_are_refused(tiny_bert, tiny_bert_b, cased_bert):
+    from transformers import AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(cased_bert).tokenize("Hello") != AutoTokenizer.from_pretrained(tiny_bert).tokenize("Hello")
+    with pytest.raises(JTCSEError, match=r"normalise text differently \(normalizer.lowercase True vs False\)"):
+        build_twin(tiny_bert, cased_bert)
+    assert build_twin(cased_bert, cased_bert).encode(["Ok"]).shape == (1, 32)  # both cased is fine
+
+
+def test_max_seq_length_beyond_the_position_table_is_clamped(tiny_bert, tiny_bert_b, tiny_roberta, tiny_roberta_b, caplog):
+    long = [" ".join(["word"] * 300)]
+    with caplog.at_level("WARNING"):
+        twin = build_twin(tiny_bert, tiny_bert_b, max_seq_length=1024)
+    assert twin.max_seq_length == 68  # the tiny towers' 68 positions
+    assert "max_seq_length=1024 exceeds the 68 positions" in caplog.text
+    assert twin.encode(long).shape == (1, 32)  # no tensor-size crash on a long sentence
+    twin.train()
+    twin(twin.preprocess(long))  # the training forward (cross stream) too
+    assert build_twin(tiny_roberta, tiny_roberta_b, max_seq_length=1024).max_seq_length == 66  # padding_idx 1 offset
+
+
+@pytest.mark.slow
+def test_minilm_max_seq_length_1024_is_clamped_to_512():
+    twin = build_twin(None, None, max_seq_length=1024)
+    assert twin.max_seq_length == 512
+    assert twin.encode([" ".join(["word"] * 700)]).shape == (1, 384)
 
 
 @pytest.mark.parametrize("bad", [3, 0, -2, 8, True, 2.5, "2"])

@@ -114,6 +114,9 @@ def mteb_command(
     pooling: Optional[str] = typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean."),
     batch_size: int = typer.Option(64, "--batch-size", help="Sentences per encoding batch."),
     device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+    cache_dir: Optional[Path] = typer.Option(
+        None, "--cache-dir", help="MTEB result cache; results are reused only for the same weights (default: $MTEB_CACHE or ~/.cache/mteb)."
+    ),
 ) -> None:
     """Run MTEB tasks; a task whose data cannot be loaded (e.g. offline) is reported and skipped.
 
@@ -130,7 +133,9 @@ def mteb_command(
     if not names and not local_task:
         raise JTCSEError("nothing to run: give --tasks and/or --local-task")
     encoder = load_sentence_encoder(model, pooling=pooling, device=device)
-    summary = run_mteb(encoder, names, output_dir, local_tasks=local_task, batch_size=batch_size)
+    summary = run_mteb(
+        encoder, names, output_dir, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
+    )
     for name, entry in summary["tasks"].items():
         if "error" in entry:
             typer.echo(f"{name}: not run ({entry['error']})")

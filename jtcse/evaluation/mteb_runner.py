@@ -4,11 +4,16 @@ The default set is the paper's extra STS evaluation: the English parts of STS17,
 STSBenchmarkMultilingualSTS (test split). Each task runs on its own; a task whose data cannot be
 loaded (no network, no local copy in the Hugging Face cache) is recorded with its error instead of
 stopping the run. Results go to ``<out>/<task>.json`` (MTEB's ``TaskResult``) and ``<out>/summary.json``.
+
+Each model is named by its path and revised by a content hash of its weights and module settings
+(:func:`model_revision`), and every local task's dataset revision is a hash of its file, so MTEB's
+result cache hands a run only results computed from the same weights on the same data.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -63,7 +68,7 @@ def local_sts_task(path: str | Path, name: str | None = None):
     metadata = TaskMetadata(
         name=task_name,
         description=f"STS pairs read from the local file {path.name}.",
-        dataset={"path": str(path), "revision": "local"},
+        dataset={"path": str(path), "revision": hashlib.sha256(path.read_bytes()).hexdigest()[:16]},
         type="STS",
         category="t2t",
         modalities=["text"],
@@ -94,32 +99,79 @@ def _registry_task(spec: str):
         raise JTCSEError(f"unknown MTEB task {name!r}: {err}") from None
 
 
-def run_mteb(model, tasks, output_dir: str | Path, local_tasks=(), batch_size: int = 64) -> dict:
+def model_revision(model) -> str:
+    """Content hash (16 hex digits) of a SentenceTransformer's weights and the module settings that shape
+    its embeddings (module types, their configs, ``max_seq_length``): MTEB's revision of the model."""
+    import torch
+
+    digest = hashlib.sha256()
+    settings = [
+        [type(module).__name__, module.get_config_dict() if hasattr(module, "get_config_dict") else None]
+        for module in model
+    ]
+    digest.update(json.dumps([settings, model.max_seq_length], sort_keys=True, default=str).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def model_name(name_or_path: str | Path) -> str:
+    """MTEB's name of a model: the absolute path of a local checkpoint, else the hub name as given."""
+    path = Path(name_or_path)
+    return str(path.resolve()) if path.exists() else str(name_or_path)
+
+
+def _mteb_model(model, name: str):
+    """``model`` wrapped for MTEB, named ``name`` and revised by :func:`model_revision`."""
+    from mteb.models import SentenceTransformerEncoderWrapper
+
+    wrapped = SentenceTransformerEncoderWrapper(model)
+    wrapped.mteb_model_meta = wrapped.mteb_model_meta.model_copy(
+        update={"name": name, "revision": model_revision(model)}
+    )
+    return wrapped
+
+
+def run_mteb(
+    model, tasks, output_dir: str | Path, local_tasks=(), batch_size: int = 64, *, name: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+) -> dict:
     """Run each task (registry names, optionally ``NAME:SUBSET``, plus local STS files) on ``model``.
 
+    ``name``: the model's path or hub name (:func:`model_name`; default: what the model card says).
+    ``cache_dir``: MTEB's result cache (default: MTEB's own, ``$MTEB_CACHE`` or ``~/.cache/mteb``); a
+    cached result is reused only for the same name, weights (:func:`model_revision`) and task data.
     Returns the summary written to ``output_dir/summary.json``:
-    ``{"tasks": {name: {"main_score", "metric", "file"} | {"error"}}}``.
+    ``{"model": {"name", "revision"}, "tasks": {name: {"main_score", "metric", "file"} | {"error"}}}``.
     """
     import mteb
 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
+    if model is not None:
+        model = _mteb_model(model, model_name(name) if name is not None else _card_name(model))
+    cache = mteb.ResultCache(cache_dir) if model is not None else None
     jobs = []
     for spec in tasks:
         jobs.append((spec, lambda spec=spec: _registry_task(spec)))
     for path in local_tasks:
         jobs.append((Path(path).name, lambda path=path: local_sts_task(path)))
 
-    summary: dict = {"tasks": {}}
+    meta = model.mteb_model_meta if model is not None else None
+    summary: dict = {"model": {"name": meta.name, "revision": meta.revision} if meta else None, "tasks": {}}
     for label, make_task in jobs:
         task = make_task()  # bad names / unreadable local files are user mistakes: raise
         name = task.metadata.name
+        cached = cache.load_task_result(name, meta) if cache is not None else None
+        stale = cached is not None and cached.dataset_revision != task.metadata.revision
         try:
             result = mteb.evaluate(
                 model,
                 task,
-                cache=None,
-                overwrite_strategy="always",
+                cache=cache,
+                overwrite_strategy="always" if stale else "only-missing",
                 encode_kwargs={"batch_size": batch_size},
                 show_progress_bar=False,
                 raise_error=True,
@@ -138,3 +190,9 @@ def run_mteb(model, tasks, output_dir: str | Path, local_tasks=(), batch_size: i
         }
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def _card_name(model) -> str:
+    """A model's name when no path is given: its model card's name or base model, else ``"unnamed"``."""
+    card = model.model_card_data
+    return card.model_name or card.base_model or "unnamed"

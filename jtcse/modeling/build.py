@@ -75,5 +75,8 @@ def build_twin(tower_a=None, tower_b=None, *, cael_every: int | None = 2, max_se
     from jtcse.modeling.twin import TwinTowers
 
     towers = [load_tower(t if t is not None else default_tower_path()) for t in (tower_a, tower_b)]
-    twin = TwinTowers(towers[0], towers[1], cael_every=cael_every, max_seq_length=max_seq_length)
+    try:
+        twin = TwinTowers(towers[0], towers[1], cael_every=cael_every, max_seq_length=max_seq_length)
+    except ValueError as err:  # the twin's module raises plain ValueError (it ships inside checkpoints)
+        raise JTCSEError(str(err)) from None
     return SentenceTransformer(modules=[twin], device=device)

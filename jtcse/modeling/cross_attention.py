@@ -21,8 +21,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from jtcse.errors import JTCSEError
-
 _LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output",
                 "intermediate", "output")
 
@@ -32,14 +30,14 @@ def encoder_layers(hf_model: nn.Module) -> nn.ModuleList:
     layers = getattr(getattr(hf_model, "encoder", None), "layer", None)
     name = type(hf_model).__name__
     if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
-        raise JTCSEError(
+        raise ValueError(
             f"{name} has no `encoder.layer` list; JTCSE towers need a BERT-layout encoder (BERT, RoBERTa, MiniLM, ...)."
         )
     for part in _LAYER_PARTS:
         try:
             layers[0].get_submodule(part)
         except AttributeError:
-            raise JTCSEError(
+            raise ValueError(
                 f"{name} layers have no `{part}`; JTCSE towers need the BERT layer layout "
                 "(self-attention Q/K/V, attention output, intermediate, output)."
             ) from None

@@ -52,11 +52,13 @@ def load_model(path: str | Path, device: str | None = None, **kwargs):
     """
     from sentence_transformers import SentenceTransformer
 
+    from jtcse.modeling.checkpoint_code import sentence_transformer_loader
+
     trust = kwargs.pop("trust_remote_code", False)
     if Path(path).exists():
         trust = needs_jtcse_classes(path) or trust
     try:
-        return SentenceTransformer(str(path), device=device, trust_remote_code=trust, **kwargs)
+        return sentence_transformer_loader(path)(str(path), device=device, trust_remote_code=trust, **kwargs)
     except OSError as err:
         if Path(path).exists():
             raise JTCSEError(f"Cannot load the model at {path}: {err}") from None

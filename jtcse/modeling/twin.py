@@ -10,10 +10,16 @@ the primitive stream up to the first cross-attention encoder layer (CAEL) and fr
 through CAELs (every ``cael_every``-th layer, see :mod:`jtcse.modeling.cross_attention`) and the
 towers' ordinary layers. The cross stream starts from the primitive hidden state entering the
 first CAEL, so nothing below it is recomputed and its gradients reach the shared lower layers.
+
+This file, ``cross_attention.py`` and ``portable.py`` are saved into every twin checkpoint (see
+:mod:`jtcse.modeling.portable`), so they import only torch, transformers, sentence-transformers and
+each other, and raise plain ``ValueError``.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import operator
 import os
 from dataclasses import dataclass
@@ -24,8 +30,10 @@ import torch
 from sentence_transformers.base.modules import InputModule, Transformer
 from torch import nn
 
-from jtcse.errors import JTCSEError
-from jtcse.modeling.cross_attention import cael_forward, encoder_layers, padding_mask
+from .cross_attention import cael_forward, encoder_layers, padding_mask
+from .portable import portable, write_source_files
+
+logger = logging.getLogger(__name__)
 
 TOWER_DIRS = ("tower_1", "tower_2")
 TWIN_CONFIG_FILE = "jtcse_twin_config.json"
@@ -42,12 +50,12 @@ def check_cael_every(cael_every: Any, num_layers: int) -> int | None:
             raise TypeError
         k = operator.index(cael_every)
     except TypeError:
-        raise JTCSEError(
+        raise ValueError(
             f"cael_every must be an integer or None, not {cael_every!r}. Valid values for {num_layers}-layer "
             f"towers: {divisors} (or None for no cross-attention)."
         ) from None
     if k < 1 or num_layers % k:
-        raise JTCSEError(
+        raise ValueError(
             f"cael_every={k} does not divide the towers' {num_layers} layers. Valid values: {divisors} "
             "(or None for no cross-attention)."
         )
@@ -55,7 +63,7 @@ def check_cael_every(cael_every: Any, num_layers: int) -> int | None:
 
 
 def check_towers_compatible(tower_1: Transformer, tower_2: Transformer) -> None:
-    """Raise :class:`JTCSEError` unless the towers share tokenizer, layer layout, count and width."""
+    """Raise :class:`ValueError` unless the towers share tokenizer (vocabulary and normalisation), layer layout, count and width."""
     layers = [encoder_layers(tower.model) for tower in (tower_1, tower_2)]
     c1, c2 = tower_1.model.config, tower_2.model.config
     for what, a, b in (
@@ -65,15 +73,65 @@ def check_towers_compatible(tower_1: Transformer, tower_2: Transformer) -> None:
         ("attention head count", c1.num_attention_heads, c2.num_attention_heads),
     ):
         if a != b:
-            raise JTCSEError(f"The towers differ in {what} ({a} vs {b}); JTCSE needs two towers of the same shape.")
+            raise ValueError(f"The towers differ in {what} ({a} vs {b}); JTCSE needs two towers of the same shape.")
     tok_1, tok_2 = tower_1.tokenizer, tower_2.tokenizer
     if tok_1 is None or tok_2 is None:
-        raise JTCSEError("Both towers need a text tokenizer.")
+        raise ValueError("Both towers need a text tokenizer.")
     if type(tok_1) is not type(tok_2) or tok_1.get_vocab() != tok_2.get_vocab():
-        raise JTCSEError(
+        raise ValueError(
             f"The towers use different tokenizers ({type(tok_1).__name__}, {len(tok_1)} tokens vs "
             f"{type(tok_2).__name__}, {len(tok_2)} tokens); JTCSE feeds both towers the same token ids."
         )
+    norm_1, norm_2 = tokenizer_normalisation(tok_1), tokenizer_normalisation(tok_2)
+    if norm_1 != norm_2:
+        differ = {key: (norm_1.get(key), norm_2.get(key)) for key in sorted(set(norm_1) | set(norm_2))
+                  if norm_1.get(key) != norm_2.get(key)}
+        shown = ", ".join(f"{key} {a!r} vs {b!r}" for key, (a, b) in differ.items())
+        raise ValueError(
+            f"The towers' tokenizers normalise text differently ({shown}), e.g. a cased and an uncased "
+            "tower; JTCSE feeds both towers the same token ids, so both must be cased or both uncased."
+        )
+
+
+def tokenizer_normalisation(tokenizer) -> dict[str, Any]:
+    """What a tokenizer does to text before splitting it: lower-casing, accent stripping, unicode form.
+
+    Fast tokenizers: their ``normalizer`` settings, flattened (``normalizer.lowercase``, ...); others:
+    their ``do_lower_case`` / ``strip_accents`` / ``tokenize_chinese_chars`` options.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        keys = ("do_lower_case", "strip_accents", "tokenize_chinese_chars")
+        return {key: getattr(tokenizer, key, tokenizer.init_kwargs.get(key)) for key in keys}
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{prefix}.{key}")
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{prefix}.{i}")
+        else:
+            flat[prefix] = node
+
+    walk(json.loads(backend.to_str()).get("normalizer"), "normalizer")
+    return flat
+
+
+def position_capacity(hf_model: nn.Module) -> int | None:
+    """Longest input the model's learned position table accepts, or None when it has none.
+
+    RoBERTa-style embeddings start positions at ``padding_idx + 1``, so those slots are unusable.
+    """
+    limit = getattr(getattr(hf_model, "config", None), "max_position_embeddings", None)
+    if limit is None or limit < 0:
+        return None
+    for module in hf_model.modules():
+        padding_idx = getattr(module, "padding_idx", None)
+        if isinstance(padding_idx, int) and isinstance(getattr(module, "position_embeddings", None), nn.Embedding):
+            return limit - (padding_idx + 1)
+    return limit
 
 
 @dataclass
@@ -88,6 +146,7 @@ class TwinStreams:
     pooler: tuple[torch.Tensor | None, torch.Tensor | None]
 
 
+@portable
 class TwinTowers(InputModule):
     """Two towers (sentence-transformers ``Transformer`` modules) encoded jointly; see the module docstring.
 
@@ -95,10 +154,14 @@ class TwinTowers(InputModule):
         tower_1, tower_2: ``Transformer`` modules of the same BERT-layout architecture and tokenizer.
         cael_every: CAEL spacing ``k`` (a divisor of the layer count; the CAELs are layers k, 2k, ..., L),
             or None for no cross stream (TNCSE). Changes training only, never ``encode``.
-        max_seq_length: truncation length of the shared tokenizer (None keeps the towers' own).
+        max_seq_length: truncation length of the shared tokenizer (None keeps the towers' own); a
+            length beyond the towers' position table is clamped to it, with a warning.
 
     Saved layout (inside a SentenceTransformer directory): ``tower_1/`` and ``tower_2/`` (each a
-    ``Transformer`` folder: HF config, weights, tokenizer) and ``jtcse_twin_config.json``.
+    ``Transformer`` folder: HF config, weights, tokenizer), ``jtcse_twin_config.json`` and this
+    module's source files (``twin.py``, ``cross_attention.py``, ``portable.py``); ``modules.json``
+    names the class ``twin.TwinTowers``, so ``SentenceTransformer(path, trust_remote_code=True)``
+    loads it without jtcse.
     """
 
     config_file_name = TWIN_CONFIG_FILE
@@ -144,7 +207,14 @@ class TwinTowers(InputModule):
     @max_seq_length.setter
     def max_seq_length(self, value: int | None) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
-            raise JTCSEError(f"max_seq_length must be an integer >= 2, not {value!r}.")
+            raise ValueError(f"max_seq_length must be an integer >= 2, not {value!r}.")
+        capacity = self.position_capacity()
+        if value is not None and capacity is not None and value > capacity:
+            logger.warning(
+                f"max_seq_length={value} exceeds the {capacity} positions of the towers' position table; "
+                f"using max_seq_length={capacity}."
+            )
+            value = capacity
         for tower in self.towers:
             tower.max_seq_length = value
 
@@ -164,6 +234,11 @@ class TwinTowers(InputModule):
     def tower_models(self) -> list[nn.Module]:
         """The two ``transformers`` models, ``[tower_1, tower_2]``."""
         return [tower.model for tower in self.towers]
+
+    def position_capacity(self) -> int | None:
+        """Longest input both towers accept (:func:`position_capacity`), None when unbounded."""
+        capacities = [c for c in map(position_capacity, self.tower_models()) if c is not None]
+        return min(capacities, default=None)
 
     def get_embedding_dimension(self) -> int:
         return self.towers[0].get_embedding_dimension()
@@ -215,7 +290,7 @@ class TwinTowers(InputModule):
         """
         inputs = {key: features[key] for key in _MODEL_INPUT_KEYS if key in features}
         if "input_ids" not in inputs or "attention_mask" not in inputs:
-            raise JTCSEError("TwinTowers needs tokenised features with input_ids and attention_mask.")
+            raise ValueError("TwinTowers needs tokenised features with input_ids and attention_mask.")
         cross = cross and self.cael_every is not None
         outputs = [
             tower.model(**inputs, output_hidden_states=cross or keep_all, return_dict=True) for tower in self.towers
@@ -262,6 +337,7 @@ class TwinTowers(InputModule):
             os.makedirs(tower_dir, exist_ok=True)
             tower.save(tower_dir, safe_serialization=safe_serialization)
         self.save_config(output_path)
+        write_source_files(type(self), output_path)
 
     @classmethod
     def load(
@@ -303,7 +379,7 @@ class TwinTowers(InputModule):
         from sentence_transformers.sentence_transformer.modules import Pooling
 
         if index not in (0, 1):
-            raise JTCSEError(f"Tower index must be 0 or 1, not {index!r}.")
+            raise ValueError(f"Tower index must be 0 or 1, not {index!r}.")
         tower = self.towers[index]
         pooling = Pooling(tower.get_embedding_dimension(), pooling_mode="cls")
         device = next(tower.parameters()).device

@@ -1,0 +1,118 @@
+"""A twin checkpoint carries its own modeling code: it opens where jtcse is not importable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jtcse import build_twin
+from jtcse.errors import JTCSEError
+from jtcse.modeling.loading import load_model
+from helpers.cli import run_python
+
+SENTENCES = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog.", "Short."]
+CODE_FILES = {"twin.py", "cross_attention.py", "portable.py"}
+
+
+@pytest.fixture(scope="module")
+def saved_twin(tmp_path_factory, tiny_bert, tiny_bert_b):
+    model = build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=48)
+    path = tmp_path_factory.mktemp("twin") / "twin"
+    model.save(str(path))
+    return model, path
+
+
+def test_checkpoint_names_its_own_files_byte_identical_to_the_package(saved_twin):
+    import jtcse.modeling
+
+    _, path = saved_twin
+    modules = json.loads((path / "modules.json").read_text())
+    assert [m["type"] for m in modules] == ["twin.TwinTowers"]
+    package = Path(jtcse.modeling.__file__).parent
+    assert CODE_FILES <= {p.name for p in path.glob("*.py")}
+    for name in CODE_FILES:
+        assert (path / name).read_bytes() == (package / name).read_bytes()
+
+
+def test_fresh_process_without_jtcse_encodes_like_memory(saved_twin, tmp_path):
+    model, path = saved_twin
+    out = tmp_path / "emb.npy"
+    code = f"""
+import numpy as np
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer({str(path)!r}, trust_remote_code=True)
+assert model[0].cael_every == 2 and model.max_seq_length == 48
+np.save({str(out)!r}, model.encode({SENTENCES!r}))
+resaved = {str(tmp_path / 'resaved')!r}
+model.save(resaved)
+print(type(model[0]).__module__)
+"""
+    result = run_python(code, hide_jtcse=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "twin"
+    np.testing.assert_allclose(np.load(out), model.encode(SENTENCES), atol=1e-5)
+    # a twin re-saved without jtcse is the same portable checkpoint
+    assert json.loads((tmp_path / "resaved" / "modules.json").read_text())[0]["type"] == "twin.TwinTowers"
+    for name in CODE_FILES:
+        assert (tmp_path / "resaved" / name).read_bytes() == (path / name).read_bytes()
+
+
+def test_load_model_gives_the_installed_class(saved_twin):
+    from jtcse.modeling.twin import TwinTowers
+
+    model, path = saved_twin
+    loaded = load_model(path)
+    assert type(loaded[0]) is TwinTowers
+    np.testing.assert_allclose(loaded.encode(SENTENCES), model.encode(SENTENCES), atol=1e-5)
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_old_type_checkpoint_still_loads(saved_twin, tmp_path):
+    model, path = saved_twin
+    old = _copy(path, tmp_path / "old")
+    for name in CODE_FILES:
+        (old / name).unlink()
+    modules = json.loads((old / "modules.json").read_text())
+    modules[0]["type"] = "jtcse.modeling.twin.TwinTowers"
+    (old / "modules.json").write_text(json.dumps(modules))
+    np.testing.assert_allclose(load_model(old).encode(SENTENCES), model.encode(SENTENCES), atol=1e-5)
+
+
+@pytest.mark.parametrize("change", ["edit", "remove"])
+def test_modified_code_is_refused(saved_twin, tmp_path, change):
+    _, path = saved_twin
+    bad = _copy(path, tmp_path / "bad")
+    target = bad / "cross_attention.py"
+    if change == "edit":
+        target.write_text(target.read_text() + "\nprint('injected')\n")
+    else:
+        target.unlink()
+    word = "differs from the installed" if change == "edit" else "is missing"
+    with pytest.raises(JTCSEError, match=f"cross_attention.py {word}.*trust_remote_code=True"):
+        load_model(bad)
+
+
+def test_plain_sentence_transformer_without_trust_is_refused(saved_twin):
+    _, path = saved_twin
+    result = run_python(
+        f"from sentence_transformers import SentenceTransformer\nSentenceTransformer({str(path)!r})", hide_jtcse=True
+    )
+    assert result.returncode != 0
+    assert "twin.TwinTowers" in result.stderr and "trust_remote_code=True" in result.stderr
+
+
+def test_exported_towers_stay_plain(saved_twin, tmp_path):
+    model, _ = saved_twin
+    for tower in model[0].export_towers(tmp_path / "export"):
+        types = [m["type"] for m in json.loads((Path(tower) / "modules.json").read_text())]
+        assert all(t.startswith("sentence_transformers.") for t in types), types
+        assert not list(Path(tower).glob("*.py"))
