@@ -40,7 +40,7 @@ def mean_bert(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def spread_bert(tmp_path_factory) -> str:
     """A tiny BERT whose sentences are far apart (random tiny towers give cos ~0.99999 to every pair)."""
-    from spread_towers import make_spread_tower
+    from helpers.spread_towers import make_spread_tower
 
     return make_spread_tower(tmp_path_factory.mktemp("towers") / "spread_bert", "bert", seed=4)
 
@@ -219,7 +219,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
                 "--train-file", str(corpus), "--max-steps", "2", "--batch-size", "4", *extra]  # fmt: skip
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
-        assert json.loads((student / "run_summary.json").read_text())["teacher_dimension"] == (32 if not extra else 80)
+        assert json.loads((student / "run_summary.json").read_text())["model"]["teacher_dimension"] == (32 if not extra else 80)
 
 
 @pytest.mark.cli

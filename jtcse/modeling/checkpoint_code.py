@@ -1,7 +1,7 @@
 """Open jtcse's own checkpoints with the installed jtcse classes, never with code read from the checkpoint.
 
-A twin checkpoint carries its modeling source (``twin.py`` and the files it imports) and names
-``twin.TwinTowers`` in ``modules.json`` (see :mod:`jtcse.modeling.portable`); older ones name
+A twin (or ensemble) checkpoint carries its modeling source (``twin.py`` and the files it imports) and
+names ``twin.TwinTowers`` (``ensemble.Ensemble``) in ``modules.json`` (see :mod:`jtcse.modeling.portable`); older ones name
 ``jtcse.modeling.twin.TwinTowers`` and carry no code. Both resolve to the installed class, the first
 only when the checkpoint's source files are byte-identical to the installed ones: a checkpoint whose
 code differs is refused (open it with ``SentenceTransformer(path, trust_remote_code=True)`` if you
@@ -17,10 +17,17 @@ from pathlib import Path
 from jtcse.errors import JTCSEError
 
 
+def portable_classes() -> tuple[type, ...]:
+    """jtcse's module classes that travel with their source (:func:`jtcse.modeling.portable.portable`)."""
+    from jtcse.modeling.ensemble import Ensemble
+    from jtcse.modeling.twin import TwinTowers
+
+    return (TwinTowers, Ensemble)
+
+
 def installed_module_classes(path: str | Path) -> dict[str, type]:
     """``modules.json`` types of the checkpoint at ``path`` that name jtcse classes, mapped to the installed classes."""
     from jtcse.modeling.portable import source_files
-    from jtcse.modeling.twin import TwinTowers
 
     path = Path(path)
     modules_file = path / "modules.json"
@@ -31,7 +38,7 @@ def installed_module_classes(path: str | Path) -> dict[str, type]:
     except (OSError, ValueError, AttributeError) as err:
         raise JTCSEError(f"{modules_file} is not a readable list of modules: {err}") from None
     classes: dict[str, type] = {}
-    for cls in (TwinTowers,):
+    for cls in portable_classes():
         portable_type, legacy_type = f"{cls.__module__}.{cls.__name__}", f"{cls.source_module}.{cls.__name__}"
         if legacy_type in types:
             classes[legacy_type] = cls

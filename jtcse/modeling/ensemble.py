@@ -11,8 +11,11 @@ This is the "+UC" ensemble of Zong et al., JTCSE (2025), Table I: the twin combi
 independently trained checkpoint. With equal weights, the cosine of two concatenated embeddings
 is the mean of the members' cosines.
 
-The module depends on sentence-transformers and torch only, so it can travel inside a checkpoint
-as remote code; it uses jtcse's error type when jtcse is importable.
+This file and ``portable.py`` are saved into every ensemble checkpoint (see
+:mod:`jtcse.modeling.portable`), so it imports only torch, sentence-transformers and ``portable``, and
+raises plain ``ValueError``: ``SentenceTransformer(path, trust_remote_code=True)`` opens an ensemble
+without jtcse. With jtcse installed, members are opened by its loader (installed classes, never code
+read from the checkpoint).
 """
 
 from __future__ import annotations
@@ -25,13 +28,21 @@ import torch
 from sentence_transformers.base.modules import InputModule
 from torch import nn
 
-try:
-    from jtcse.errors import JTCSEError as _Error
-except ImportError:  # loaded as checkpoint code without jtcse
-    _Error = ValueError
+from .portable import portable, write_source_files
 
 ENSEMBLE_CONFIG_FILE = "ensemble_config.json"
 COMBINE_CHOICES = ("concat", "sum")
+
+
+def _member_loader(path: str):
+    """jtcse's loader for its own checkpoints when jtcse is installed, else ``SentenceTransformer``."""
+    try:
+        from jtcse.modeling.checkpoint_code import sentence_transformer_loader
+    except ImportError:  # opened as checkpoint code where jtcse is not installed
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer
+    return sentence_transformer_loader(path)
 
 
 def member_dir(index: int) -> str:
@@ -50,12 +61,12 @@ def check_weights(weights: Any, count: int) -> list[float]:
     try:
         values = [float(w) for w in weights]
     except (TypeError, ValueError):
-        raise _Error(f"Ensemble weights must be numbers, not {weights!r}.") from None
+        raise ValueError(f"Ensemble weights must be numbers, not {weights!r}.") from None
     if len(values) != count:
-        raise _Error(f"{len(values)} weight(s) given for {count} ensemble members; give one weight per member.")
+        raise ValueError(f"{len(values)} weight(s) given for {count} ensemble members; give one weight per member.")
     bad = [w for w in values if not (math.isfinite(w) and w > 0)]
     if bad:
-        raise _Error(f"Ensemble weights must be positive finite numbers; got {bad}.")
+        raise ValueError(f"Ensemble weights must be positive finite numbers; got {bad}.")
     return values
 
 
@@ -81,6 +92,7 @@ def _is_ensemble(module: nn.Module) -> bool:
     return any(type(m).__name__ == "Ensemble" and hasattr(m, "members") for m in module.modules())
 
 
+@portable
 class Ensemble(InputModule):
     """Several sentence encoders whose L2-normalised embeddings are concatenated or summed.
 
@@ -103,20 +115,20 @@ class Ensemble(InputModule):
         super().__init__()
         members = list(members)
         if len(members) < 2:
-            raise _Error(f"An ensemble needs at least two members; got {len(members)}.")
+            raise ValueError(f"An ensemble needs at least two members; got {len(members)}.")
         for i, member in enumerate(members):
             if _is_ensemble(member):
-                raise _Error(
+                raise ValueError(
                     f"Member {i + 1} is itself an ensemble; nested ensembles are not supported. "
                     "List its members directly instead."
                 )
         if combine not in COMBINE_CHOICES:
-            raise _Error(f"combine must be one of {', '.join(COMBINE_CHOICES)}, not {combine!r}.")
+            raise ValueError(f"combine must be one of {', '.join(COMBINE_CHOICES)}, not {combine!r}.")
         self.widths = [member.get_embedding_dimension() for member in members]
         if any(width is None for width in self.widths):
-            raise _Error(f"Every member must report its embedding width; got {self.widths}.")
+            raise ValueError(f"Every member must report its embedding width; got {self.widths}.")
         if combine == "sum" and len(set(self.widths)) > 1:
-            raise _Error(
+            raise ValueError(
                 f"Members of widths {self.widths} cannot be summed; use combine='concat' "
                 "(--combine concat) to concatenate them instead."
             )
@@ -184,7 +196,7 @@ class Ensemble(InputModule):
             prefix = _prefix(i)
             own = {key[len(prefix) :]: value for key, value in features.items() if key.startswith(prefix)}
             if not own:
-                raise _Error(f"Ensemble features hold nothing for {member_dir(i)}; use the ensemble's preprocess.")
+                raise ValueError(f"Ensemble features hold nothing for {member_dir(i)}; use the ensemble's preprocess.")
             outputs.append(member(own)["sentence_embedding"])
         return outputs
 
@@ -208,6 +220,7 @@ class Ensemble(InputModule):
                 safe_serialization=safe_serialization,
             )
         self.save_config(output_path)
+        write_source_files(type(self), output_path)
 
     @classmethod
     def load(
@@ -231,14 +244,14 @@ class Ensemble(InputModule):
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
         names = config.get("members")
         if not isinstance(names, list) or len(names) < 2 or not all(isinstance(n, str) for n in names):
-            raise _Error(f"{ENSEMBLE_CONFIG_FILE} of {model_name_or_path} lists no members.")
+            raise ValueError(f"{ENSEMBLE_CONFIG_FILE} of {model_name_or_path} lists no members.")
         members = []
         for name in names:
             if os.path.basename(name) != name or name in ("", ".", ".."):
-                raise _Error(f"Ensemble member folder {name!r} must be a plain sub-folder name.")
+                raise ValueError(f"Ensemble member folder {name!r} must be a plain sub-folder name.")
             local = cls.load_dir_path(model_name_or_path, subfolder=f"{subfolder}/{name}" if subfolder else name, **hub)
             members.append(
-                SentenceTransformer(
+                _member_loader(local)(
                     local,
                     trust_remote_code=trust_remote_code,
                     model_kwargs=model_kwargs,

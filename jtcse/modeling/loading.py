@@ -30,9 +30,12 @@ def needs_jtcse_classes(path: str | Path) -> bool:
     types = [str(entry.get("type", "")) for entry in modules]
     for nested in path.glob("member_*/modules.json"):  # an ensemble's members are checkpoints of their own
         types += [str(entry.get("type", "")) for entry in json.loads(nested.read_text(encoding="utf-8"))]
-    if not any(t.startswith("jtcse.") for t in types):
+    from jtcse.modeling.checkpoint_code import portable_classes
+
+    ours = {f"{c.__module__}.{c.__name__}" for c in portable_classes()}
+    if not any(t.startswith("jtcse.") or t in ours for t in types):
         return False
-    foreign = [t for t in types if not t.startswith(_TRUSTED_PREFIXES)]
+    foreign = [t for t in types if not (t.startswith(_TRUSTED_PREFIXES) or t in ours)]
     if foreign:
         raise JTCSEError(f"{path} mixes jtcse modules with foreign module classes {foreign}; refusing to load it.")
     for config_file in path.rglob("config.json"):
