@@ -26,13 +26,13 @@ def local_tsv(tmp_path):
 
 
 def test_local_task_score_matches_our_spearman(local_tsv, tiny_bert, tmp_path):
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.mteb_runner import run_mteb
     from jtcse.evaluation.sts import STSPairs, cosine_spearman
 
     import numpy as np
 
-    model = load_sentence_encoder(tiny_bert)
+    model = load_model(tiny_bert, max_seq_length="max")
     summary = run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4)
     entry = summary["tasks"]["Local_my_sts"]
     pairs = STSPairs([a for a, _, _ in ROWS], [b for _, b, _ in ROWS], np.array([s for *_, s in ROWS]))

@@ -37,7 +37,7 @@ def diagnose(
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
     from jtcse.evaluation.diagnostics import run_diagnostics
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.sts import read_stsb_file
 
     for name, value in (("--limit", limit), ("--seq-len", seq_len), ("--max-length", max_length),
@@ -47,7 +47,7 @@ def diagnose(
     texts = read_corpus(sentences).sentences if sentences is not None else default_corpus_sentences(limit=limit)
     texts = texts[:limit]
     pair_data = read_stsb_file(pairs) if pairs is not None else None
-    encoder = load_sentence_encoder(model, max_seq_length=max_length, device=device)
+    encoder = load_model(model, max_seq_length=max_length, device=device)
     report = run_diagnostics(
         encoder, texts, out, pairs=pair_data, positive_threshold=positive_threshold, seq_len=seq_len,
         max_length=max_length, batch_size=batch_size, attention_size=attention_size, max_pairs=limit,

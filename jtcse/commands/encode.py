@@ -37,11 +37,11 @@ def encode(
 
     Example: jtcse encode ./my-model -i corpus.txt -o corpus.npy --normalize --fp16
     """
-    from jtcse.defaults import default_tower_path
+    from jtcse.modeling.loading import resolve_source
     from jtcse.search.encode import encode_file, result_dict
 
     result = encode_file(
-        model or default_tower_path(),
+        resolve_source(model),
         input,
         output,
         batch_size=batch_size,

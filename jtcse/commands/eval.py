@@ -58,7 +58,7 @@ def sts(
 
     Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream --output-json sts.json
     """
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import FULL_LENGTH, load_model
     from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts
 
     task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
@@ -67,7 +67,7 @@ def sts(
     if batch_size < 1:
         raise JTCSEError("--batch-size must be at least 1")
     task_dirs = _parse_task_dirs(task_dir)
-    encoder = load_sentence_encoder(model, pooling=pooling, max_seq_length=max_seq_length, device=device)
+    encoder = load_model(model, pooling=pooling, max_seq_length=max_seq_length or FULL_LENGTH, device=device)
     if backend == "senteval":
         report = run_senteval_package(encoder, data_dir, task_list, batch_size=batch_size)
     else:
@@ -107,13 +107,13 @@ def mteb_command(
     Example: jtcse eval mteb runs/jtcse --output-dir results/mteb
     Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_sts.tsv
     """
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import FULL_LENGTH, load_model
     from jtcse.evaluation.mteb_runner import DEFAULT_MTEB_TASKS, run_mteb
 
     names = DEFAULT_MTEB_TASKS if tasks is None else tuple(t.strip() for t in tasks.split(",") if t.strip())
     if not names and not local_task:
         raise JTCSEError("nothing to run: give --tasks and/or --local-task")
-    encoder = load_sentence_encoder(model, pooling=pooling, device=device)
+    encoder = load_model(model, pooling=pooling, max_seq_length=FULL_LENGTH, device=device)
     summary = run_mteb(encoder, names, output_dir, local_tasks=local_task, batch_size=batch_size)
     for name, entry in summary["tasks"].items():
         if "error" in entry:

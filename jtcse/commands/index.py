@@ -48,11 +48,11 @@ def build(
 
     Example: jtcse index build ./my-model -i corpus.txt --index corpus.idx
     """
-    from jtcse.defaults import default_tower_path
+    from jtcse.modeling.loading import resolve_source
     from jtcse.search.index import build_index
 
     built = build_index(
-        model or default_tower_path(),
+        resolve_source(model),
         input,
         index,
         normalize=normalize,
@@ -137,11 +137,11 @@ def mine(
 
     Example: jtcse index mine -i nli_pairs.tsv -o nli_triplets.jsonl --num-negatives 1 --range-min 5 --relative-margin 0.05
     """
-    from jtcse.defaults import default_tower_path
+    from jtcse.modeling.loading import resolve_source
     from jtcse.search.mining import mine_hard_negatives_file
 
     summary = mine_hard_negatives_file(
-        model or default_tower_path(),
+        resolve_source(model),
         pairs,
         output,
         corpus_path=corpus,

@@ -99,7 +99,7 @@ def distill(
     from sentence_transformers.sentence_transformer.losses import MSELoss
 
     from jtcse.defaults import default_corpus_sentences
-    from jtcse.training.cls_tower import describe_source, load_cls_tower
+    from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
     start = time.perf_counter()

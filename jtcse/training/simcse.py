@@ -140,7 +140,7 @@ def train_simcse(
 
     from jtcse.defaults import default_corpus_sentences
     from jtcse.losses.registry import build_regularised_loss, parse_regularizer_spec
-    from jtcse.training.cls_tower import describe_source, load_cls_tower
+    from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
     start = time.perf_counter()
