@@ -62,8 +62,9 @@ def rtt(
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
+    from jtcse.rtt.backends import GoogletransSettings, ReplaySettings, Seq2SeqSettings, make_translator
     from jtcse.rtt.cache import TranslationCache
-    from jtcse.rtt.runner import pairs_path, run_rtt
+    from jtcse.rtt.runner import run_rtt
 
     pivot_list = [p.strip() for p in pivots.split(",") if p.strip()]
     if input is not None:
@@ -80,39 +81,17 @@ def rtt(
         raise JTCSEError(f"Replay cache not found: {cache}")
 
     with TranslationCache(cache_path) as store:
-        if backend is Backend.googletrans:
-            from jtcse.rtt.googletrans_backend import GoogletransTranslator
-
-            if ca_bundle is not None and not ca_bundle.is_file():
-                raise JTCSEError(f"CA bundle not found: {ca_bundle}")
-            translator = GoogletransTranslator(
-                service_url,
-                concurrency=concurrency,
-                rate_limit=rate_limit or None,
-                max_retries=max_retries,
-                backoff_base=backoff_base,
-                timeout=timeout,
-                pack_size=pack_size,
-                ca_bundle=str(ca_bundle) if ca_bundle else None,
-                proxy=proxy,
-            )
-        elif backend is Backend.seq2seq:
-            from jtcse.rtt.seq2seq import Seq2SeqTranslator
-
-            if not model:
-                raise JTCSEError("--backend seq2seq needs --model (a local path, a name, or an '{src}'/'{tgt}' template).")
-            translator = Seq2SeqTranslator(model, batch_size=batch_size, device=device, num_beams=num_beams)
-        else:
-            from jtcse.rtt.replay import ReplayTranslator
-
-            pairs_files = {}
-            if replay_pairs is not None:
-                if not replay_pairs.is_dir():
-                    raise JTCSEError(f"--replay-pairs must be the output directory of an earlier run: {replay_pairs}")
-                pairs_files = {p: pairs_path(replay_pairs, p) for p in pivot_list if pairs_path(replay_pairs, p).is_file()}
-                if not pairs_files:
-                    raise JTCSEError(f"No pairs.<pivot>.tsv for {', '.join(pivot_list)} in {replay_pairs}")
-            translator = ReplayTranslator(store, backend=replay_backend, pairs_files=pairs_files)
+        translator = make_translator(
+            backend.value,
+            store,
+            pivot_list,
+            googletrans=GoogletransSettings(
+                service_url=service_url, concurrency=concurrency, rate_limit=rate_limit, max_retries=max_retries,
+                backoff_base=backoff_base, timeout=timeout, pack_size=pack_size, ca_bundle=ca_bundle, proxy=proxy,
+            ),
+            seq2seq=Seq2SeqSettings(model=model, batch_size=batch_size, device=device, num_beams=num_beams),
+            replay=ReplaySettings(backend=replay_backend, pairs_dir=replay_pairs),
+        )
         try:
             with translator:
                 summary = run_rtt(
@@ -137,4 +116,4 @@ def rtt(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(name="rtt")(rtt)
+    app.command("rtt")(rtt)
