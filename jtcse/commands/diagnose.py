@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 
 def diagnose(
     model: str = typer.Argument(..., help="sentence-transformers checkpoint (single encoder or JTCSE twin)."),
@@ -22,8 +24,8 @@ def diagnose(
     seq_len: int = typer.Option(128, "--seq-len", help="Sequence length at which MACs are counted."),
     max_length: int = typer.Option(128, "--max-length", help="Truncate sentences to this many tokens."),
     attention_size: int = typer.Option(24, "--attention-size", help="Positions shown in the attention heat maps."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per forward pass."),
-    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+    batch_size: int = opts.batch_size_option(32),
+    device: Optional[str] = opts.device_option(),
 ) -> None:
     """Alignment/uniformity, CLS energy per layer, attention-sink heat maps, condensation, MACs.
 

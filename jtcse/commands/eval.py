@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 from jtcse.errors import JTCSEError
 
 eval_app = typer.Typer(
@@ -35,7 +37,7 @@ def sts(
     output_csv: Optional[Path] = typer.Option(
         None, "--output-csv", help="Write a 'model,STS12,…,SICKR,avg' row here (appended when the file has that header)."
     ),
-    pooling: Optional[str] = typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean."),
+    pooling: Optional[str] = opts.pooling_option(),
     max_seq_length: Optional[int] = typer.Option(
         None, "--max-seq-length", help="Truncate inputs to this many tokens [default: the model's position capacity, no truncation]."
     ),
@@ -45,8 +47,8 @@ def sts(
     task_dir: list[str] = typer.Option(
         [], "--task-dir", help="TASK=PATH: read TASK from PATH instead of the SentEval layout (repeatable)."
     ),
-    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per encoding batch."),
-    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+    batch_size: int = opts.batch_size_option(64),
+    device: Optional[str] = opts.device_option(),
     backend: str = typer.Option("jtcse", "--backend", help="'jtcse' (built in) or 'senteval' (needs the senteval package)."),
 ) -> None:
     """SentEval-protocol STS: STS12–16 (Spearman over all pairs of each year), STS-B test, SICK-R test.
@@ -95,9 +97,9 @@ def mteb_command(
         [], "--local-task", help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable)."
     ),
     output_dir: Path = typer.Option(Path("mteb-results"), "--output-dir", help="One JSON per task plus summary.json."),
-    pooling: Optional[str] = typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per encoding batch."),
-    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+    pooling: Optional[str] = opts.pooling_option(),
+    batch_size: int = opts.batch_size_option(64),
+    device: Optional[str] = opts.device_option(),
 ) -> None:
     """Run MTEB tasks; a task whose data cannot be loaded (e.g. offline) is reported and skipped.
 

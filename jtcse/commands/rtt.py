@@ -9,6 +9,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 
 class Backend(str, Enum):
     googletrans = "googletrans"
@@ -25,7 +27,7 @@ def rtt(
     cache: Optional[Path] = typer.Option(None, "--cache", help="SQLite translation cache. Default: <output-dir>/rtt_cache.sqlite. Share one across jobs to reuse translations."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N sentences of the corpus."),
     chunk_size: int = typer.Option(1024, "--chunk-size", help="Sentences per round-trip chunk (progress granularity)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar with rate and ETA."),
+    progress: bool = opts.progress_option(),
     # googletrans
     service_url: str = typer.Option("translate.googleapis.com", "--service-url", help="[googletrans] host[:port] serving /translate_a/single over https."),
     concurrency: int = typer.Option(8, "--concurrency", help="[googletrans] requests in flight at most."),
@@ -38,8 +40,8 @@ def rtt(
     proxy: Optional[str] = typer.Option(None, "--proxy", help="[googletrans] HTTP(S) proxy URL."),
     # seq2seq
     model: Optional[str] = typer.Option(None, "--model", help="[seq2seq] local path or name; '{src}'/'{tgt}' make a per-direction template, e.g. 'models/opus-mt-{src}-{tgt}'. Multilingual (NLLB/M2M100) checkpoints take no template."),
-    batch_size: int = typer.Option(32, "--batch-size", help="[seq2seq] sentences per generate() call."),
-    device: Optional[str] = typer.Option(None, "--device", help="[seq2seq] torch device; default cuda when available, else cpu."),
+    batch_size: int = opts.batch_size_option(32),
+    device: Optional[str] = opts.device_option(),
     num_beams: int = typer.Option(1, "--num-beams", help="[seq2seq] beam size (1: greedy)."),
     # replay
     replay_backend: Optional[str] = typer.Option(None, "--replay-backend", help="[replay] whose cached translations to serve (default: the only backend in the cache)."),
