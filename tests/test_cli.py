@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.cli import one_error_line, run_cli, run_python
+from helpers.cli import one_error_line, run_cli, run_python
 
 pytestmark = pytest.mark.cli
 
