@@ -1,14 +1,19 @@
 """The ``jtcse`` command line: one sub-command per stage, each defined in ``jtcse.commands``.
 
-Every command module exposes ``register(app)``; heavy imports (torch, transformers) happen
-inside the command bodies so that ``jtcse --help`` answers instantly.
+Every command module exposes ``register(app)`` and is imported here by name (a broken command is an
+import error, never a silently missing command). Options shared between commands are declared once,
+in ``jtcse.commands._options``. Heavy imports (torch, transformers) happen inside the command bodies
+so that ``jtcse --help`` answers instantly.
 """
 
 from __future__ import annotations
 
-import importlib
+import os
 
 import typer
+
+from jtcse.commands import diagnose, distill, encode, ensemble, index, pipeline, rtt, simcse, train
+from jtcse.commands import eval as eval_command
 
 app = typer.Typer(
     name="jtcse",
@@ -19,34 +24,24 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-
-
-@app.callback()
-def _group() -> None:
-    """Keep `jtcse <command>` a command group even while only one command is registered."""
-
-
 # Order here is the order in `jtcse --help`.
-COMMAND_MODULES = ["train", "simcse", "distill", "ensemble", "pipeline", "rtt", "eval", "diagnose", "encode", "index"]
+COMMANDS = (train, simcse, distill, ensemble, pipeline, rtt, eval_command, diagnose, encode, index)
+for _command in COMMANDS:
+    _command.register(app)
 
-for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"jtcse.commands.{_name}")
-    except ModuleNotFoundError as _err:
-        if _err.name != f"jtcse.commands.{_name}":
-            raise
-        continue
-    _module.register(app)
+USER_ERRORS = (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
 def main() -> None:
-    """Run the CLI; a :class:`JTCSEError` (a user mistake) is printed as one line, not a traceback."""
-    from jtcse.errors import JTCSEError
-
+    """Run the CLI. A user error (bad value, missing or unreadable path) is printed as one ``Error:``
+    line with exit status 2; ``JTCSE_DEBUG=1`` re-raises it for the full traceback."""
     try:
         app()
-    except JTCSEError as err:
-        typer.secho(f"Error: {err}", fg=typer.colors.RED, err=True)
+    except USER_ERRORS as err:
+        if os.environ.get("JTCSE_DEBUG") == "1":
+            raise
+        message = " ".join(str(err).split()) or type(err).__name__
+        typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
         raise SystemExit(2) from None
 
 

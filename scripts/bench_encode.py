@@ -49,15 +49,15 @@ def _sentences(corpus: str | None, count: int) -> tuple[list[str], str]:
 
 
 def _load(path: str, device: str):
-    from jtcse.training.cls_tower import load_sentence_transformer
+    from jtcse.modeling.loading import load_model
 
-    return load_sentence_transformer(path, role="benchmark").to(device)
+    return load_model(path, device=device)
 
 
 def _default_models(workdir: Path, device: str) -> dict[str, object]:
     from jtcse.defaults import default_tower_path
     from jtcse.modeling.build import build_twin
-    from jtcse.training.cls_tower import load_cls_tower
+    from jtcse.modeling.loading import load_cls_tower
 
     plain_path = default_tower_path()
     student, _ = load_cls_tower(plain_path, role="student")

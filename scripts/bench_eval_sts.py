@@ -21,8 +21,7 @@ import numpy as np
 def main() -> None:
     from scipy.stats import spearmanr
 
-    from jtcse.defaults import default_tower_path
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.sts import STSPairs, encode_unique, paired_cosine, read_stsb_file
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,7 +35,7 @@ def main() -> None:
     full = read_stsb_file(args.file)
     n = min(args.pairs, len(full))
     pairs = STSPairs(full.sentences1[:n], full.sentences2[:n], full.scores[:n])
-    model = load_sentence_encoder(args.model or default_tower_path(), device="cpu")
+    model = load_model(args.model, max_seq_length="max", device="cpu")
     model.encode(pairs.sentences1[:8])  # warm-up
     bs = args.batch_size
 

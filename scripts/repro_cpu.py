@@ -179,7 +179,7 @@ class Runner:
         from sentence_transformers import SentenceTransformer
 
         from jtcse.defaults import default_tower_path
-        from jtcse.training.cls_tower import load_cls_tower
+        from jtcse.modeling.loading import load_cls_tower
 
         if not self.done("minilm_mean"):
             rho, secs = self.dev_spearman(SentenceTransformer(default_tower_path(), device="cpu"))
@@ -298,7 +298,7 @@ class Runner:
         from jtcse.evaluation.diagnostics import run_diagnostics
         from jtcse.modeling.build import build_twin
         from jtcse.modeling.loading import load_model
-        from jtcse.training.cls_tower import load_cls_tower
+        from jtcse.modeling.loading import load_cls_tower
 
         s1 = self.cfg["seeds"][0]
         a, b = pair_of(s1, self.cfg["seeds"])

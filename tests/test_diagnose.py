@@ -87,9 +87,9 @@ def test_macs_of_linear_and_of_bert_match_analytic_counts(tiny_bert):
 
 def test_layer_statistics_match_hidden_states(tiny_bert):
     from jtcse.evaluation.diagnostics import encoders_of, layer_statistics
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
 
-    st = load_sentence_encoder(tiny_bert)
+    st = load_model(tiny_bert, max_seq_length="max")
     (enc,) = encoders_of(st)
     before = enc.model.config._attn_implementation
     stats = layer_statistics(enc, SENTENCES, batch_size=2, attention_size=8)
@@ -117,10 +117,10 @@ def test_layer_statistics_match_hidden_states(tiny_bert):
 
 def test_run_diagnostics_report_and_pngs(tiny_bert, tmp_path):
     from jtcse.evaluation.diagnostics import run_diagnostics
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.sts import STSPairs
 
-    st = load_sentence_encoder(tiny_bert)
+    st = load_model(tiny_bert, max_seq_length="max")
     pairs = STSPairs(SENTENCES[:4], SENTENCES[1:5], np.array([4.5, 1.0, 4.2, 3.0]))
     report = run_diagnostics(st, SENTENCES, tmp_path, pairs=pairs, seq_len=16, batch_size=2, attention_size=8)
     on_disk = json.loads((tmp_path / "report.json").read_text())

@@ -28,13 +28,13 @@ def local_tsv(tmp_path):
 
 
 def test_local_task_score_matches_our_spearman(local_tsv, tiny_bert, tmp_path):
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.mteb_runner import run_mteb
     from jtcse.evaluation.sts import STSPairs, cosine_spearman
 
     import numpy as np
 
-    model = load_sentence_encoder(tiny_bert)
+    model = load_model(tiny_bert, max_seq_length="max")
     summary = run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4, cache_dir=tmp_path / "cache")
     entry = summary["tasks"]["Local_my_sts"]
     pairs = STSPairs([a for a, _, _ in ROWS], [b for _, b, _ in ROWS], np.array([s for *_, s in ROWS]))
@@ -86,7 +86,7 @@ def test_bad_inputs(tmp_path):
 
 def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):
     """Same path, other weights: a new revision (weight hash), never the cached results of the first."""
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.mteb_runner import run_mteb
     from jtcse.testing import make_tiny_tower
 
@@ -94,7 +94,7 @@ def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):
     summaries = []
     for seed in (0, 1, 0):  # the same path rewritten with other weights, then the first weights again
         make_tiny_tower(path, "bert", seed=seed)
-        model = load_sentence_encoder(str(path))
+        model = load_model(str(path), max_seq_length="max")
         summaries.append(run_mteb(model, (), tmp_path / f"out{seed}", local_tasks=[local_tsv], batch_size=4,
                                   name=path, cache_dir=cache))
     first, second, again = summaries
@@ -108,10 +108,10 @@ def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):
 
 
 def test_changed_local_task_file_is_not_served_from_the_cache(local_tsv, tiny_bert, tmp_path):
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.mteb_runner import run_mteb
 
-    model = load_sentence_encoder(tiny_bert)
+    model = load_model(tiny_bert, max_seq_length="max")
     run = lambda: run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4, name=tiny_bert,
                            cache_dir=tmp_path / "cache")["tasks"]["Local_my_sts"]["main_score"]
     before = run()

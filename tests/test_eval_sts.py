@@ -217,10 +217,10 @@ def test_csv_appends_rows_with_same_header(senteval_dir, tmp_path):
 
 
 def test_dev_evaluator_and_table_share_one_implementation(senteval_dir, tiny_bert):
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
 
     root, _ = senteval_dir
-    model = load_sentence_encoder(tiny_bert)
+    model = load_model(tiny_bert, max_seq_length="max")
     path = root / "STS" / "STSBenchmark" / "sts-test.csv"
     metrics = STSDevEvaluator(path, name="dev")(model)
     report = run_senteval_sts(model, root, tasks=["STSB"])
@@ -231,13 +231,13 @@ def test_dev_evaluator_and_table_share_one_implementation(senteval_dir, tiny_ber
 def test_pooling_override_and_untruncated_length(tiny_bert, tiny_roberta):
     import torch
 
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
 
-    cls_model = load_sentence_encoder(tiny_bert)
-    mean_model = load_sentence_encoder(tiny_bert, pooling="mean")
+    cls_model = load_model(tiny_bert, max_seq_length="max")
+    mean_model = load_model(tiny_bert, pooling="mean", max_seq_length="max")
     assert cls_model.max_seq_length == 68  # tiny towers: 64 + 4 learned positions, all usable by BERT
-    assert load_sentence_encoder(tiny_roberta).max_seq_length == 66  # RoBERTa positions start at pad + 1
-    assert load_sentence_encoder(tiny_bert, max_seq_length=16).max_seq_length == 16
+    assert load_model(tiny_roberta, max_seq_length="max").max_seq_length == 66  # RoBERTa positions start at pad + 1
+    assert load_model(tiny_bert, max_seq_length=16).max_seq_length == 16
     sentences = ["a short one", "a rather longer sentence with more words"]
     hf, tok = mean_model[0].auto_model, mean_model[0].tokenizer
     batch = tok(sentences, padding=True, return_tensors="pt")
@@ -248,9 +248,9 @@ def test_pooling_override_and_untruncated_length(tiny_bert, tiny_roberta):
     np.testing.assert_allclose(mean_model.encode(sentences), expected_mean.numpy(), atol=1e-5)
     np.testing.assert_allclose(cls_model.encode(sentences), hidden[:, 0].numpy(), atol=1e-5)
     with pytest.raises(JTCSEError, match="--pooling must be one of"):
-        load_sentence_encoder(tiny_bert, pooling="max")
-    with pytest.raises(JTCSEError, match="cannot load"):
-        load_sentence_encoder(str(tiny_bert) + "-missing")
+        load_model(tiny_bert, pooling="max")
+    with pytest.raises(FileNotFoundError, match="model not found"):
+        load_model(str(tiny_bert) + "-missing")
 
 
 def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):

@@ -20,11 +20,10 @@ def twin_dir(tmp_path_factory, tiny_bert, tiny_bert_b) -> str:
 
 
 def test_eval_loader_opens_a_twin_and_encodes_the_same(twin_dir):
-    from jtcse.evaluation.encoder import load_sentence_encoder
     from jtcse.modeling.loading import load_model
 
     reference = load_model(twin_dir).encode(SENTENCES, convert_to_numpy=True)
-    loaded = load_sentence_encoder(twin_dir, max_seq_length=32)
+    loaded = load_model(twin_dir, max_seq_length=32)
     np.testing.assert_allclose(loaded.encode(SENTENCES, convert_to_numpy=True), reference, atol=1e-5)
 
 

@@ -273,7 +273,7 @@ def test_bad_cael_every(tiny_bert, tiny_bert_b, bad):
 
 
 def test_bad_tower_paths(tmp_path, tiny_bert, tiny_bert_b):
-    with pytest.raises(JTCSEError, match="Tower not found"):
+    with pytest.raises(JTCSEError, match="tower model not found"):
         build_twin(str(tmp_path / "nope"), tiny_bert)
     twin_dir = tmp_path / "twin"
     build_twin(tiny_bert, tiny_bert_b).save(str(twin_dir))

@@ -94,7 +94,7 @@ def test_mean_pooled_normalized_minilm_becomes_a_cls_tower(minilm_path):
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from jtcse.training.cls_tower import load_cls_tower
+    from jtcse.modeling.loading import load_cls_tower
 
     tower, changes = load_cls_tower(minilm_path)
     modules = list(tower)
@@ -109,7 +109,7 @@ def test_mean_pooled_normalized_minilm_becomes_a_cls_tower(minilm_path):
 
 
 def test_a_cls_tower_is_taken_unchanged(tiny_bert):
-    from jtcse.training.cls_tower import load_cls_tower
+    from jtcse.modeling.loading import load_cls_tower
 
     _, changes = load_cls_tower(tiny_bert)
     assert changes == []

@@ -1,1 +1,1 @@
-"""CLI sub-commands. Each module defines ``register(app: typer.Typer)``."""
+"""CLI sub-commands. Each module defines ``register(app: typer.Typer)``; shared options live in ``_options``."""

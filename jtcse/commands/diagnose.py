@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 
 def diagnose(
     model: str = typer.Argument(..., help="sentence-transformers checkpoint (single encoder or JTCSE twin)."),
@@ -22,8 +24,8 @@ def diagnose(
     seq_len: int = typer.Option(128, "--seq-len", help="Sequence length at which MACs are counted."),
     max_length: int = typer.Option(128, "--max-length", help="Truncate sentences to this many tokens."),
     attention_size: int = typer.Option(24, "--attention-size", help="Positions shown in the attention heat maps."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per forward pass."),
-    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+    batch_size: int = opts.batch_size_option(32),
+    device: Optional[str] = opts.device_option(),
 ) -> None:
     """Alignment/uniformity, CLS energy per layer, attention-sink heat maps, condensation, MACs.
 
@@ -37,7 +39,7 @@ def diagnose(
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
     from jtcse.evaluation.diagnostics import run_diagnostics
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.sts import read_stsb_file
 
     for name, value in (("--limit", limit), ("--seq-len", seq_len), ("--max-length", max_length),
@@ -47,7 +49,7 @@ def diagnose(
     texts = read_corpus(sentences).sentences if sentences is not None else default_corpus_sentences(limit=limit)
     texts = texts[:limit]
     pair_data = read_stsb_file(pairs) if pairs is not None else None
-    encoder = load_sentence_encoder(model, max_seq_length=max_length, device=device)
+    encoder = load_model(model, max_seq_length=max_length, device=device)
     report = run_diagnostics(
         encoder, texts, out, pairs=pair_data, positive_threshold=positive_threshold, seq_len=seq_len,
         max_length=max_length, batch_size=batch_size, attention_size=attention_size, max_pairs=limit,

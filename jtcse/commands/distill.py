@@ -7,80 +7,81 @@ from typing import Optional
 
 import typer
 
-from jtcse.commands import _trainer_options as opts
+from jtcse.commands import _options as opts
+
+
+SHORT_HELP = "Distil a teacher (the twin) into one CLS tower with MSE (JTCSE-D)."
+HELP = (
+    "Distil a teacher (e.g. a JTCSE twin: sum of the towers' CLS) into one tower: the student is "
+    "trained with MSE to the teacher's embeddings of unlabeled sentences (JTCSE-D). Teacher "
+    "embeddings are computed once and cached in OUTPUT_DIR/teacher_cache, reused on rerun. The "
+    "student tokenizes for itself (teacher and student tokenizers may differ) and is saved as "
+    "Transformer + CLS Pooling, loadable with plain sentence-transformers. Widths must match "
+    "unless --project adds a trained linear Dense layer. An interrupted run resumes; --overwrite keeps "
+    "the teacher cache.\n\n"
+    "Example: jtcse distill --teacher runs/twin --student runs/tower_de --train-file wiki1m.txt "
+    "--dev-file sts-dev.csv --output-dir runs/distilled"
+)
+
+
+def distill(
+    teacher: str = typer.Option(
+        ..., "--teacher", "-t", help="Teacher model dir (a twin checkpoint or any encoder)."
+    ),
+    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the student is written."),
+    student: Optional[str] = typer.Option(
+        None, "--student", "-s", help="Student initialisation (a tower / pretrained dir). Default: embedded MiniLM."
+    ),
+    train_file: Optional[Path] = typer.Option(
+        None, "--train-file", help="Unlabeled sentences, one a line. Default: embedded stdlib prose."
+    ),
+    dev_file: Optional[Path] = opts.dev_file_option(),
+    batch_size: int = opts.batch_size_option(),
+    teacher_batch_size: int = typer.Option(128, help="Batch size for the one-off teacher encoding."),
+    max_seq_length: int = opts.max_seq_length_option(64),
+    learning_rate: float = opts.learning_rate_option(5e-5),
+    epochs: float = opts.epochs_option(),
+    max_steps: int = opts.max_steps_option(),
+    eval_steps: int = opts.eval_steps_option(250),
+    save_steps: Optional[int] = opts.save_steps_option(),
+    logging_steps: int = opts.logging_steps_option(),
+    project: bool = typer.Option(
+        False, "--project", help="Learn a linear student->teacher projection if widths differ."
+    ),
+    seed: int = opts.seed_option(),
+    resume: bool = opts.resume_option(),
+    overwrite: bool = opts.overwrite_option(),
+    keep_checkpoints: bool = opts.keep_checkpoints_option(),
+    precision: str = opts.precision_option(),
+    gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
+) -> None:
+    from jtcse.training.distill import distill as run_distill
+
+    summary = run_distill(
+        teacher,
+        student,
+        train_file,
+        output_dir,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        learning_rate=learning_rate,
+        epochs=epochs,
+        max_steps=max_steps,
+        seed=seed,
+        dev_file=dev_file,
+        eval_steps=eval_steps,
+        save_steps=save_steps,
+        logging_steps=logging_steps,
+        teacher_batch_size=teacher_batch_size,
+        project=project,
+        resume=resume,
+        overwrite=overwrite,
+        keep_checkpoints=keep_checkpoints,
+        precision=precision,
+        gradient_checkpointing=gradient_checkpointing,
+    )
+    opts.echo_summary(summary, output_dir, "Student")
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "distill",
-        short_help="Distil a teacher (the twin) into one CLS tower with MSE (JTCSE-D).",
-        help=(
-            "Distil a teacher (e.g. a JTCSE twin: sum of the towers' CLS) into one tower: the student is "
-            "trained with MSE to the teacher's embeddings of unlabeled sentences (JTCSE-D). Teacher "
-            "embeddings are computed once and cached in OUTPUT_DIR/teacher_cache, reused on rerun. The "
-            "student tokenizes for itself (teacher and student tokenizers may differ) and is saved as "
-            "Transformer + CLS Pooling, loadable with plain sentence-transformers. Widths must match "
-            "unless --project adds a trained linear Dense layer. An interrupted run resumes.\n\n"
-            "Example: jtcse distill --teacher runs/twin --student runs/tower_de --train-file wiki1m.txt "
-            "--dev-file sts-dev.csv --output-dir runs/distilled"
-        ),
-    )
-    def distill(
-        teacher: str = typer.Option(
-            ..., "--teacher", "-t", help="Teacher model dir (a twin checkpoint or any encoder)."
-        ),
-        output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the student is written."),
-        student: Optional[str] = typer.Option(
-            None, "--student", "-s", help="Student initialisation (a tower / pretrained dir). Default: embedded MiniLM."
-        ),
-        train_file: Optional[Path] = typer.Option(
-            None, "--train-file", help="Unlabeled sentences, one a line. Default: embedded stdlib prose."
-        ),
-        dev_file: Optional[Path] = opts.dev_file_option(),
-        batch_size: int = typer.Option(64, help="Student batch size."),
-        teacher_batch_size: int = typer.Option(128, help="Batch size for the one-off teacher encoding."),
-        max_seq_length: int = typer.Option(
-            64, help="Student token limit during training (the saved model keeps its own)."
-        ),
-        learning_rate: float = typer.Option(5e-5, help="AdamW learning rate."),
-        epochs: float = opts.epochs_option(),
-        max_steps: int = opts.max_steps_option(),
-        eval_steps: int = opts.eval_steps_option(250),
-        save_steps: Optional[int] = opts.save_steps_option(),
-        logging_steps: int = opts.logging_steps_option(),
-        project: bool = typer.Option(
-            False, "--project", help="Learn a linear student->teacher projection if widths differ."
-        ),
-        seed: int = typer.Option(42, help="Random seed."),
-        resume: bool = opts.resume_option(),
-        overwrite: bool = opts.overwrite_option(" (the teacher cache is kept)"),
-        keep_checkpoints: bool = opts.keep_checkpoints_option(),
-        precision: str = opts.precision_option(),
-        gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
-    ) -> None:
-        from jtcse.training.distill import distill as run_distill
-
-        summary = run_distill(
-            teacher,
-            student,
-            train_file,
-            output_dir,
-            batch_size=batch_size,
-            max_seq_length=max_seq_length,
-            learning_rate=learning_rate,
-            epochs=epochs,
-            max_steps=max_steps,
-            seed=seed,
-            dev_file=dev_file,
-            eval_steps=eval_steps,
-            save_steps=save_steps,
-            logging_steps=logging_steps,
-            teacher_batch_size=teacher_batch_size,
-            project=project,
-            resume=resume,
-            overwrite=overwrite,
-            keep_checkpoints=keep_checkpoints,
-            precision=precision,
-            gradient_checkpointing=gradient_checkpointing,
-        )
-        opts.echo_summary(summary, output_dir, "Student")
+    app.command("distill", short_help=SHORT_HELP, help=HELP)(distill)

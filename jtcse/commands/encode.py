@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 
 def register(app: typer.Typer) -> None:
     app.command("encode")(encode)
@@ -19,13 +21,13 @@ def encode(
     ),
     input: Path = typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
     output: Path = typer.Option(..., "--output", "-o", help="FILE.npy or FILE.parquet."),
-    batch_size: int = typer.Option(64, help="Sentences per forward pass."),
+    batch_size: int = opts.batch_size_option(64),
     chunk_size: int = typer.Option(8192, help="Lines read, encoded and written at a time (bounds memory)."),
     normalize: bool = typer.Option(False, "--normalize/--no-normalize", help="Scale every vector to unit length."),
     fp16: bool = typer.Option(False, "--fp16", help="Store float16 instead of float32 (half the size)."),
-    device: Optional[str] = typer.Option(None, help="torch device, e.g. cuda or cpu. Default: the best available."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output instead of refusing or resuming."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    device: Optional[str] = opts.device_option(),
+    overwrite: bool = opts.overwrite_option(),
+    progress: bool = opts.progress_option(),
 ) -> None:
     """Embed every non-empty line of a text file.
 
@@ -37,11 +39,11 @@ def encode(
 
     Example: jtcse encode ./my-model -i corpus.txt -o corpus.npy --normalize --fp16
     """
-    from jtcse.defaults import default_tower_path
+    from jtcse.modeling.loading import resolve_source
     from jtcse.search.encode import encode_file, result_dict
 
     result = encode_file(
-        model or default_tower_path(),
+        resolve_source(model),
         input,
         output,
         batch_size=batch_size,

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 from jtcse.errors import JTCSEError
 
 eval_app = typer.Typer(
@@ -35,7 +37,7 @@ def sts(
     output_csv: Optional[Path] = typer.Option(
         None, "--output-csv", help="Write a 'model,STS12,…,SICKR,avg' row here (appended when the file has that header)."
     ),
-    pooling: Optional[str] = typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean."),
+    pooling: Optional[str] = opts.pooling_option(),
     max_seq_length: Optional[int] = typer.Option(
         None, "--max-seq-length", help="Truncate inputs to this many tokens [default: the model's position capacity, no truncation]."
     ),
@@ -45,8 +47,8 @@ def sts(
     task_dir: list[str] = typer.Option(
         [], "--task-dir", help="TASK=PATH: read TASK from PATH instead of the SentEval layout (repeatable)."
     ),
-    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per encoding batch."),
-    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+    batch_size: int = opts.batch_size_option(64),
+    device: Optional[str] = opts.device_option(),
     backend: str = typer.Option("jtcse", "--backend", help="'jtcse' (built in) or 'senteval' (needs the senteval package)."),
     update_card: bool = typer.Option(
         False, "--update-card", help="Write the scores into MODEL/README.md (model-index entry and a table); MODEL must be a writable folder."
@@ -62,7 +64,7 @@ def sts(
     Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream --output-json sts.json
     With --update-card the table also goes into runs/jtcse/README.md (see docs/model_cards.md).
     """
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import FULL_LENGTH, load_model
     from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts
 
     task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
@@ -77,7 +79,7 @@ def sts(
         if pooling is not None:
             raise JTCSEError("--update-card records the checkpoint as saved; drop --pooling (it evaluates another model).")
         check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
-    encoder = load_sentence_encoder(model, pooling=pooling, max_seq_length=max_seq_length, device=device)
+    encoder = load_model(model, pooling=pooling, max_seq_length=max_seq_length or FULL_LENGTH, device=device)
     if backend == "senteval":
         report = run_senteval_package(encoder, data_dir, task_list, batch_size=batch_size)
     else:
@@ -111,9 +113,9 @@ def mteb_command(
         [], "--local-task", help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable)."
     ),
     output_dir: Path = typer.Option(Path("mteb-results"), "--output-dir", help="One JSON per task plus summary.json."),
-    pooling: Optional[str] = typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per encoding batch."),
-    device: Optional[str] = typer.Option(None, "--device", help="torch device (default: CUDA when available)."),
+    pooling: Optional[str] = opts.pooling_option(),
+    batch_size: int = opts.batch_size_option(64),
+    device: Optional[str] = opts.device_option(),
     cache_dir: Optional[Path] = typer.Option(
         None, "--cache-dir", help="MTEB result cache; results are reused only for the same weights (default: $MTEB_CACHE or ~/.cache/mteb)."
     ),
@@ -126,13 +128,13 @@ def mteb_command(
     Example: jtcse eval mteb runs/jtcse --output-dir results/mteb
     Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_sts.tsv
     """
-    from jtcse.evaluation.encoder import load_sentence_encoder
+    from jtcse.modeling.loading import FULL_LENGTH, load_model
     from jtcse.evaluation.mteb_runner import DEFAULT_MTEB_TASKS, run_mteb
 
     names = DEFAULT_MTEB_TASKS if tasks is None else tuple(t.strip() for t in tasks.split(",") if t.strip())
     if not names and not local_task:
         raise JTCSEError("nothing to run: give --tasks and/or --local-task")
-    encoder = load_sentence_encoder(model, pooling=pooling, device=device)
+    encoder = load_model(model, pooling=pooling, max_seq_length=FULL_LENGTH, device=device)
     summary = run_mteb(
         encoder, names, output_dir, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
     )

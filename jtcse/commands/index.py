@@ -9,6 +9,8 @@ from typing import List, Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 index_app = typer.Typer(
     name="index",
     help="Semantic search: build a faiss index over a text file (flat, or IVF for large corpora), "
@@ -32,13 +34,13 @@ def build(
     nprobe: Optional[int] = typer.Option(None, help="IVF lists searched per query. Default: calibrated to --target-recall."),
     target_recall: float = typer.Option(0.95, help="Recall@10 vs exact search that the calibrated nprobe must reach."),
     train_size: Optional[int] = typer.Option(None, help="Vectors sampled to train the IVF. Default: 64*nlist."),
-    batch_size: int = typer.Option(64, help="Sentences per forward pass."),
+    batch_size: int = opts.batch_size_option(64),
     chunk_size: int = typer.Option(8192, help="Lines read and encoded at a time (bounds memory)."),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
-    device: Optional[str] = typer.Option(None, help="torch device for encoding. Default: the best available."),
+    device: Optional[str] = opts.device_option(),
     keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep INDEX/embeddings.npy (the raw vectors) after building."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing index."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    overwrite: bool = opts.overwrite_option(),
+    progress: bool = opts.progress_option(),
 ) -> None:
     """Encode a text file and write a searchable index directory.
 
@@ -48,11 +50,11 @@ def build(
 
     Example: jtcse index build ./my-model -i corpus.txt --index corpus.idx
     """
-    from jtcse.defaults import default_tower_path
+    from jtcse.modeling.loading import resolve_source
     from jtcse.search.index import build_index
 
     built = build_index(
-        model or default_tower_path(),
+        resolve_source(model),
         input,
         index,
         normalize=normalize,
@@ -128,8 +130,8 @@ def mine(
     relative_margin: Optional[float] = typer.Option(None, help="Keep a negative only if score <= positive score * (1 - margin); 0.05 is the NV-Retriever choice."),
     sampling: str = typer.Option("top", help="'top' (nearest valid candidates) or 'random' (random valid ones)."),
     output_format: str = typer.Option("triplet", help="triplet, n-tuple, labeled-pair or labeled-list."),
-    batch_size: int = typer.Option(64, help="Sentences per forward pass."),
-    device: Optional[str] = typer.Option(None, help="torch device. Default: the best available."),
+    batch_size: int = opts.batch_size_option(64),
+    device: Optional[str] = opts.device_option(),
 ) -> None:
     """Add hard negatives to (anchor, positive) pairs with sentence-transformers' mine_hard_negatives.
 
@@ -137,11 +139,11 @@ def mine(
 
     Example: jtcse index mine -i nli_pairs.tsv -o nli_triplets.jsonl --num-negatives 1 --range-min 5 --relative-margin 0.05
     """
-    from jtcse.defaults import default_tower_path
+    from jtcse.modeling.loading import resolve_source
     from jtcse.search.mining import mine_hard_negatives_file
 
     summary = mine_hard_negatives_file(
-        model or default_tower_path(),
+        resolve_source(model),
         pairs,
         output,
         corpus_path=corpus,

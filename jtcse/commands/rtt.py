@@ -9,6 +9,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 
 class Backend(str, Enum):
     googletrans = "googletrans"
@@ -25,7 +27,7 @@ def rtt(
     cache: Optional[Path] = typer.Option(None, "--cache", help="SQLite translation cache. Default: <output-dir>/rtt_cache.sqlite. Share one across jobs to reuse translations."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N sentences of the corpus."),
     chunk_size: int = typer.Option(1024, "--chunk-size", help="Sentences per round-trip chunk (progress granularity)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar with rate and ETA."),
+    progress: bool = opts.progress_option(),
     # googletrans
     service_url: str = typer.Option("translate.googleapis.com", "--service-url", help="[googletrans] host[:port] serving /translate_a/single over https."),
     concurrency: int = typer.Option(8, "--concurrency", help="[googletrans] requests in flight at most."),
@@ -38,8 +40,8 @@ def rtt(
     proxy: Optional[str] = typer.Option(None, "--proxy", help="[googletrans] HTTP(S) proxy URL."),
     # seq2seq
     model: Optional[str] = typer.Option(None, "--model", help="[seq2seq] local path or name; '{src}'/'{tgt}' make a per-direction template, e.g. 'models/opus-mt-{src}-{tgt}'. Multilingual (NLLB/M2M100) checkpoints take no template."),
-    batch_size: int = typer.Option(32, "--batch-size", help="[seq2seq] sentences per generate() call."),
-    device: Optional[str] = typer.Option(None, "--device", help="[seq2seq] torch device; default cuda when available, else cpu."),
+    batch_size: int = opts.batch_size_option(32),
+    device: Optional[str] = opts.device_option(),
     num_beams: int = typer.Option(1, "--num-beams", help="[seq2seq] beam size (1: greedy)."),
     # replay
     replay_backend: Optional[str] = typer.Option(None, "--replay-backend", help="[replay] whose cached translations to serve (default: the only backend in the cache)."),
@@ -62,8 +64,9 @@ def rtt(
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
+    from jtcse.rtt.backends import GoogletransSettings, ReplaySettings, Seq2SeqSettings, make_translator
     from jtcse.rtt.cache import TranslationCache
-    from jtcse.rtt.runner import pairs_path, run_rtt
+    from jtcse.rtt.runner import run_rtt
 
     pivot_list = [p.strip() for p in pivots.split(",") if p.strip()]
     if input is not None:
@@ -80,39 +83,17 @@ def rtt(
         raise JTCSEError(f"Replay cache not found: {cache}")
 
     with TranslationCache(cache_path) as store:
-        if backend is Backend.googletrans:
-            from jtcse.rtt.googletrans_backend import GoogletransTranslator
-
-            if ca_bundle is not None and not ca_bundle.is_file():
-                raise JTCSEError(f"CA bundle not found: {ca_bundle}")
-            translator = GoogletransTranslator(
-                service_url,
-                concurrency=concurrency,
-                rate_limit=rate_limit or None,
-                max_retries=max_retries,
-                backoff_base=backoff_base,
-                timeout=timeout,
-                pack_size=pack_size,
-                ca_bundle=str(ca_bundle) if ca_bundle else None,
-                proxy=proxy,
-            )
-        elif backend is Backend.seq2seq:
-            from jtcse.rtt.seq2seq import Seq2SeqTranslator
-
-            if not model:
-                raise JTCSEError("--backend seq2seq needs --model (a local path, a name, or an '{src}'/'{tgt}' template).")
-            translator = Seq2SeqTranslator(model, batch_size=batch_size, device=device, num_beams=num_beams)
-        else:
-            from jtcse.rtt.replay import ReplayTranslator
-
-            pairs_files = {}
-            if replay_pairs is not None:
-                if not replay_pairs.is_dir():
-                    raise JTCSEError(f"--replay-pairs must be the output directory of an earlier run: {replay_pairs}")
-                pairs_files = {p: pairs_path(replay_pairs, p) for p in pivot_list if pairs_path(replay_pairs, p).is_file()}
-                if not pairs_files:
-                    raise JTCSEError(f"No pairs.<pivot>.tsv for {', '.join(pivot_list)} in {replay_pairs}")
-            translator = ReplayTranslator(store, backend=replay_backend, pairs_files=pairs_files)
+        translator = make_translator(
+            backend.value,
+            store,
+            pivot_list,
+            googletrans=GoogletransSettings(
+                service_url=service_url, concurrency=concurrency, rate_limit=rate_limit, max_retries=max_retries,
+                backoff_base=backoff_base, timeout=timeout, pack_size=pack_size, ca_bundle=ca_bundle, proxy=proxy,
+            ),
+            seq2seq=Seq2SeqSettings(model=model, batch_size=batch_size, device=device, num_beams=num_beams),
+            replay=ReplaySettings(backend=replay_backend, pairs_dir=replay_pairs),
+        )
         try:
             with translator:
                 summary = run_rtt(
@@ -137,4 +118,4 @@ def rtt(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(name="rtt")(rtt)
+    app.command("rtt")(rtt)

@@ -7,89 +7,84 @@ from typing import Optional
 
 import typer
 
-from jtcse.commands import _trainer_options as opts
+from jtcse.commands import _options as opts
 
-from jtcse.losses.registry import REGULARIZER_HELP
+SHORT_HELP = "Warm up one tower with SimCSE (dropout or RTT-paraphrase positives)."
+HELP = (
+    "Warm up one tower with unsupervised SimCSE: two dropout views of each sentence, in-batch "
+    "negatives (MultipleNegativesRankingLoss, τ=0.05). With --pairs-file (original<TAB>paraphrase, as "
+    "`jtcse rtt` writes), a sentence's positive is its round-trip paraphrase; identical pairs are "
+    "counted and dropped. The output is a plain sentence-transformers checkpoint (Transformer + CLS "
+    "Pooling) that `jtcse train` accepts as a tower; mean pooling / Normalize of the input model are "
+    "replaced. With --dev-file the checkpoint with the best STS-B dev Spearman is kept. An "
+    "interrupted run resumes from its last checkpoint.\n\n"
+    "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs-file rtt_de.tsv "
+    "--dev-file sts-dev.csv --output-dir runs/tower_de"
+)
+
+
+def simcse(
+    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the warmed-up tower is written."),
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m", help="Tower to start from (sentence-transformers dir). Default: embedded MiniLM."
+    ),
+    corpus: Optional[Path] = opts.corpus_option(),
+    pairs_file: Optional[Path] = typer.Option(
+        None,
+        "--pairs-file",
+        help="TSV original<TAB>paraphrase (as `jtcse rtt` writes); the paraphrase becomes the sentence's positive.",
+    ),
+    pairs_alias: Optional[Path] = typer.Option(None, "--pairs", hidden=True, help="Old name of --pairs-file."),
+    dev_file: Optional[Path] = opts.dev_file_option(),
+    batch_size: int = opts.batch_size_option(),
+    max_seq_length: int = opts.max_seq_length_option(32),
+    learning_rate: float = opts.learning_rate_option(3e-5),
+    epochs: float = opts.epochs_option(),
+    max_steps: int = opts.max_steps_option(),
+    eval_steps: int = opts.eval_steps_option(125),
+    save_steps: Optional[int] = opts.save_steps_option(),
+    logging_steps: int = opts.logging_steps_option(),
+    temperature: float = opts.temperature_option(),
+    seed: int = opts.seed_option(),
+    regularizer: list[str] = opts.regularizer_option(),
+    resume: bool = opts.resume_option(),
+    overwrite: bool = opts.overwrite_option(),
+    keep_checkpoints: bool = opts.keep_checkpoints_option(),
+    precision: str = opts.precision_option(),
+    gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
+) -> None:
+    from jtcse.errors import JTCSEError
+    from jtcse.training.simcse import train_simcse
+
+    if pairs_file is not None and pairs_alias is not None:
+        raise JTCSEError("give the pairs file once, with --pairs-file (--pairs is its old name).")
+    pairs_file = pairs_file or pairs_alias
+
+    summary = train_simcse(
+        model,
+        corpus,
+        output_dir,
+        pairs_file=pairs_file,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        learning_rate=learning_rate,
+        epochs=epochs,
+        max_steps=max_steps,
+        seed=seed,
+        temperature=temperature,
+        dev_file=dev_file,
+        eval_steps=eval_steps,
+        save_steps=save_steps,
+        logging_steps=logging_steps,
+        regularizers=regularizer,
+        resume=resume,
+        overwrite=overwrite,
+        keep_checkpoints=keep_checkpoints,
+        precision=precision,
+        gradient_checkpointing=gradient_checkpointing,
+    )
+    opts.echo_summary(summary, output_dir, "Tower")
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(
-        "simcse",
-        short_help="Warm up one tower with SimCSE (dropout or RTT-paraphrase positives).",
-        help=(
-            "Warm up one tower with unsupervised SimCSE: two dropout views of each sentence, in-batch "
-            "negatives (MultipleNegativesRankingLoss, τ=0.05). With --pairs-file (original<TAB>paraphrase, as "
-            "`jtcse rtt` writes), a sentence's positive is its round-trip paraphrase; identical pairs are "
-            "counted and dropped. The output is a plain sentence-transformers checkpoint (Transformer + CLS "
-            "Pooling) that `jtcse train` accepts as a tower; mean pooling / Normalize of the input model are "
-            "replaced. With --dev-file the checkpoint with the best STS-B dev Spearman is kept. An "
-            "interrupted run resumes from its last checkpoint.\n\n"
-            "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs-file rtt_de.tsv "
-            "--dev-file sts-dev.csv --output-dir runs/tower_de"
-        ),
-    )
-    def simcse(
-        output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the warmed-up tower is written."),
-        model: Optional[str] = typer.Option(
-            None, "--model", "-m", help="Tower to start from (sentence-transformers dir). Default: embedded MiniLM."
-        ),
-        corpus: Optional[Path] = typer.Option(
-            None,
-            "--corpus",
-            help="One sentence a line. Default: embedded stdlib prose, or only the pairs when --pairs-file is given.",
-        ),
-        pairs_file: Optional[Path] = typer.Option(
-            None,
-            "--pairs-file",
-            help="TSV original<TAB>paraphrase (as `jtcse rtt` writes); the paraphrase becomes the sentence's positive.",
-        ),
-        pairs_alias: Optional[Path] = typer.Option(None, "--pairs", hidden=True, help="Old name of --pairs-file."),
-        dev_file: Optional[Path] = opts.dev_file_option(),
-        batch_size: int = typer.Option(64, help="Sentences per batch (in-batch negatives)."),
-        max_seq_length: int = typer.Option(32, help="Token limit during training (the saved tower keeps its own)."),
-        learning_rate: float = typer.Option(3e-5, help="AdamW learning rate."),
-        epochs: float = opts.epochs_option(),
-        max_steps: int = opts.max_steps_option(),
-        eval_steps: int = opts.eval_steps_option(125),
-        save_steps: Optional[int] = opts.save_steps_option(),
-        logging_steps: int = opts.logging_steps_option(),
-        temperature: float = typer.Option(0.05, help="InfoNCE temperature τ (scale = 1/τ)."),
-        seed: int = typer.Option(42, help="Random seed (data order, dropout)."),
-        regularizer: list[str] = typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP),
-        resume: bool = opts.resume_option(),
-        overwrite: bool = opts.overwrite_option(),
-        keep_checkpoints: bool = opts.keep_checkpoints_option(),
-        precision: str = opts.precision_option(),
-        gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
-    ) -> None:
-        from jtcse.errors import JTCSEError
-        from jtcse.training.simcse import train_simcse
-
-        if pairs_file is not None and pairs_alias is not None:
-            raise JTCSEError("give the pairs file once, with --pairs-file (--pairs is its old name).")
-        pairs_file = pairs_file or pairs_alias
-
-        summary = train_simcse(
-            model,
-            corpus,
-            output_dir,
-            pairs_file=pairs_file,
-            batch_size=batch_size,
-            max_seq_length=max_seq_length,
-            learning_rate=learning_rate,
-            epochs=epochs,
-            max_steps=max_steps,
-            seed=seed,
-            temperature=temperature,
-            dev_file=dev_file,
-            eval_steps=eval_steps,
-            save_steps=save_steps,
-            logging_steps=logging_steps,
-            regularizers=regularizer,
-            resume=resume,
-            overwrite=overwrite,
-            keep_checkpoints=keep_checkpoints,
-            precision=precision,
-            gradient_checkpointing=gradient_checkpointing,
-        )
-        opts.echo_summary(summary, output_dir, "Tower")
+    app.command("simcse", short_help=SHORT_HELP, help=HELP)(simcse)

@@ -238,8 +238,6 @@ class Ensemble(InputModule):
         backend: str = "torch",
         **kwargs,
     ) -> Ensemble:
-        from sentence_transformers import SentenceTransformer
-
         hub = dict(token=token, cache_folder=cache_folder, revision=revision, local_files_only=local_files_only)
         config = cls.load_config(model_name_or_path, subfolder=subfolder, **hub)
         names = config.get("members")

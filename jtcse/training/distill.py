@@ -87,7 +87,7 @@ def distill(
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
-    from jtcse.training.cls_tower import describe_source, load_cls_tower
+    from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
     settings = TrainingSettings.from_arguments(locals())

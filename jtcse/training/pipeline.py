@@ -142,13 +142,13 @@ def run_pipeline(
 
     def run_eval() -> dict:
         from jtcse.evaluation.sts import cosine_spearman, read_stsb_file
-        from jtcse.training.cls_tower import load_sentence_transformer
+        from jtcse.modeling.loading import load_model as load_sentence_transformer
 
         pairs = read_stsb_file(dev_file)
         folders["eval"].mkdir(parents=True, exist_ok=True)
         scores = {}
         for stage in ("warmup_a", "warmup_b", "twin", "distill"):
-            scores[stage] = cosine_spearman(load_sentence_transformer(folders[stage], role=stage), pairs)
+            scores[stage] = cosine_spearman(load_sentence_transformer(folders[stage], role="encode"), pairs)
         return {"dev_file": str(dev_file), "dev_spearman": scores}
 
     runners = {

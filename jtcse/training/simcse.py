@@ -95,7 +95,7 @@ def train_simcse(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.losses.registry import build_regularised_loss, parse_regularizer_spec
-    from jtcse.training.cls_tower import describe_source, load_cls_tower
+    from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
     settings = TrainingSettings.from_arguments(locals())

@@ -75,7 +75,7 @@ def teacher_targets(
     written atomically, so an interrupted encode leaves no half cache behind. ``fingerprint`` is
     :func:`teacher_fingerprint` of ``teacher`` when the caller already has it.
     """
-    from jtcse.training.cls_tower import load_sentence_transformer
+    from jtcse.modeling.loading import load_model as load_sentence_transformer
 
     fingerprint = fingerprint or teacher_fingerprint(teacher)
     key = hashlib.sha256(f"{fingerprint}|{sentences_digest(sentences)}".encode()).hexdigest()[:20]

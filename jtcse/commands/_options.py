@@ -1,0 +1,146 @@
+"""Every option that more than one command takes, declared once with one help text.
+
+Each function returns a fresh ``typer.Option`` (a command owns its parameter objects); a default
+that differs between commands is an argument, the meaning and the help never differ.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from jtcse.errors import JTCSEError
+
+
+# ---------------------------------------------------------------- models and devices
+def tower_option(which: str):
+    return typer.Option(
+        None, f"--tower-{which}",
+        help="Tower to start from: a sentence-transformers or transformers model dir, or a hub name. Default: the embedded MiniLM.",
+    )  # fmt: skip
+
+
+def device_option():
+    return typer.Option(None, "--device", help="torch device: cpu, cuda, cuda:1, mps. Default: the best available.")
+
+
+def pooling_option():
+    return typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean.")
+
+
+def batch_size_option(default: int = 64):
+    return typer.Option(default, "--batch-size", help="Sentences per batch (training: in-batch negatives).")
+
+
+def max_seq_length_option(default: int):
+    return typer.Option(default, "--max-seq-length", help="Tokens per sentence during training; longer ones are truncated.")
+
+
+# ---------------------------------------------------------------- data
+def corpus_option():
+    return typer.Option(None, "--corpus", help="UTF-8 text file, one sentence per line. Default: the embedded stdlib prose.")
+
+
+def dev_file_option():
+    return typer.Option(
+        None, "--dev-file", help="STS-B-format dev file; the checkpoint with the best dev Spearman is kept."
+    )
+
+
+def progress_option():
+    return typer.Option(True, "--progress/--no-progress", help="Show a progress bar.")
+
+
+# ---------------------------------------------------------------- training schedule
+def learning_rate_option(default: float):
+    return typer.Option(default, "--learning-rate", help="AdamW learning rate.")
+
+
+def lr_alias_option():
+    return typer.Option(None, "--lr", hidden=True, help="Old name of --learning-rate.")
+
+
+def pick_learning_rate(learning_rate: float, lr_alias: float | None, default: float) -> float:
+    """``--learning-rate``, or its old name ``--lr``; both at once is an error."""
+    if lr_alias is None:
+        return learning_rate
+    if learning_rate != default:
+        raise JTCSEError("give the learning rate once, with --learning-rate (--lr is its old name).")
+    return lr_alias
+
+
+def epochs_option():
+    return typer.Option(1.0, "--epochs", help="Passes over the data (ignored when --max-steps is set).")
+
+
+def max_steps_option():
+    return typer.Option(-1, "--max-steps", help="Stop after this many steps (-1: run the epochs).")
+
+
+def eval_steps_option(default: int):
+    return typer.Option(default, "--eval-steps", help="Evaluate on --dev-file (and checkpoint) every N steps.")
+
+
+def save_steps_option():
+    return typer.Option(None, "--save-steps", help="Checkpoint every N steps without a dev file.")
+
+
+def logging_steps_option(default: int | None = 50):
+    return typer.Option(
+        default, "--logging-steps", help="Log the training loss every N steps (unset: about ten times per run)."
+    )
+
+
+def seed_option():
+    return typer.Option(42, "--seed", help="Random seed (data order, dropout).")
+
+
+def temperature_option():
+    return typer.Option(0.05, "--temperature", help="InfoNCE temperature τ (scale = 1/τ).")
+
+
+def regularizer_option():
+    from jtcse.losses.registry import REGULARIZER_HELP
+
+    return typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP)
+
+
+def precision_option(default: str = "auto"):
+    return typer.Option(
+        default,
+        "--precision",
+        help="auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16.",
+    )
+
+
+def gradient_checkpointing_option():
+    return typer.Option(
+        False,
+        "--gradient-checkpointing",
+        help="Recompute layer activations in the backward pass: less GPU memory for ~30% more compute.",
+    )
+
+
+# ---------------------------------------------------------------- output
+def resume_option():
+    return typer.Option(
+        True, "--resume/--no-resume",
+        help="Resume from the last checkpoint in --output-dir; the other settings must match (see docs/runs.md).",
+    )  # fmt: skip
+
+
+def overwrite_option():
+    return typer.Option(False, "--overwrite", help="Replace a finished output instead of refusing or resuming.")
+
+
+def keep_checkpoints_option():
+    return typer.Option(False, "--keep-checkpoints", help="Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run further; by default they are deleted.")
+
+
+def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
+    """Print the run summary (without the recorded config) and where the model and summary are."""
+    typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
+    typer.echo(f"{what} saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")
