@@ -131,7 +131,7 @@ def test_bad_corpus_files(tmp_path, tiny_bert, tiny_bert_b):
     ],
 )
 def test_bad_settings(tmp_path, tiny_bert, tiny_bert_b, corpus, kwargs, message):
-    with pytest.raises(JTCSEError, match=message):
+    with pytest.raises(ValueError, match=message):
         train_twin(tiny_bert, tiny_bert_b, corpus, tmp_path / "run", **{"max_steps": 1, **kwargs})
 
 
