@@ -5,6 +5,13 @@ is exact, so its recall@10 is 1 by construction; the IVF index (nlist ≈ 4·√
 build time on corpus rows) is scored against it on the fresh queries. Random normal vectors have no
 cluster structure, the hardest case for IVF. Queries per second for both, same batch of queries.
 
+Part 3 (--quantized): binary indexes (sentence-transformers' quantize_embeddings, exact Hamming
+search, float rescoring of rescore_multiplier × 10 candidates) and int8 (faiss 8-bit scalar quantizer) against the float flat
+index: index memory, recall@10 vs float flat, queries per second. Twice: on the N random-normal
+vectors (sign bits of isotropic noise keep little of the geometry, so binary recall is low there), and
+on real embeddings: the embedded MiniLM encodes --real-lines lines of ../shared/data/wiki12k.txt
+(the corpus) and STS-B dev sentences (the queries).
+
 Part 2: the same model and the same lines of text encoded by `encode_file` (counting pass, chunks,
 memmap output) and by one `SentenceTransformer.encode` call on the list; the best of R alternating
 repeats of each; ratio = jtcse throughput / direct throughput (also from the medians).
@@ -91,6 +98,69 @@ def bench_faiss(n: int, dim: int, nq: int, k: int, target: float, seed: int) -> 
     }
 
 
+def bench_quantized_on(base: np.ndarray, queries: np.ndarray, k: int, multipliers: list[int]) -> dict:
+    """Memory, recall@k vs float flat and QPS of binary/int8 indexes over ``base`` (unit vectors)."""
+    from jtcse.search.index import build_quantized_index, exact_search, recall_at_k, search_quantized
+
+    start = time.perf_counter()
+    _, truth = exact_search(queries, base, k)
+    flat_qps = len(queries) / (time.perf_counter() - start)
+    float_bytes = base.shape[0] * base.shape[1] * 4
+    out: dict = {"vectors": int(base.shape[0]), "dim": int(base.shape[1]), "queries": int(len(queries)),
+                 "float32": {"bytes": float_bytes, "qps": round(flat_qps, 1)}}
+    for precision in ("binary", "int8"):
+        index = build_quantized_index(base, precision)
+        stored = index.ntotal * index.code_size
+        row = {"bytes": int(stored), "memory_over_float32": round(stored / float_bytes, 5)}
+        for m in multipliers if precision == "binary" else [1]:  # int8 scores with decoded vectors: no rescoring
+            start = time.perf_counter()
+            _, found = search_quantized(index, queries, k, precision, rescore_multiplier=m)
+            qps = len(queries) / (time.perf_counter() - start)
+            row[f"rescore_x{m}"] = {"recall_at_10_vs_float": round(recall_at_k(found, truth), 4), "qps": round(qps, 1)}
+        out[precision] = row
+    return out
+
+
+def real_embeddings(lines: int, queries: int, batch_size: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    from sentence_transformers import SentenceTransformer
+
+    from jtcse.defaults import default_tower_path
+
+    data = Path(__file__).resolve().parents[2] / "shared" / "data"
+    with (data / "wiki12k.txt").open(encoding="utf-8") as handle:
+        corpus = [t for t in (line.strip() for _, line in zip(range(lines), handle)) if t]
+    seen: set[str] = set()
+    query_texts = []
+    for row in (data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines():
+        for text in row.split("\t")[5:7]:
+            if text and text not in seen and len(query_texts) < queries:
+                seen.add(text)
+                query_texts.append(text)
+    model = SentenceTransformer(default_tower_path(), device="cpu")
+    start = time.perf_counter()
+    base = model.encode(corpus, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+    q = model.encode(query_texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+    info = {"model": "embedded MiniLM-L6", "corpus": "wiki12k.txt", "queries_from": "STS-B dev sentences",
+            "encode_s": round(time.perf_counter() - start, 1)}
+    return base.astype(np.float32), q.astype(np.float32), info
+
+
+def bench_quantized(n: int, dim: int, nq: int, real_lines: int, real_queries: int, batch_size: int, seed: int) -> dict:
+    import faiss
+
+    rng = np.random.default_rng(seed)
+    multipliers = [1, 4, 10, 40]
+    report = {
+        "faiss_threads": faiss.omp_get_max_threads(),
+        "target": "binary memory 1/32 of float32; recall@10 with rescoring >= 0.95 of float flat",
+        "gaussian": bench_quantized_on(unit_normal(n, dim, rng), unit_normal(nq, dim, rng), 10, multipliers),
+    }
+    if real_lines > 0:
+        base, queries, info = real_embeddings(real_lines, real_queries, batch_size)
+        report["minilm_wiki"] = {**info, **bench_quantized_on(base, queries, 10, multipliers)}
+    return report
+
+
 def bench_encode(lines: int, batch_size: int, chunk_size: int, repeats: int, corpus: str | None) -> dict:
     from sentence_transformers import SentenceTransformer
 
@@ -155,6 +225,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-faiss", action="store_true")
     parser.add_argument("--skip-encode", action="store_true")
+    parser.add_argument("--quantized", action="store_true", help="run part 3 (binary/int8 indexes)")
+    parser.add_argument("--real-lines", type=int, default=12000, help="part 3: wiki12k lines encoded (0: skip real data)")
+    parser.add_argument("--real-queries", type=int, default=1000, help="part 3: STS-B dev sentences used as queries")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default=None, help="also write the JSON here")
     args = parser.parse_args()
@@ -164,6 +237,10 @@ def main() -> None:
     report: dict = {"note": "one run on whatever machine this is; shared/noisy machines make QPS and s/sentence rough"}
     if not args.skip_faiss:
         report["search"] = bench_faiss(args.n, args.dim, args.queries, 10, args.target_recall, args.seed)
+    if args.quantized:
+        report["quantized"] = bench_quantized(
+            args.n, args.dim, args.queries, args.real_lines, args.real_queries, args.batch_size, args.seed
+        )
     if not args.skip_encode:
         report["encode"] = bench_encode(args.lines, args.batch_size, args.chunk_size, args.repeats, args.corpus)
     text = json.dumps(report, indent=2)

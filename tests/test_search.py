@@ -489,3 +489,76 @@ def test_cli_reports_user_mistakes_in_one_line(tmp_path):
     proc = run_cli("index", "search", "--index", tmp_path, "-q", "hello", timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"Error: {tmp_path} is not a jtcse index directory (no manifest.json); build one with `jtcse index build`."]
+
+
+# ------------------------------------------------------------------ precision and texts check
+
+
+def test_quantized_indexes_rescore_like_a_naive_reference(tmp_path, tiny_bert, tiny_model):
+    corpus = tmp_path / "c.txt"
+    write_corpus(corpus)
+    vectors = tiny_model.encode(SENTENCES, normalize_embeddings=True)
+    queries = [SENTENCES[4], "a cat on a windowsill"]
+    q = tiny_model.encode(queries, normalize_embeddings=True)
+    # Binary: Hamming search, then rescoring = float query · stored bits (0/1); 5 × 4 ≥ 11 rows, so every row is rescored.
+    binary = build_index(tiny_bert, corpus, tmp_path / "bin", precision="binary", show_progress=False)
+    assert (binary.manifest.precision, binary.manifest.rescore_multiplier, binary.manifest.kind) == ("binary", 4, "flat")
+    assert binary.index.code_size == 32 // 8  # 1 bit per dimension
+    bits_scores = q @ (vectors > 0).astype(np.float32).T
+    for hits, scores in zip(binary.search(queries, k=5), bits_scores):
+        np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1][:5], atol=1e-5)
+        assert all(h.text == SENTENCES[h.row] for h in hits)
+    # int8: 1 byte per dimension, 256 steps between each dimension's min and max; scores use the decoded vectors.
+    int8 = build_index(tiny_bert, corpus, tmp_path / "i8", precision="int8", show_progress=False)
+    assert int8.manifest.precision == "int8" and int8.manifest.rescore_multiplier is None
+    assert int8.index.code_size == 32
+    decoded = int8.index.reconstruct_n(0, len(SENTENCES))
+    steps = (vectors.max(axis=0) - vectors.min(axis=0)) / 255
+    assert np.all(np.abs(decoded - vectors) <= steps + 1e-6)  # within one step of the float vectors
+    for hits, scores in zip(int8.search(queries, k=5), q @ decoded.T):
+        np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1][:5], atol=1e-5)
+    assert int8.search(queries[0], k=1)[0][0].text == SENTENCES[4]
+    # Reloaded from disk, the same hits.
+    again = SearchIndex(tmp_path / "bin").search(queries, k=5)
+    assert [[h.row for h in hits] for hits in again] == [[h.row for h in hits] for hits in binary.search(queries, k=5)]
+    with pytest.raises(JTCSEError, match="nprobe applies to IVF"):
+        binary.search_vectors(q, k=3, nprobe=2)
+    with pytest.raises(JTCSEError, match="valid ones: float32, int8, binary"):
+        build_index(tiny_bert, corpus, tmp_path / "bad", precision="int4", show_progress=False)
+
+
+def test_texts_file_checked_against_manifest_and_old_manifests_load(built_index, tmp_path):
+    import shutil
+
+    manifest = read_manifest(built_index / "idx")
+    texts = (built_index / "idx" / "texts.txt").read_bytes()
+    assert manifest.texts_bytes == len(texts) and len(manifest.texts_sha256) == 64
+    truncated = tmp_path / "truncated"
+    shutil.copytree(built_index / "idx", truncated)
+    (truncated / "texts.txt").write_bytes(texts[: len(texts) // 2])
+    with pytest.raises(JTCSEError, match=r"texts.txt is \d+ bytes but was \d+ when built \(truncated"):
+        SearchIndex(truncated)
+    edited = tmp_path / "edited"
+    shutil.copytree(built_index / "idx", edited)
+    (edited / "texts.txt").write_bytes(texts.replace(b"cat", b"dog"))
+    with pytest.raises(JTCSEError, match="does not match the checksum"):
+        SearchIndex(edited)
+    # A format-1 manifest (no precision, no checksum) still loads as a float32 index.
+    old = tmp_path / "old"
+    shutil.copytree(built_index / "idx", old)
+    data = json.loads((old / MANIFEST).read_text())
+    for key in ("precision", "rescore_multiplier", "texts_bytes", "texts_sha256"):
+        data.pop(key)
+    data["format_version"] = 1
+    (old / MANIFEST).write_text(json.dumps(data))
+    loaded = SearchIndex(old)
+    assert loaded.manifest.precision == "float32" and loaded.search(SENTENCES[7], k=1)[0][0].text == SENTENCES[7]
+
+
+def test_cli_unknown_precision_is_one_line(tmp_path, tiny_bert):
+    from helpers.cli import one_error_line, run_cli
+
+    corpus = tmp_path / "c.txt"
+    write_corpus(corpus)
+    line = one_error_line(run_cli("index", "build", tiny_bert, "-i", corpus, "--index", tmp_path / "idx", "--precision", "int4"))
+    assert "float32, int8, binary" in line

@@ -41,6 +41,8 @@ def build(
     keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep INDEX/embeddings.npy (the raw vectors) after building."),
     overwrite: bool = opts.overwrite_option(),
     progress: bool = opts.progress_option(),
+    precision: str = typer.Option("float32", help="Stored precision: float32, int8 or binary (1 bit/dim, 1/32 the memory). Quantized indexes are exact and rescore candidates in float."),
+    rescore_multiplier: int = typer.Option(4, help="int8/binary: candidates fetched per hit (k x this) before float rescoring."),
 ) -> None:
     """Encode a text file and write a searchable index directory.
 
@@ -70,6 +72,8 @@ def build(
         keep_embeddings=keep_embeddings,
         overwrite=overwrite,
         show_progress=progress,
+        precision=precision,
+        rescore_multiplier=rescore_multiplier,
     )
     typer.echo(json.dumps(built.manifest.to_dict(), indent=2))
 

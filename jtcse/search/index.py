@@ -7,10 +7,21 @@ Small corpora (``rows <= ivf_threshold``) get an exact ``IndexFlatIP``; larger o
 reaches ``target_recall`` on corpus rows left out of the k-means sample where possible (their own hit excluded).
 faiss-gpu is used when it is installed and sees a GPU; the file on disk is always a CPU index.
 
-Index directory (format version 1)::
+Precision: ``float32``; ``binary`` is sentence-transformers' embedding quantization
+(``sentence_transformers.util.quantization``): ``quantize_embeddings(..., "ubinary")`` packs the sign
+bits into a faiss ``IndexBinaryFlat`` (1/32 of float32, Hamming search), and ``semantic_search_faiss``
+over-fetches ``rescore_multiplier × k`` candidates and rescores them as float query · stored bits.
+``int8`` is faiss's 8-bit scalar quantizer (``IndexScalarQuantizer``, QT_8bit: 256 steps between each
+dimension's min and max; 1/4 of float32), whose inner products use the decoded vectors, so no rescoring
+is needed. (sentence-transformers' own faiss int8 path keeps uint8 codes in a float ``IndexFlatIP`` and
+ranks candidates by the inner product of offset codes; measured recall@10 of 0.01 at 4× over-fetch on
+random unit vectors, so it is not used.) Quantized indexes are exact (flat).
 
-    manifest.json   format, format_version, model, dim, normalized, kind, nlist, nprobe, rows, source...
-    index.faiss     the faiss index (CPU form)
+Index directory (format version 2; version 1 directories still load as float32 without a texts check)::
+
+    manifest.json   format, format_version, model, dim, normalized, kind, precision, nlist, nprobe, rows,
+                    texts_bytes, texts_sha256, source...
+    index.faiss     the faiss index (CPU form; a binary index for precision "binary")
     texts.txt       a copy of the corpus's non-empty lines, stripped, one per line
     rows.npy        per vector row: source line number ("line") and byte offset into texts.txt ("offset")
 
@@ -20,6 +31,7 @@ it can be moved or shared, and results stay right if the source file is edited o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -46,7 +58,11 @@ from jtcse.search.encode import (
 from jtcse.search.lines import ROW_DTYPE, count_rows, iter_chunks, read_line_at
 
 INDEX_FORMAT = "jtcse-index"
-INDEX_FORMAT_VERSION = 1
+INDEX_FORMAT_VERSION = 2
+PRECISIONS = ("float32", "int8", "binary")
+# Our precision names → sentence-transformers' faiss corpus precisions.
+_ST_PRECISION = {"binary": "ubinary"}
+DEFAULT_RESCORE_MULTIPLIER = 4
 MANIFEST = "manifest.json"
 INDEX_FILE = "index.faiss"
 TEXTS_FILE = "texts.txt"
@@ -257,6 +273,77 @@ def build_faiss_index(
     return BuiltIndex(index=index, kind=kind, nlist=nlist, nprobe=nprobe, calibration=calibration)
 
 
+def check_precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise JTCSEError(f"Unknown precision {precision!r}; valid ones: {', '.join(PRECISIONS)}.")
+    return precision
+
+
+def build_quantized_index(vectors: np.ndarray, precision: str, *, chunk_rows: int = 65_536, seed: int = 0) -> Any:
+    """An exact faiss index over ``vectors`` at ``precision`` "binary" or "int8" (see the module docstring).
+
+    ``binary``: ``quantize_embeddings(block, "ubinary")`` (sign bits, 8 per byte) in an ``IndexBinaryFlat``.
+    ``int8``: ``IndexScalarQuantizer`` QT_8bit, its per-dimension min/max taken from up to 100k random rows.
+    """
+    from sentence_transformers.util.quantization import quantize_embeddings
+
+    faiss = _faiss()
+    rows, dim = vectors.shape
+    if rows == 0:
+        raise JTCSEError("Nothing to index: no vectors.")
+    if precision == "binary":
+        index = faiss.IndexBinaryFlat(((dim + 7) // 8) * 8)
+    else:
+        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+        sample = np.sort(np.random.default_rng(seed).choice(rows, size=min(rows, 100_000), replace=False))
+        index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
+    for start in range(0, rows, chunk_rows):
+        block = np.ascontiguousarray(vectors[start : start + chunk_rows], dtype=np.float32)
+        index.add(quantize_embeddings(block, precision="ubinary") if precision == "binary" else block)
+    return index
+
+
+def search_quantized(
+    index: Any, queries: np.ndarray, k: int, precision: str, *, rescore_multiplier: int = DEFAULT_RESCORE_MULTIPLIER
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (scores, rows) from a :func:`build_quantized_index` index for float ``queries``.
+
+    ``binary``: sentence-transformers' ``semantic_search_faiss``: the binary query fetches
+    ``rescore_multiplier × k`` candidates by Hamming distance, rescored as float query · stored 0/1
+    bits. ``int8``: inner products with the decoded vectors. Rows are -1 (score -inf) past the index size.
+    """
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    if precision == "int8":
+        return index.search(queries, k)
+    from sentence_transformers.util.quantization import semantic_search_faiss
+
+    results, _ = semantic_search_faiss(
+        queries,
+        corpus_index=index,
+        corpus_precision=_ST_PRECISION[precision],
+        top_k=k,
+        rescore=True,
+        rescore_multiplier=rescore_multiplier,
+    )
+    scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    ids = np.full((len(queries), k), -1, dtype=np.int64)
+    for i, hits in enumerate(results):  # per query (at most k entries each), not per corpus row
+        scores[i, : len(hits)] = [hit["score"] for hit in hits]
+        ids[i, : len(hits)] = [hit["corpus_id"] for hit in hits]
+    return scores, ids
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """(size in bytes, sha256 hex) of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
 # ---------------------------------------------------------------- the index directory
 
 
@@ -275,6 +362,10 @@ class IndexManifest:
     source: str | None = None
     empty_lines: int = 0
     calibration: dict = field(default_factory=dict)
+    precision: str = "float32"
+    rescore_multiplier: int | None = None
+    texts_bytes: int | None = None  # size and checksum of texts.txt, checked on load (None: format 1)
+    texts_sha256: str | None = None
     format: str = INDEX_FORMAT
     format_version: int = INDEX_FORMAT_VERSION
 
@@ -328,11 +419,18 @@ class SearchIndex:
         for name in (INDEX_FILE, TEXTS_FILE, ROWS_FILE):
             if not (self.dir / name).is_file():
                 raise JTCSEError(f"Index {self.dir} is missing {name}; rebuild it with `jtcse index build`.")
+        self._check_texts()
+        check_precision(self.manifest.precision)
+        binary = self.manifest.precision == "binary"
         try:
-            self.index = faiss.read_index(str(self.dir / INDEX_FILE))
+            reader = faiss.read_index_binary if binary else faiss.read_index
+            self.index = reader(str(self.dir / INDEX_FILE))
         except RuntimeError as err:
             raise JTCSEError(f"Cannot read {self.dir / INDEX_FILE} (corrupt or truncated?): {str(err).splitlines()[0]}") from None
-        if self.index.d != self.manifest.dim or self.index.ntotal != self.manifest.rows:
+        index_dim = self.index.d if not binary else self.manifest.dim + (-self.manifest.dim) % 8
+        if (binary and self.index.d != index_dim) or (not binary and self.index.d != self.manifest.dim) or (
+            self.index.ntotal != self.manifest.rows
+        ):
             raise JTCSEError(
                 f"Index {self.dir}: index.faiss holds {self.index.ntotal} {self.index.d}-d vectors but the manifest "
                 f"says {self.manifest.rows} {self.manifest.dim}-d ones; rebuild it."
@@ -340,7 +438,7 @@ class SearchIndex:
         self.rows = np.load(self.dir / ROWS_FILE, mmap_mode="r")
         if self.manifest.nprobe:
             set_nprobe(self.index, self.manifest.nprobe)
-        if _want_gpu(use_gpu):  # pragma: no cover - no GPU in CI
+        if _want_gpu(use_gpu) and self.manifest.precision == "float32":  # pragma: no cover - no GPU in CI
             self.index = faiss.index_cpu_to_all_gpus(self.index)
             if self.manifest.nprobe:
                 set_nprobe(self.index, min(self.manifest.nprobe, GPU_MAX_NPROBE))
@@ -348,6 +446,24 @@ class SearchIndex:
 
     def __len__(self) -> int:
         return self.manifest.rows
+
+    def _check_texts(self) -> None:
+        """texts.txt must be the file written at build time (size and sha256 in the manifest)."""
+        expected = self.manifest.texts_bytes
+        if expected is None:  # format 1 manifests carry no checksum
+            return
+        path = self.dir / TEXTS_FILE
+        size = path.stat().st_size
+        if size != expected:
+            raise JTCSEError(
+                f"Index {self.dir}: {TEXTS_FILE} is {size} bytes but was {expected} when built (truncated or "
+                "edited); hits would show wrong or empty sentences. Rebuild the index with `jtcse index build --overwrite`."
+            )
+        if self.manifest.texts_sha256 and file_digest(path)[1] != self.manifest.texts_sha256:
+            raise JTCSEError(
+                f"Index {self.dir}: {TEXTS_FILE} does not match the checksum recorded when it was built (edited or "
+                "corrupt); rebuild the index with `jtcse index build --overwrite`."
+            )
 
     def text(self, row: int) -> str:
         with (self.dir / TEXTS_FILE).open("rb") as handle:
@@ -369,6 +485,10 @@ class SearchIndex:
         queries = np.ascontiguousarray(queries.copy())
         if self.manifest.normalized:
             _faiss().normalize_L2(queries)
+        if self.manifest.precision != "float32":
+            if nprobe is not None:
+                raise JTCSEError(f"--nprobe applies to IVF indexes; {self.dir} is an exact {self.manifest.precision} index.")
+            return self._search_quantized(queries, k)
         if nprobe is not None:
             if self.manifest.kind != "ivf":
                 raise JTCSEError(f"--nprobe applies to IVF indexes; {self.dir} is a flat (exact) index.")
@@ -378,6 +498,15 @@ class SearchIndex:
         finally:
             if nprobe is not None and self.manifest.nprobe:
                 set_nprobe(self.index, self.manifest.nprobe)
+
+    def _search_quantized(self, queries: np.ndarray, k: int):
+        return search_quantized(
+            self.index,
+            queries,
+            k,
+            self.manifest.precision,
+            rescore_multiplier=self.manifest.rescore_multiplier or DEFAULT_RESCORE_MULTIPLIER,
+        )
 
     def model(self, model: Any = None, *, model_name: str | None = None, allow_other_model: bool = False, device=None):
         """The SentenceTransformer for queries: the index's own model unless another is given.
@@ -485,13 +614,19 @@ def build_index(
     overwrite: bool = False,
     show_progress: bool = True,
     seed: int = 0,
+    precision: str = "float32",
+    rescore_multiplier: int = DEFAULT_RESCORE_MULTIPLIER,
 ) -> SearchIndex:
     """Encode ``input_path`` (one sentence per line) and write a searchable index directory.
 
     Encoding goes to ``index_dir/embeddings.npy`` through :func:`encode_file`, so an interrupted build
     resumes; that file is removed at the end unless ``keep_embeddings``. The manifest is written last:
-    a directory without one is not (yet) an index.
+    a directory without one is not (yet) an index. ``precision`` "int8"/"binary" quantizes the corpus
+    (exact search; binary rescores ``rescore_multiplier × k`` candidates with the float query).
     """
+    check_precision(precision)
+    if rescore_multiplier < 1:
+        raise JTCSEError(f"rescore_multiplier must be at least 1, not {rescore_multiplier}")
     started = time.perf_counter()
     index_dir = Path(index_dir)
     input_path = Path(input_path)
@@ -528,19 +663,28 @@ def build_index(
             overwrite=not matches,
         )
     _copy_texts(input_path, index_dir, encoded.rows, chunk_size)
+    texts_bytes, texts_sha256 = file_digest(index_dir / TEXTS_FILE)
     vectors = np.load(embeddings, mmap_mode="r")
-    built = build_faiss_index(
-        vectors,
-        ivf_threshold=ivf_threshold,
-        nlist=nlist,
-        nprobe=nprobe,
-        target_recall=target_recall,
-        train_size=train_size,
-        seed=seed,
-        use_gpu=use_gpu,
-    )
+    if precision == "float32":
+        built = build_faiss_index(
+            vectors,
+            ivf_threshold=ivf_threshold,
+            nlist=nlist,
+            nprobe=nprobe,
+            target_recall=target_recall,
+            train_size=train_size,
+            seed=seed,
+            use_gpu=use_gpu,
+        )
+        _faiss().write_index(built.index, str(index_dir / INDEX_FILE))
+    else:
+        quantized = build_quantized_index(vectors, precision, seed=seed)
+        built = BuiltIndex(index=quantized, kind="flat")
+        if precision == "binary":
+            _faiss().write_index_binary(quantized, str(index_dir / INDEX_FILE))
+        else:
+            _faiss().write_index(quantized, str(index_dir / INDEX_FILE))
     del vectors
-    _faiss().write_index(built.index, str(index_dir / INDEX_FILE))
     if not keep_embeddings:
         for name in _EMBEDDING_FILES:
             (index_dir / name).unlink(missing_ok=True)
@@ -554,6 +698,10 @@ def build_index(
         nprobe=built.nprobe,
         source=str(input_path.resolve()),
         empty_lines=encoded.empty_lines,
+        precision=precision,
+        rescore_multiplier=int(rescore_multiplier) if precision == "binary" else None,
+        texts_bytes=texts_bytes,
+        texts_sha256=texts_sha256,
         calibration={**built.calibration, "build_seconds": round(time.perf_counter() - started, 3)},
     )
     tmp = index_dir / (MANIFEST + ".tmp")
