@@ -32,6 +32,9 @@ setup(
         "mteb": ["mteb>=2.0,<3"],
         "faiss": ["faiss-cpu>=1.8"],  # already a core dependency; kept so `pip install jtcse[faiss]` works
         "faiss-gpu": ["faiss-gpu-cu12>=1.8"],
+        # jtcse export: sentence-transformers' backends (Optimum). Not in dev: Optimum pins transformers<5.6 today.
+        "onnx": ["sentence-transformers[onnx]>=6.2,<7"],
+        "openvino": ["sentence-transformers[openvino]>=6.2,<7"],
         "rtt": ["googletrans>=4.0.2", "httpx>=0.27", "sentencepiece"],
         "dev": ["pytest>=8", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography"],
     },
