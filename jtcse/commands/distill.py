@@ -1,4 +1,4 @@
-"""``jtcse distill``: distil a teacher encoder (the JTCSE twin) into one CLS tower with MSE."""
+"""``jtcse distill``: distil a teacher encoder (a JTCSE twin, an ensemble, any encoder) into one student."""
 
 from __future__ import annotations
 
@@ -10,17 +10,19 @@ import typer
 from jtcse.commands import _options as opts
 
 
-SHORT_HELP = "Distil a teacher (the twin) into one CLS tower with MSE (JTCSE-D)."
+SHORT_HELP = "Distil a teacher (a twin, an ensemble, any encoder) into one student encoder (JTCSE-D, UCD)."
 HELP = (
-    "Distil a teacher (e.g. a JTCSE twin: sum of the towers' CLS) into one tower: the student is "
-    "trained with MSE to the teacher's embeddings of unlabeled sentences (JTCSE-D). Teacher "
-    "embeddings are computed once and cached in OUTPUT_DIR/teacher_cache, reused on rerun. The "
-    "student tokenizes for itself (teacher and student tokenizers may differ) and is saved as "
-    "Transformer + CLS Pooling, loadable with plain sentence-transformers. Widths must match "
-    "unless --project adds a trained linear Dense layer. An interrupted run resumes; --overwrite keeps "
-    "the teacher cache.\n\n"
-    "Example: jtcse distill --teacher runs/twin --student runs/tower_de --train-file wiki1m.txt "
-    "--dev-file sts-dev.csv --output-dir runs/distilled"
+    "Distil a teacher (a JTCSE twin, an ensemble from jtcse ensemble, any encoder) into one student: the "
+    "student is trained to reproduce the teacher on unlabeled sentences (JTCSE-D; UCD when the teacher is an "
+    "ensemble). Teacher embeddings are computed once and cached in OUTPUT_DIR/teacher_cache, reused on rerun. "
+    "The student keeps its own architecture, pooling and width (default: the embedded MiniLM with its mean "
+    "pooling; --student-pooling cls for a CLS tower), tokenizes for itself (teacher and student tokenizers "
+    "may differ) and loads with plain sentence-transformers. --objective similarity (default) matches the "
+    "in-batch cosine-similarity matrices, so any teacher width works; mse, mse-normalized and cosine compare "
+    "vectors, through a training-only projection (not saved) when the widths differ. An interrupted run "
+    "resumes; --overwrite keeps the teacher cache.\n\n"
+    "Example: jtcse distill --teacher runs/ensemble --student all-MiniLM-L6-v2-dir --train-file wiki1m.txt "
+    "--dev-file sts-dev.csv --output-dir runs/ucd"
 )
 
 
@@ -30,7 +32,8 @@ def distill(
     ),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the student is written."),
     student: Optional[str] = typer.Option(
-        None, "--student", "-s", help="Student initialisation (a tower / pretrained dir). Default: embedded MiniLM."
+        None, "--student", "-s",
+        help="Student initialisation (any single encoder, kept with its own pooling). Default: embedded MiniLM.",
     ),
     train_file: Optional[Path] = typer.Option(
         None, "--train-file", help="Unlabeled sentences, one a line. Default: embedded stdlib prose."
@@ -45,9 +48,8 @@ def distill(
     eval_steps: int = opts.eval_steps_option(250),
     save_steps: Optional[int] = opts.save_steps_option(),
     logging_steps: int = opts.logging_steps_option(),
-    project: bool = typer.Option(
-        False, "--project", help="Learn a linear student->teacher projection if widths differ."
-    ),
+    objective: str = opts.objective_option(),
+    student_pooling: Optional[str] = opts.student_pooling_option(),
     seed: int = opts.seed_option(),
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
@@ -73,7 +75,8 @@ def distill(
         save_steps=save_steps,
         logging_steps=logging_steps,
         teacher_batch_size=teacher_batch_size,
-        project=project,
+        objective=objective,
+        student_pooling=student_pooling,
         resume=resume,
         overwrite=overwrite,
         keep_checkpoints=keep_checkpoints,
