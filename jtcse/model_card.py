@@ -36,7 +36,7 @@ KINDS = {
     "twin": "JTCSE twin: two encoder towers, coupled by cross-attention while training, whose [CLS] vectors are summed",
     "warmup": "SimCSE warm-up tower: one encoder trained with the unsupervised SimCSE objective",
     "distilled": "distilled student: one encoder trained to reproduce a teacher's embeddings (MSE)",
-    "ensemble": "ensemble: several encoders whose embeddings are combined into one vector",
+    "ensemble": "jtcse ensemble: several encoders whose L2-normalised embeddings are weighted and concatenated (or summed) into one vector",
 }
 
 RECIPES = {

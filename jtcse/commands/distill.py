@@ -28,7 +28,7 @@ HELP = (
 
 def distill(
     teacher: str = typer.Option(
-        ..., "--teacher", "-t", help="Teacher model dir (a twin checkpoint or any encoder)."
+        ..., "--teacher", "-t", help="Teacher model dir: a twin, an ensemble (jtcse ensemble) or any encoder."
     ),
     output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the student is written."),
     student: Optional[str] = typer.Option(
