@@ -157,7 +157,9 @@ def locks_output(parameter: str) -> Callable[[F], F]:
 
         @functools.wraps(func)
         def locked(*args, **kwargs):
-            with output_lock(signature.bind(*args, **kwargs).arguments[parameter]):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()  # a defaulted output (e.g. runs/jtcse) is locked too
+            with output_lock(bound.arguments[parameter]):
                 return func(*args, **kwargs)
 
         return locked  # type: ignore[return-value]
@@ -205,7 +207,9 @@ def crash_point(name: str) -> None:
     sends SIGCONT); otherwise it costs one dictionary lookup. Crash tests use it to stop a real
     subprocess at a chosen, reproducible moment. Points: ``encode-chunk`` (a chunk's vectors and
     progress are on disk), ``rtt-translation`` (one translation committed to the cache),
-    ``rtt-pivot`` (a pivot's pairs and drop files written).
+    ``rtt-pivot`` (a pivot's pairs and drop files written), ``checkpoint-save`` (inside a trainer
+    checkpoint save: weights, optimizer and RNG states written, ``trainer_state.json`` not yet),
+    ``final-save`` (a trainer's final model saved, its run summary not yet written).
     """
     wanted = os.environ.get(CRASH_ENV)
     if not wanted:

@@ -16,7 +16,7 @@ HELP = """Train a JTCSE twin-tower sentence encoder on a corpus (one sentence pe
 
 Both towers read every sentence twice (dropout makes the two views) and learn with InfoNCE inside each tower, ICNCE between the towers (on the primitive and the cross-attention stream) and the tensor-modulus term ICTM. The result in OUTPUT_DIR is a SentenceTransformer checkpoint whose encode() returns the sum of the two towers' CLS vectors; open it with jtcse.modeling.loading.load_model(path) or SentenceTransformer(path, trust_remote_code=True).
 
-With no options it runs offline: two copies of the embedded MiniLM-L6 tower, trained on English prose from Python's standard library. Blank lines are skipped (and counted), duplicate lines are dropped, sentences longer than --max-seq-length tokens are truncated. Rerunning the same command resumes from the last checkpoint in OUTPUT_DIR/checkpoints.
+With no options it runs offline: two copies of the embedded MiniLM-L6 tower, trained on English prose from Python's standard library. Blank lines are skipped (and counted), duplicate lines are dropped, sentences longer than --max-seq-length tokens are truncated. Rerunning the same command resumes an interrupted run (even one killed with kill -9) from the newest complete checkpoint in OUTPUT_DIR/checkpoints, ending with the same model as an uninterrupted run; for a finished run it does nothing. One process at a time writes OUTPUT_DIR.
 
 Writes OUTPUT_DIR/run_summary.json (settings, data counts, loss terms, dev scores) and OUTPUT_DIR/training_curves.png.
 

@@ -158,8 +158,10 @@ def _open(source, role: str, device: str | None):
         ) from err
 
 
-def _set_length(model, max_seq_length, role: str) -> None:
-    """Set ``max_seq_length`` (``"max"``: the position capacity), clamped to that capacity with a warning."""
+def set_max_seq_length(model, max_seq_length, role: str) -> int:
+    """Set ``model``'s ``max_seq_length`` (``"max"``: the position capacity), clamped to that capacity with a
+    warning naming ``role``; returns the length set. Every command that takes a length goes through here, so a
+    length above the position table never reaches a forward pass."""
     from sentence_transformers.base.modules import Transformer
 
     first = model[0]
@@ -172,7 +174,7 @@ def _set_length(model, max_seq_length, role: str) -> None:
     capacity = min((c for c in capacities if c is not None), default=None)
     if max_seq_length == FULL_LENGTH:
         if capacity is None:
-            return
+            return model.max_seq_length
         max_seq_length = capacity
     if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1:
         raise ValueError(f"max_seq_length must be a positive integer or {FULL_LENGTH!r}, not {max_seq_length!r}")
@@ -185,6 +187,7 @@ def _set_length(model, max_seq_length, role: str) -> None:
         model.max_seq_length = max_seq_length
     else:
         first.max_seq_length = max_seq_length
+    return max_seq_length
 
 
 def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, device: str | None = None):
@@ -230,7 +233,7 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
         pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
         model = SentenceTransformer(modules=[transformer, pooling], device=str(model.device))
     if max_seq_length is not None:
-        _set_length(model, max_seq_length, role)
+        set_max_seq_length(model, max_seq_length, role)
     return model, changes
 
 
@@ -271,6 +274,6 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
             modules=[first, Pooling(first.get_embedding_dimension(), pooling_mode=pooling)], device=str(model.device)
         )
     if max_seq_length is not None:
-        _set_length(model, max_seq_length, role)
+        set_max_seq_length(model, max_seq_length, role)
     model.eval()
     return model

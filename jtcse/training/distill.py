@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
 from jtcse.training.common import dev_evaluator, read_training_sentences
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, start_stage
+from jtcse.training.stage import Stage, TrainingSettings, run_stage, set_training_length, start_stage
 
 TEACHER_CACHE_SUBDIR = "teacher_cache"
 
@@ -50,6 +51,7 @@ def _add_projection(student, teacher_dim: int):
     return SentenceTransformer(modules=[*modules, dense], device=str(student.device))
 
 
+@locks_output("output_dir")
 def distill(
     teacher,
     student=None,
@@ -88,14 +90,14 @@ def distill(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import describe_source, load_cls_tower
-    from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
+    from jtcse.training.teacher_cache import save_teacher_targets, sentences_digest, teacher_fingerprint, teacher_targets
 
     settings = TrainingSettings.from_arguments(locals())
     sentences, data = read_training_sentences(train_file, "training corpus")
     evaluator = dev_evaluator(dev_file, batch_size=batch_size)
 
     student_source = describe_source(student)
-    config, resume_from = start_stage(
+    plan = start_stage(
         "distill",
         output_dir,
         settings,
@@ -109,17 +111,20 @@ def distill(
         resume=resume,
         overwrite=overwrite,
     )
+    if plan.finished:
+        return plan.summary
 
+    model, changes = load_cls_tower(student, role="student")
+    own_length = set_training_length(model, settings, "student")
     targets = teacher_targets(
         teacher,
         sentences,
         Path(output_dir) / TEACHER_CACHE_SUBDIR,
         batch_size=teacher_batch_size,
-        fingerprint=config["teacher"],
+        fingerprint=plan.config["teacher"],
+        save=False,  # written once every check has passed
     )
     teacher_dim = int(targets.embeddings.shape[1])
-
-    model, changes = load_cls_tower(student, role="student")
     student_dim = model.get_embedding_dimension()
     if student_dim != teacher_dim:
         if not project:
@@ -130,6 +135,7 @@ def distill(
             )
         model = _add_projection(model, teacher_dim)
         changes.append(f"added a linear Dense projection {student_dim}->{teacher_dim}")
+    save_teacher_targets(targets)
     data.update(teacher_cache=str(targets.cache_path), teacher_cache_hit=targets.cache_hit)
 
     from sentence_transformers.sentence_transformer.losses import MSELoss
@@ -137,14 +143,12 @@ def distill(
     return run_stage(
         Stage(
             name="distill",
-            output_dir=Path(output_dir),
+            plan=plan,
             model=model,
             loss=MSELoss(model),
             train_dataset=targets_dataset(sentences, targets.embeddings),
             settings=settings,
-            config=config,
             evaluator=evaluator,
-            resume_from=resume_from,
             model_info={
                 "teacher": describe_source(teacher),
                 "student": student_source,
@@ -153,7 +157,7 @@ def distill(
                 "student_dimension": student_dim,
             },
             data=data,
-            restore_max_seq_length=model.max_seq_length,
+            restore_max_seq_length=own_length,
             callbacks=callbacks,
         )
     )

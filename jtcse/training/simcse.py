@@ -10,7 +10,8 @@ Without a pairs file the positive is the sentence itself and the two dropout pas
 round-trip paraphrase, still under dropout (Zong & Zhang, 2023, EDFSE; the JTCSE warm-up).
 
 The output is a plain sentence-transformers checkpoint, ``Transformer`` + CLS ``Pooling``, usable as a
-tower by ``jtcse train``.
+tower by ``jtcse train``; a training-only head (the NITP regulariser's predictor) is trained and kept in
+the checkpoints but not saved with the final tower, so it loads without jtcse.
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
 from jtcse.training.common import dev_evaluator, read_training_sentences
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, start_stage
+from jtcse.training.stage import (
+    Stage,
+    TrainingSettings,
+    require_negatives,
+    run_stage,
+    set_training_length,
+    start_stage,
+)
 
 
 def simcse_rows(sentences: Sequence[str] | None, pairs=None) -> tuple[list[str], list[str], dict[str, int]]:
@@ -52,6 +61,7 @@ def _fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+@locks_output("output_dir")
 def train_simcse(
     model=None,
     corpus: str | Path | Sequence[str] | None = None,
@@ -108,8 +118,7 @@ def train_simcse(
     sentences, data = (None, {}) if corpus is None and pairs_file is not None else read_training_sentences(corpus)
     pairs = read_paraphrase_pairs(pairs_file) if pairs_file is not None else None
     anchors, positives, counts = simcse_rows(sentences, pairs)
-    if len(anchors) < 2:
-        raise JTCSEError(f"SimCSE needs at least 2 training sentences for in-batch negatives (got {len(anchors)}).")
+    require_negatives(len(anchors), "SimCSE")
     data.update(
         counts,
         pairs_file=str(pairs_file) if pairs_file else None,
@@ -120,7 +129,7 @@ def train_simcse(
     evaluator = dev_evaluator(dev_file, batch_size=batch_size)
 
     model_source = describe_source(model)
-    config, resume_from = start_stage(
+    plan = start_stage(
         "simcse",
         output_dir,
         settings,
@@ -135,26 +144,27 @@ def train_simcse(
         resume=resume,
         overwrite=overwrite,
     )
+    if plan.finished:
+        return plan.summary
 
     from datasets import Dataset
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     tower, pooling_changes = load_cls_tower(model, role="tower")
+    own_length = set_training_length(tower, settings, "tower")
     base = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature)
     return run_stage(
         Stage(
             name="simcse",
-            output_dir=Path(output_dir),
+            plan=plan,
             model=tower,
             loss=build_regularised_loss(tower, base, regularizers, extra_terms=extra_losses, base_name="simcse"),
             train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
             settings=settings,
-            config=config,
             evaluator=evaluator,
-            resume_from=resume_from,
             model_info={"source": model_source, "changes": pooling_changes},
             data=data,
-            restore_max_seq_length=tower.max_seq_length,
+            restore_max_seq_length=own_length,
             use_no_duplicates_sampler=True,
             callbacks=callbacks,
         )

@@ -14,9 +14,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jtcse.locking import locks_output
 from jtcse.training.common import CHECKPOINTS_SUBDIR, RUN_SUMMARY_NAME, dev_evaluator, read_training_sentences
 from jtcse.training.curves import CURVES_FILE
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, start_stage
+from jtcse.training.stage import (
+    Stage,
+    TrainingSettings,
+    require_negatives,
+    run_stage,
+    set_training_length,
+    start_stage,
+)
 
 CHECKPOINT_SUBDIR = CHECKPOINTS_SUBDIR
 SUMMARY_FILE = RUN_SUMMARY_NAME
@@ -32,6 +40,7 @@ def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk:
     return truncated
 
 
+@locks_output("output_dir")
 def train_twin(
     tower_a: str | None = None,
     tower_b: str | None = None,
@@ -76,12 +85,15 @@ def train_twin(
     :class:`jtcse.losses.RegularizedLoss` and are logged by name. Run rules (resume, overwrite,
     checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`);
     ``precision``/``gradient_checkpointing`` are for GPUs. ``callbacks``: extra ``TrainerCallback``s.
+    A ``max_seq_length`` above the towers' position table is clamped to it (with a warning; the summary
+    records the length used).
     """
     settings = TrainingSettings.from_arguments(locals())
     output_dir = Path(output_dir)
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
+    require_negatives(len(sentences), "a JTCSE twin")
     evaluator = dev_evaluator(dev_file)
-    config, resume_from = start_stage(
+    plan = start_stage(
         "twin",
         output_dir,
         settings,
@@ -99,6 +111,8 @@ def train_twin(
         resume=resume,
         overwrite=overwrite,
     )
+    if plan.finished:
+        return plan.summary
 
     from datasets import Dataset
 
@@ -106,8 +120,9 @@ def train_twin(
     from jtcse.losses.registry import build_regularised_loss
     from jtcse.modeling.build import build_twin
 
-    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=max_seq_length, device=device)
-    data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, max_seq_length)
+    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, device=device)
+    set_training_length(model, settings, "twin")
+    data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
     base = JTCSELoss(
         model, temperature=temperature, nce_weight=nce_weight, icnce_weight=icnce_weight,
         ictm_weight=ictm_weight, seed=seed,
@@ -116,14 +131,12 @@ def train_twin(
     return run_stage(
         Stage(
             name="twin",
-            output_dir=output_dir,
+            plan=plan,
             model=model,
             loss=build_regularised_loss(model, base, list(regularizers), extra_terms=extra_losses),
             train_dataset=Dataset.from_dict({"text": sentences}),
             settings=settings,
-            config=config,
             evaluator=evaluator,
-            resume_from=resume_from,
             model_info={
                 "towers": [str(t) if t else "embedded MiniLM" for t in (tower_a, tower_b)],
                 "cael_every": twin.cael_every,
@@ -131,11 +144,11 @@ def train_twin(
                 "num_layers": twin.num_layers,
             },
             data=data,
-            # a dev score and a logged loss before any update; whole batches only (ICNCE/ICTM pair rows
-            # across a batch)
+            # a dev score and a logged loss before any update (not again on a resume); whole batches only
+            # (ICNCE/ICTM pair rows across a batch)
             trainer_overrides=dict(
                 logging_first_step=True,
-                eval_on_start=evaluator is not None,
+                eval_on_start=evaluator is not None and plan.resume_from is None,
                 dataloader_drop_last=len(sentences) > batch_size,
                 disable_tqdm=not show_progress,
                 use_cpu=device == "cpu",
