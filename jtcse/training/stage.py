@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,14 @@ class TrainingSettings:
     def from_arguments(cls, arguments: dict[str, Any]) -> TrainingSettings:
         """The settings among a trainer's arguments (call with ``locals()`` first thing in the trainer)."""
         return cls(**{f.name: arguments[f.name] for f in fields(cls) if f.name in arguments})
+
+    def given(self, settings: TrainingSettings | None, keywords: dict[str, Any], caller: str) -> TrainingSettings:
+        """A trainer's settings: ``settings`` (else these, the trainer's defaults) with the fields given as
+        ``keywords`` on top; a keyword that is not a field is a ``TypeError`` naming ``caller``."""
+        unknown = sorted(set(keywords) - {f.name for f in fields(self)})
+        if unknown:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+        return replace(settings or self, **keywords)
 
     def recorded(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run it continues (lengths may grow)."""
