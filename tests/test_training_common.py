@@ -224,6 +224,7 @@ SUMMARY_KEYS = {
 }
 
 
+@pytest.mark.slow
 def test_checkpoint_policy_best_and_last_while_training_then_deleted_unless_kept(tiny_bert, tmp_path, shared_data):
     """While training the trainer holds the best checkpoint by dev Spearman and the last one; after the
     final save they are deleted, unless ``keep_checkpoints``. Every stage writes one summary schema."""

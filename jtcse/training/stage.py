@@ -28,7 +28,6 @@ from jtcse.training.common import (
     train_guarded,
     write_run_summary,
 )
-from jtcse.model_card import write_run_card
 from jtcse.training.curves import CURVES_FILE, logged_terms, plot_training_curves
 
 MIN_BATCH_SIZE = 2
@@ -213,6 +212,8 @@ def run_stage(stage: Stage) -> dict[str, Any]:
         "config": stage.config,
     }
     write_run_summary(stage.output_dir, summary)
+    from jtcse.model_card import write_run_card  # imports sentence-transformers: kept out of CLI start-up
+
     write_run_card(stage.output_dir, model)
     return summary
 
