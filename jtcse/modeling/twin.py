@@ -375,16 +375,11 @@ class TwinTowers(InputModule):
 
         The result loads with sentence-transformers alone; it does not need jtcse.
         """
-        from sentence_transformers import SentenceTransformer
-        from sentence_transformers.sentence_transformer.modules import Pooling
+        from jtcse.modeling.loading import assemble_tower
 
         if index not in (0, 1):
             raise ValueError(f"Tower index must be 0 or 1, not {index!r}.")
-        tower = self.towers[index]
-        pooling = Pooling(tower.get_embedding_dimension(), pooling_mode="cls")
-        device = next(tower.parameters()).device
-        single = SentenceTransformer(modules=[tower, pooling], device=str(device))
-        single.save(str(out_dir))
+        assemble_tower(self.towers[index], "cls").save(str(out_dir))
         return str(out_dir)
 
     def export_towers(self, out_dir: str | Path) -> list[str]:
