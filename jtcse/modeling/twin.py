@@ -115,7 +115,10 @@ def tokenizer_normalisation(tokenizer) -> dict[str, Any]:
         else:
             flat[prefix] = node
 
-    walk(json.loads(backend.to_str()).get("normalizer"), "normalizer")
+    # the normalizer's own JSON (what pickling it writes): the same as tokenizer.json's "normalizer" entry,
+    # without serialising and parsing the whole vocabulary
+    normalizer = backend.normalizer
+    walk(None if normalizer is None else json.loads(normalizer.__getstate__()), "normalizer")
     return flat
 
 
