@@ -46,7 +46,8 @@ def make_tiny_tower(
     from sentence_transformers.base.modules import Transformer
     from transformers import AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
 
-    from jtcse.modeling.loading import assemble_tower, resolve_source
+    from jtcse.modeling.loading import resolve_source
+    from jtcse.modeling.twin import assemble_tower
 
     out_dir = Path(out_dir)
     hf_dir = out_dir.parent / f"{out_dir.name}.hf"

@@ -5,8 +5,8 @@ model) for a role, with optional pooling, length and device.
 * :func:`load_model` opens a checkpoint for encoding (``encode``/``teacher``) or as a CLS tower
   (``student``/``tower``).
 * :func:`load_cls_tower` opens a checkpoint as ``Transformer`` + CLS ``Pooling``, the shape of every
-  warmed-up tower, distilled student and twin tower; :func:`assemble_tower` is the one place such a
-  ``SentenceTransformer`` is put together from a ``Transformer`` module.
+  warmed-up tower, distilled student and twin tower (put together by
+  :func:`jtcse.modeling.twin.assemble_tower`, the one place for that, which twin checkpoints carry).
 * jtcse's own module classes (twin, ensemble) are opened with the installed classes, never with code
   read from the checkpoint (:mod:`jtcse.modeling.checkpoint_code`); :func:`needs_jtcse_classes` refuses
   a checkpoint that mixes them with foreign module classes or asks ``transformers`` for remote code
@@ -188,18 +188,6 @@ def _set_length(model, max_seq_length, role: str) -> None:
         first.max_seq_length = max_seq_length
 
 
-def assemble_tower(transformer, pooling: str = "cls", device: str | None = None):
-    """``SentenceTransformer(modules=[transformer, Pooling(pooling)])`` on ``device`` (default: where the
-    transformer's weights are)."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
-
-    if device is None:
-        device = str(next(transformer.parameters()).device)
-    pooling_module = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
-    return SentenceTransformer(modules=[transformer, pooling_module], device=device)
-
-
 def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, device: str | None = None):
     """Return ``(model, changes)``: ``source`` rebuilt as ``Transformer`` + CLS ``Pooling``.
 
@@ -211,7 +199,7 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from jtcse.modeling.twin import TOWER_DIRS
+    from jtcse.modeling.twin import TOWER_DIRS, assemble_tower
 
     device = check_device(device)
     source = resolve_source(source)
@@ -258,6 +246,8 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
     A missing path is a ``FileNotFoundError`` (:class:`~jtcse.errors.ModelNotFoundError`).
     """
     from sentence_transformers.base.modules import Transformer
+
+    from jtcse.modeling.twin import assemble_tower
 
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")

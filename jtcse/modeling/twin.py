@@ -137,6 +137,23 @@ def position_capacity(hf_model: nn.Module) -> int | None:
     return limit
 
 
+def assemble_tower(transformer: Transformer, pooling: str = "cls", device: str | None = None):
+    """``SentenceTransformer(modules=[transformer, Pooling(pooling)])`` on ``device`` (default: where the
+    transformer's weights are).
+
+    The one place a tower is put together from a ``Transformer`` module (twin export here; CLS towers and
+    pooling overrides in :mod:`jtcse.modeling.loading`). It lives in this module because twin
+    checkpoints carry this file, which must not import jtcse.
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    if device is None:
+        device = str(next(transformer.parameters()).device)
+    pooling_module = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
+    return SentenceTransformer(modules=[transformer, pooling_module], device=device)
+
+
 @dataclass
 class TwinStreams:
     """Per-layer hidden states of one twin forward: index 0 is the embedding output, index L the last layer.
@@ -378,8 +395,6 @@ class TwinTowers(InputModule):
 
         The result loads with sentence-transformers alone; it does not need jtcse.
         """
-        from jtcse.modeling.loading import assemble_tower
-
         if index not in (0, 1):
             raise ValueError(f"Tower index must be 0 or 1, not {index!r}.")
         assemble_tower(self.towers[index], "cls").save(str(out_dir))
