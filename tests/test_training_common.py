@@ -295,6 +295,29 @@ def test_every_stage_refuses_bad_settings_by_the_same_rule(stage, bad, message, 
     assert not out.exists()
 
 
+def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
+    """``settings=`` replaces a trainer's defaults, keywords go on top, a misspelt keyword is a TypeError."""
+    from jtcse.training.distill import DISTILL_SETTINGS
+    from jtcse.training.simcse import SIMCSE_SETTINGS
+    from jtcse.training.stage import TrainingSettings
+    from jtcse.training.twin import TWIN_SETTINGS
+
+    assert (SIMCSE_SETTINGS.max_seq_length, SIMCSE_SETTINGS.learning_rate, SIMCSE_SETTINGS.eval_steps) == (32, 3e-5, 125)
+    assert (TWIN_SETTINGS.learning_rate, TWIN_SETTINGS.logging_steps, TWIN_SETTINGS.precision) == (1.3e-6, None, "fp32")
+    assert DISTILL_SETTINGS.eval_steps == 250
+    given = TrainingSettings(batch_size=8, seed=7)
+    assert SIMCSE_SETTINGS.given(None, {}, "train_simcse") == SIMCSE_SETTINGS
+    assert SIMCSE_SETTINGS.given(given, {}, "train_simcse") == given
+    assert SIMCSE_SETTINGS.given(given, {"max_steps": 3}, "train_simcse") == TrainingSettings(batch_size=8, seed=7, max_steps=3)
+    assert SIMCSE_SETTINGS.given(None, {"batch_size": 8}, "train_simcse") == TrainingSettings(
+        batch_size=8, max_seq_length=32, learning_rate=3e-5, eval_steps=125
+    )
+    with pytest.raises(TypeError, match="train_simcse\\(\\) got an unexpected keyword argument 'batch_sise'"):
+        SIMCSE_SETTINGS.given(None, {"batch_sise": 8}, "train_simcse")
+    with pytest.raises(JTCSEError, match="batch_size must be at least 2"):
+        TWIN_SETTINGS.given(None, {"batch_size": 1}, "train_twin")
+
+
 SUMMARY_KEYS = {
     "stage", "output_dir", "saved_model", "model", "data", "loss", "settings", "resumed_from", "steps", "seconds",
     "train_loss", "first_logged_loss", "last_logged_loss", "loss_terms", "dev_file", "dev_spearman_by_step",
@@ -302,6 +325,7 @@ SUMMARY_KEYS = {
 }
 
 
+@pytest.mark.slow
 def test_checkpoint_policy_best_and_last_while_training_then_deleted_unless_kept(tiny_bert, tmp_path, shared_data):
     """While training the trainer holds the best checkpoint by dev Spearman and the last one; after the
     final save they are deleted, unless ``keep_checkpoints``. Every stage writes one summary schema."""

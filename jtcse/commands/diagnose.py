@@ -11,7 +11,7 @@ from jtcse.commands import _options as opts
 
 
 def diagnose(
-    model: str = typer.Argument(..., help="sentence-transformers checkpoint (single encoder or JTCSE twin)."),
+    model: str = opts.model_argument(required=True),
     sentences: Optional[Path] = typer.Option(
         None, "--sentences", help="One sentence per line [default: 512 sentences of the embedded stdlib prose]."
     ),

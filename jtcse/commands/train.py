@@ -26,7 +26,7 @@ jtcse train --tower-a towers/rtt_de --tower-b towers/rtt_fr --corpus wiki1m.txt 
 
 
 def train(
-    output_dir: Path = typer.Option(Path("runs/jtcse"), "--output-dir", "-o", help="Where the twin, the summary and checkpoints go."),
+    output_dir: Path = opts.output_dir_option("the twin, its run summary and checkpoints", Path("runs/jtcse")),
     tower_a: Optional[str] = opts.tower_option("a"),
     tower_b: Optional[str] = opts.tower_option("b"),
     corpus: Optional[Path] = opts.corpus_option(),
@@ -55,32 +55,25 @@ def train(
 ) -> None:
     from jtcse.training.twin import train_twin
 
+    settings = opts.training_settings(
+        locals(), learning_rate=opts.pick_learning_rate(learning_rate, lr_alias, LEARNING_RATE)
+    )
     summary = train_twin(
         tower_a,
         tower_b,
         corpus,
         output_dir,
+        settings=settings,
         cael_every=cael_every or None,
-        batch_size=batch_size,
-        max_seq_length=max_seq_length,
-        learning_rate=opts.pick_learning_rate(learning_rate, lr_alias, LEARNING_RATE),
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
         dev_file=dev_file,
-        eval_steps=eval_steps,
         resume=resume,
         overwrite=overwrite,
-        keep_checkpoints=keep_checkpoints,
         temperature=temperature,
         nce_weight=nce_weight,
         icnce_weight=icnce_weight,
         ictm_weight=ictm_weight,
         regularizers=regularizer,
-        logging_steps=logging_steps,
         device=device,
-        precision=precision,
-        gradient_checkpointing=gradient_checkpointing,
     )
     opts.echo_summary(summary, Path(summary["output_dir"]), "Twin")
 

@@ -4,8 +4,9 @@ model) for a role, with optional pooling, length and device.
 * :func:`resolve_source` is the only place where ``None`` becomes the embedded MiniLM tower.
 * :func:`load_model` opens a checkpoint for encoding (``encode``/``teacher``) or as a CLS tower
   (``student``/``tower``).
-* :func:`load_cls_tower` assembles ``Transformer`` + CLS ``Pooling``, the shape of every warmed-up tower,
-  distilled student and twin tower.
+* :func:`load_cls_tower` opens a checkpoint as ``Transformer`` + CLS ``Pooling``, the shape of every
+  warmed-up tower, distilled student and twin tower (put together by
+  :func:`jtcse.modeling.twin.assemble_tower`, the one place for that, which twin checkpoints carry).
 * jtcse's own module classes (twin, ensemble) are opened with the installed classes, never with code
   read from the checkpoint (:mod:`jtcse.modeling.checkpoint_code`); :func:`needs_jtcse_classes` refuses
   a checkpoint that mixes them with foreign module classes or asks ``transformers`` for remote code
@@ -198,11 +199,10 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
     such change in words (empty when it already was a CLS tower). A twin checkpoint is refused: it is not
     one tower. ``max_seq_length`` as in :func:`load_model`.
     """
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from jtcse.modeling.twin import TOWER_DIRS
+    from jtcse.modeling.twin import TOWER_DIRS, assemble_tower
 
     device = check_device(device)
     source = resolve_source(source)
@@ -230,8 +230,7 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
                 changes.append(f"dropped {type(module).__name__}")
         if not any(isinstance(module, Pooling) for module in rest):
             changes.append("added CLS pooling")
-        pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
-        model = SentenceTransformer(modules=[transformer, pooling], device=str(model.device))
+        model = assemble_tower(transformer, "cls", device=str(model.device))
     if max_seq_length is not None:
         set_max_seq_length(model, max_seq_length, role)
     return model, changes
@@ -249,9 +248,9 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
     ``device``: a torch device string; one torch does not know, or that is absent here, is a ``ValueError``.
     A missing path is a ``FileNotFoundError`` (:class:`~jtcse.errors.ModelNotFoundError`).
     """
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from jtcse.modeling.twin import assemble_tower
 
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
@@ -270,9 +269,7 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
                 f"--pooling needs a checkpoint whose first module is a Transformer; {describe_source(source)!r} "
                 f"starts with {type(first).__name__}, which pools by itself."
             )
-        model = SentenceTransformer(
-            modules=[first, Pooling(first.get_embedding_dimension(), pooling_mode=pooling)], device=str(model.device)
-        )
+        model = assemble_tower(first, pooling, device=str(model.device))
     if max_seq_length is not None:
         set_max_seq_length(model, max_seq_length, role)
     model.eval()

@@ -51,6 +51,10 @@ def _add_projection(student, teacher_dim: int):
     return SentenceTransformer(modules=[*modules, dense], device=str(student.device))
 
 
+DISTILL_SETTINGS = TrainingSettings(eval_steps=250)
+"""``distill``'s training settings by default."""
+
+
 @locks_output("output_dir")
 def distill(
     teacher,
@@ -58,24 +62,14 @@ def distill(
     train_file: str | Path | Sequence[str] | None = None,
     output_dir: str | Path = "runs/distill",
     *,
-    batch_size: int = 64,
-    max_seq_length: int = 64,
-    learning_rate: float = 5e-5,
-    epochs: float = 1,
-    max_steps: int = -1,
-    seed: int = 42,
     dev_file: str | Path | None = None,
-    eval_steps: int = 250,
-    save_steps: int | None = None,
-    logging_steps: int = 50,
     teacher_batch_size: int = 128,
     project: bool = False,
     resume: bool = True,
     overwrite: bool = False,
-    keep_checkpoints: bool = False,
     callbacks: Sequence[Any] = (),
-    precision: str = "auto",
-    gradient_checkpointing: bool = False,
+    settings: TrainingSettings | None = None,
+    **training: Any,
 ) -> dict[str, Any]:
     """Train ``student`` to reproduce ``teacher``'s embeddings (MSE) and save it to ``output_dir``.
 
@@ -84,7 +78,9 @@ def distill(
     the summary). ``train_file``: one-sentence-a-line file, list of sentences, or ``None`` (embedded
     prose). Teacher embeddings are cached in ``<output_dir>/teacher_cache`` and reused. Different
     widths are an error unless ``project=True``, which appends a trained linear ``Dense`` layer.
-    ``dev_file`` (STS-B format) keeps the checkpoint with the best dev Spearman. An interrupted run
+    ``dev_file`` (STS-B format) keeps the checkpoint with the best dev Spearman. How long and how it
+    trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its fields as keywords
+    (``batch_size=32, max_steps=100`` ...), on top of :data:`DISTILL_SETTINGS`. An interrupted run
     resumes from its last trainer checkpoint when ``resume``.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
@@ -92,9 +88,9 @@ def distill(
     from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.teacher_cache import save_teacher_targets, sentences_digest, teacher_fingerprint, teacher_targets
 
-    settings = TrainingSettings.from_arguments(locals())
+    settings = DISTILL_SETTINGS.given(settings, training, "distill")
     sentences, data = read_training_sentences(train_file, "training corpus")
-    evaluator = dev_evaluator(dev_file, batch_size=batch_size)
+    evaluator = dev_evaluator(dev_file, batch_size=settings.batch_size)
 
     student_source = describe_source(student)
     plan = start_stage(

@@ -61,6 +61,10 @@ def _fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+SIMCSE_SETTINGS = TrainingSettings(max_seq_length=32, learning_rate=3e-5, eval_steps=125)
+"""``train_simcse``'s training settings by default (SimCSE's unsupervised recipe at MiniLM scale)."""
+
+
 @locks_output("output_dir")
 def train_simcse(
     model=None,
@@ -68,25 +72,15 @@ def train_simcse(
     output_dir: str | Path = "runs/simcse",
     *,
     pairs_file: str | Path | None = None,
-    batch_size: int = 64,
-    max_seq_length: int = 32,
-    learning_rate: float = 3e-5,
-    epochs: float = 1,
-    max_steps: int = -1,
-    seed: int = 42,
     temperature: float = 0.05,
     dev_file: str | Path | None = None,
-    eval_steps: int = 125,
-    save_steps: int | None = None,
-    logging_steps: int = 50,
     extra_losses: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
     regularizers: Sequence[str] = (),
     resume: bool = True,
     overwrite: bool = False,
-    keep_checkpoints: bool = False,
     callbacks: Sequence[Any] = (),
-    precision: str = "auto",
-    gradient_checkpointing: bool = False,
+    settings: TrainingSettings | None = None,
+    **training: Any,
 ) -> dict[str, Any]:
     """Warm up one tower with SimCSE and save it to ``output_dir`` as Transformer + CLS Pooling.
 
@@ -96,6 +90,8 @@ def train_simcse(
     unless ``pairs_file`` is given, in which case the pairs alone are the training data).
     ``pairs_file``: ``original<TAB>paraphrase`` TSV; identical pairs are counted and dropped.
     ``dev_file``: STS-B-format file; the checkpoint with the best dev Spearman is kept.
+    How long and how it trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its
+    fields as keywords (``batch_size=32, max_steps=100`` ...), on top of :data:`SIMCSE_SETTINGS`.
     ``extra_losses`` (``{name: fn(features) -> scalar}``) and ``regularizers`` (specs such as
     ``"dispersion:weight=0.1"``, see :mod:`jtcse.losses.registry`) are computed on the token states of
     the SimCSE forward itself (:class:`jtcse.losses.RegularizedLoss`); each is logged as its own term
@@ -108,7 +104,7 @@ def train_simcse(
     from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
-    settings = TrainingSettings.from_arguments(locals())
+    settings = SIMCSE_SETTINGS.given(settings, training, "train_simcse")
     if temperature <= 0:
         raise JTCSEError(f"temperature must be positive (got {temperature}).")
     regularizers = list(regularizers)
@@ -126,7 +122,7 @@ def train_simcse(
         pairs_dropped_identical=pairs.dropped_identical if pairs is not None else 0,
         pairs_dropped_empty=pairs.dropped_empty if pairs is not None else 0,
     )
-    evaluator = dev_evaluator(dev_file, batch_size=batch_size)
+    evaluator = dev_evaluator(dev_file, batch_size=settings.batch_size)
 
     model_source = describe_source(model)
     plan = start_stage(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ from jtcse.training.common import (
     train_guarded,
     write_run_summary,
 )
-from jtcse.model_card import facts_from_run_summary, write_model_card
 from jtcse.training.curves import CURVES_FILE, logged_terms, plot_training_curves
 
 MIN_BATCH_SIZE = 2
@@ -95,6 +94,14 @@ class TrainingSettings:
     def from_arguments(cls, arguments: dict[str, Any]) -> TrainingSettings:
         """The settings among a trainer's arguments (call with ``locals()`` first thing in the trainer)."""
         return cls(**{f.name: arguments[f.name] for f in fields(cls) if f.name in arguments})
+
+    def given(self, settings: TrainingSettings | None, keywords: dict[str, Any], caller: str) -> TrainingSettings:
+        """A trainer's settings: ``settings`` (else these, the trainer's defaults) with the fields given as
+        ``keywords`` on top; a keyword that is not a field is a ``TypeError`` naming ``caller``."""
+        unknown = sorted(set(keywords) - {f.name for f in fields(self)})
+        if unknown:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+        return replace(settings or self, **keywords)
 
     def recorded(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run it continues (lengths may grow)."""
@@ -209,6 +216,8 @@ def run_stage(stage: Stage) -> dict[str, Any]:
         max_seq_length=stage.restore_max_seq_length or training_length,
     )  # fmt: skip
     summary = _summary(stage, trainer, progress, final_dev, training_length)
+    from jtcse.model_card import facts_from_run_summary, write_model_card  # imports sentence-transformers: kept out of CLI start-up
+
     write_model_card(stage.model, stage.output_dir, facts_from_run_summary(summary))
     write_run_summary(stage.output_dir, summary)  # last: the mark of a finished run
     if not stage.settings.keep_checkpoints:

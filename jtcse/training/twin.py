@@ -28,7 +28,7 @@ from jtcse.training.stage import (
 
 CHECKPOINT_SUBDIR = CHECKPOINTS_SUBDIR
 SUMMARY_FILE = RUN_SUMMARY_NAME
-__all__ = ["CHECKPOINT_SUBDIR", "CURVES_FILE", "SUMMARY_FILE", "count_truncated", "train_twin"]
+__all__ = ["CHECKPOINT_SUBDIR", "CURVES_FILE", "SUMMARY_FILE", "TWIN_SETTINGS", "count_truncated", "train_twin"]
 
 
 def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk: int = 4096) -> int:
@@ -40,6 +40,11 @@ def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk:
     return truncated
 
 
+TWIN_SETTINGS = TrainingSettings(learning_rate=1.3e-6, logging_steps=None, precision="fp32")
+"""``train_twin``'s training settings by default: the reference recipe (batch 64, length 64, lr 1.3e-6, one
+epoch, dev evaluation every 100 steps; logging about ten times a run)."""
+
+
 @locks_output("output_dir")
 def train_twin(
     tower_a: str | None = None,
@@ -48,14 +53,7 @@ def train_twin(
     output_dir: str | Path = "runs/jtcse",
     *,
     cael_every: int | None = 2,
-    batch_size: int = 64,
-    max_seq_length: int = 64,
-    learning_rate: float = 1.3e-6,
-    epochs: float = 1,
-    max_steps: int = -1,
-    seed: int = 42,
     dev_file: str | Path | None = None,
-    eval_steps: int = 100,
     resume: bool = True,
     temperature: float = 0.05,
     nce_weight: float = 1.0,
@@ -63,21 +61,19 @@ def train_twin(
     ictm_weight: float = 0.5,
     extra_losses: Mapping[str, Callable] | None = None,
     regularizers: Sequence[str] = (),
-    logging_steps: int | None = None,
-    warmup_ratio: float = 0.0,
-    keep_checkpoints: bool = False,
     device: str | None = None,
     show_progress: bool = True,
     plot: bool = True,
     overwrite: bool = False,
-    precision: str = "fp32",
-    gradient_checkpointing: bool = False,
     callbacks: Sequence[Any] = (),
+    settings: TrainingSettings | None = None,
+    **training: Any,
 ) -> dict[str, Any]:
     """Train a JTCSE twin and write it to ``output_dir``; returns the run summary (also ``run_summary.json``).
 
-    Defaults follow the reference recipe (batch 64, length 64, lr 1.3e-6, k=2, one epoch, dev
-    evaluation every 100 steps keeping the best checkpoint). ``tower_a``/``tower_b`` None: the
+    How long and how it trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its
+    fields as keywords (``batch_size=32, max_steps=100`` ...), on top of :data:`TWIN_SETTINGS` (the
+    reference recipe); with a dev file the best checkpoint by dev Spearman is kept. ``tower_a``/``tower_b`` None: the
     embedded MiniLM; ``corpus`` None: the standard library's prose. ``cael_every`` None trains
     without cross-attention (TNCSE). ``extra_losses``: ``{name: fn(outputs) -> scalar}`` on the twin's
     own training-mode outputs (``token_embeddings``, ``cls_1`` ...), and ``regularizers``: specs such
@@ -88,7 +84,7 @@ def train_twin(
     A ``max_seq_length`` above the towers' position table is clamped to it (with a warning; the summary
     records the length used).
     """
-    settings = TrainingSettings.from_arguments(locals())
+    settings = TWIN_SETTINGS.given(settings, training, "train_twin")
     output_dir = Path(output_dir)
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
     require_negatives(len(sentences), "a JTCSE twin")
@@ -125,7 +121,7 @@ def train_twin(
     data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
     base = JTCSELoss(
         model, temperature=temperature, nce_weight=nce_weight, icnce_weight=icnce_weight,
-        ictm_weight=ictm_weight, seed=seed,
+        ictm_weight=ictm_weight, seed=settings.seed,
     )
     twin = model[0]
     return run_stage(
@@ -149,7 +145,7 @@ def train_twin(
             trainer_overrides=dict(
                 logging_first_step=True,
                 eval_on_start=evaluator is not None and plan.resume_from is None,
-                dataloader_drop_last=len(sentences) > batch_size,
+                dataloader_drop_last=len(sentences) > settings.batch_size,
                 disable_tqdm=not show_progress,
                 use_cpu=device == "cpu",
             ),
