@@ -13,23 +13,11 @@ import numpy as np
 import pytest
 from helpers.cli import one_error_line, run_cli
 
+from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.export import check_backend, export_model
 
-SENTENCES = [
-    "A man is playing a guitar on the stage.",
-    "The cat sleeps on the warm windowsill.",
-    "Stock markets fell sharply on Monday.",
-    "She baked bread for the whole family.",
-    "Rain is expected across the north tonight.",
-    "The committee approved the new budget.",
-    "Two children are building a sandcastle.",
-    "A train departs from platform nine every hour.",
-    "Scientists discovered a new species of frog.",
-    "He repaired the bicycle with an old wrench.",
-    "Café owners complained about the new tax.",
-    "The orchestra tuned up before the concert began.",
-]
+SENTENCES = default_corpus_sentences(limit=12)  # calibration and comparison sentences (standard-library prose)
 
 
 def _installed(package: str) -> bool:
