@@ -185,7 +185,7 @@ def _convert(source: Path, tmp: Path, format: str, quantize: str, calibration: l
         if positions is not None and positions < CALIBRATION_LENGTH:
             raise JTCSEError(
                 f"OpenVINO int8 calibration pads sentences to {CALIBRATION_LENGTH} tokens, but {source} holds only "
-                f"{positions} positions; export it without --quantize (float), or use ONNX int8 (no calibration)."
+                f"{positions} positions; export it without --quantize (float)."
             )
         with tempfile.TemporaryDirectory(prefix="jtcse-calibration-") as folder:
             dataset = {}
