@@ -131,9 +131,10 @@ def _looks_local(source: str) -> bool:
     return Path(source).is_absolute() or source.startswith((".", "~"))
 
 
-def _open(source, role: str, device: str | None):
+def _open(source, role: str, device: str | None, backend: str = "torch"):
     """``SentenceTransformer(source)``: a loaded model is returned as is, a path or hub name is opened
-    (twins with jtcse's own classes); failures are one-line errors naming ``role``."""
+    (twins with jtcse's own classes; ``backend`` as sentence-transformers takes it); failures are
+    one-line errors naming ``role``."""
     from sentence_transformers import SentenceTransformer
 
     from jtcse.modeling.checkpoint_code import sentence_transformer_loader
@@ -148,7 +149,8 @@ def _open(source, role: str, device: str | None):
     try:
         trust = needs_jtcse_classes(path) if path.exists() else False
         loader = sentence_transformer_loader(path) if path.exists() else SentenceTransformer
-        return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust)
+        options = {} if backend == "torch" else {"backend": backend}
+        return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
     except Exception as err:  # noqa: BLE001 - any load failure is a problem with the user's path, said in one line
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         if path.exists():
@@ -236,7 +238,9 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
     return model, changes
 
 
-def load_model(source=None, *, role: str = "encode", pooling: str | None = None, max_seq_length=None, device=None):
+def load_model(
+    source=None, *, role: str = "encode", pooling: str | None = None, max_seq_length=None, device=None, backend: str = "torch"
+):
     """A ``SentenceTransformer`` for ``source`` (path, hub name, loaded model, or ``None``: the embedded MiniLM).
 
     ``role``: ``encode`` / ``teacher`` keep the checkpoint's modules (a twin encodes as the sum of its
@@ -246,6 +250,8 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
     ``max_seq_length``: ``None`` keeps the checkpoint's own, ``"max"`` is the whole position table (no
     truncation, as in SimCSE's evaluation); a value above the position table is clamped to it with a warning.
     ``device``: a torch device string; one torch does not know, or that is absent here, is a ``ValueError``.
+    ``backend``: sentence-transformers' ``torch`` / ``onnx`` / ``openvino`` (the latter two export the
+    checkpoint's transformer through Optimum when it holds no such graph yet; ``encode``/``teacher`` roles only).
     A missing path is a ``FileNotFoundError`` (:class:`~jtcse.errors.ModelNotFoundError`).
     """
     from sentence_transformers.base.modules import Transformer
@@ -257,11 +263,13 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
     if pooling is not None and pooling not in POOLING_CHOICES:
         raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
     if role in ("student", "tower"):
+        if backend != "torch":
+            raise ValueError(f"a {role} is trained with torch; backend={backend!r} cannot apply")
         if pooling not in (None, "cls"):
             raise ValueError(f"a {role} always pools CLS; pooling={pooling!r} cannot apply")
         return load_cls_tower(source, role=role, max_seq_length=max_seq_length, device=device)[0]
     device = check_device(device)
-    model = _open(resolve_source(source), role, device)
+    model = _open(resolve_source(source), role, device, backend)
     if pooling is not None:
         first = model[0]
         if not isinstance(first, Transformer):
