@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.training import distributed
 
 CHECKPOINTS_SUBDIR = "checkpoints"
 RUN_SUMMARY_NAME = "run_summary.json"
@@ -133,7 +134,8 @@ def build_training_args(
     every step); :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
     ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
     encoder layer's activations in the backward pass: less memory, ~30% more compute) are for GPUs.
-    ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last.
+    ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last; under a
+    multi-process launch without CUDA, CPU DDP is switched on (:func:`distributed.training_arguments`).
     """
     import torch
     from sentence_transformers import SentenceTransformerTrainingArguments
@@ -174,6 +176,7 @@ def build_training_args(
     else:
         kwargs.update(eval_strategy="no")
     kwargs.update(overrides)
+    kwargs.update(distributed.training_arguments(use_cpu=kwargs.get("use_cpu", False)))
     if kwargs["bf16"] and not torch.cuda.is_available():
         kwargs["use_cpu"] = True  # transformers runs bf16 autocast on the CPU only when told so
     return SentenceTransformerTrainingArguments(**kwargs)
@@ -245,12 +248,11 @@ def train_guarded(
     resume_from: str | None,
     callbacks: Sequence[Any] = (),
 ):
-    """Train with ``SentenceTransformerTrainer`` under a :func:`nan_guard` on ``loss``; returns
+    """Train with ``SentenceTransformerTrainer`` (checkpoints written by rank 0 alone,
+    :func:`distributed.trainer_class`) under a :func:`nan_guard` on ``loss``; returns
     ``(trainer, train_output)``. The guard is removed from ``loss`` however training ends."""
-    from sentence_transformers import SentenceTransformerTrainer
-
     guard = nan_guard(loss, learning_rate, output_dir)
-    trainer = SentenceTransformerTrainer(
+    trainer = distributed.trainer_class()(
         model=model,
         args=args,
         train_dataset=train_dataset,

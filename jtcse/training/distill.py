@@ -88,6 +88,7 @@ def distill(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import describe_source, load_cls_tower
+    from jtcse.training.distributed import main_process_first, pooler_parameters
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
     settings = TrainingSettings.from_arguments(locals())
@@ -110,12 +111,15 @@ def distill(
         overwrite=overwrite,
     )
 
-    targets = teacher_targets(
-        teacher,
-        sentences,
-        Path(output_dir) / TEACHER_CACHE_SUBDIR,
-        batch_size=teacher_batch_size,
-        fingerprint=config["teacher"],
+    # under a multi-process launch rank 0 encodes (or finds the cache), then the other ranks read its cache
+    targets = main_process_first(
+        lambda: teacher_targets(
+            teacher,
+            sentences,
+            Path(output_dir) / TEACHER_CACHE_SUBDIR,
+            batch_size=teacher_batch_size,
+            fingerprint=config["teacher"],
+        )
     )
     teacher_dim = int(targets.embeddings.shape[1])
 
@@ -154,6 +158,8 @@ def distill(
             },
             data=data,
             restore_max_seq_length=model.max_seq_length,
+            # CLS pooling never reads the transformers pooler, so under DDP its parameters get no gradient
+            trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),
             callbacks=callbacks,
         )
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.training import distributed
 from jtcse.training.common import (
     DEV_METRIC,
     PRECISIONS,
@@ -102,10 +103,14 @@ def start_stage(
     resume: bool,
     overwrite: bool,
 ) -> tuple[dict[str, Any], str | None]:
-    """Record the run's config (``stage``, ``config``, the settings) and apply the output-directory rules
-    (:func:`~jtcse.training.common.prepare_output_dir`); returns ``(config, checkpoint to resume from)``."""
-    config = {"stage": name, **config, **settings.recorded()}
-    return config, prepare_output_dir(output_dir, config, resume=resume, overwrite=overwrite)
+    """Record the run's config (``stage``, ``config``, the settings, the number of processes) and apply the
+    output-directory rules (:func:`~jtcse.training.common.prepare_output_dir`, on rank 0 alone under a
+    multi-process launch); returns ``(config, checkpoint to resume from)``."""
+    config = {"stage": name, **config, **settings.recorded(), "world_size": distributed.world_size()}
+    resume_from = distributed.run_on_main(
+        lambda: prepare_output_dir(output_dir, config, resume=resume, overwrite=overwrite)
+    )
+    return config, resume_from
 
 
 @dataclass
@@ -175,6 +180,13 @@ def run_stage(stage: Stage) -> dict[str, Any]:
         callbacks=stage.callbacks,
     )
     seconds = round(time.perf_counter() - started, 2)
+    # rank 0 alone scores and saves the final model and writes the summary; every rank returns it
+    return distributed.run_on_main(lambda: _save_and_summarise(stage, trainer, train_output, seconds))
+
+
+def _save_and_summarise(stage: Stage, trainer, train_output, seconds: float) -> dict[str, Any]:
+    s = stage.settings
+    model = stage.model
     restore = stage.restore_max_seq_length or s.max_seq_length
     final_dev = save_final_model(
         model, stage.output_dir, stage.evaluator, max_seq_length=restore, keep_checkpoints=s.keep_checkpoints
@@ -190,7 +202,11 @@ def run_stage(stage: Stage) -> dict[str, Any]:
         "model": stage.model_info,
         "data": stage.data,
         "loss": {"name": type(stage.loss).__name__, **_config_of(stage.loss)},
-        "settings": asdict(s),
+        "settings": {
+            **asdict(s),
+            "world_size": distributed.world_size(),
+            "global_batch_size": distributed.world_size() * s.batch_size,
+        },
         "resumed_from": stage.resume_from,
         "steps": trainer.state.global_step,
         "seconds": seconds,
