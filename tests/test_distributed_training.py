@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from helpers.cli import REPO, one_error_line, run_cli, subprocess_env
+from helpers.sts import write_stsb
 from jtcse.errors import JTCSEError
 
 PROBE = REPO / "tests" / "helpers" / "ddp_probe.py"
@@ -36,6 +37,11 @@ def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "corpus.txt"
     path.write_text("\n".join(sentences) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def dev_file(tmp_path_factory) -> Path:
+    return write_stsb(tmp_path_factory.mktemp("data") / "sts-dev.csv")
 
 
 def torchrun(tmp_path: Path, *args: object, probe: bool = True, **env: object) -> subprocess.CompletedProcess:
@@ -108,13 +114,14 @@ def assert_one_ddp_run(tmp_path: Path, out: Path, steps: list[int], *, find_unus
     assert printed.count(f"{what} saved to") == 1 and DDP_FALSE_ALARM not in printed
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["steps"] == steps[-1]
+    saved_step = summary["best_step"] or steps[-1]  # with a dev file, the best checkpoint is saved
     assert summary["settings"]["world_size"] == 2 and summary["config"]["world_size"] == 2
     assert summary["settings"]["global_batch_size"] == 2 * summary["settings"]["batch_size"]
     # the saved model is the trained one, and it loads and encodes
     from jtcse.modeling.loading import load_model
 
     model = load_model(str(out))
-    assert parameters_digest(model) == digests[0][steps[-1]]
+    assert parameters_digest(model) == digests[0][saved_step]
     vectors = model.encode(["A sentence.", "Another one."], convert_to_numpy=True)
     assert vectors.shape[0] == 2 and np.isfinite(vectors).all()
 
@@ -139,18 +146,20 @@ def test_train_under_torchrun_is_one_ddp_job_gathered_and_cached(tmp_path, tiny_
 
 @pytest.mark.distributed
 @pytest.mark.slow
-def test_simcse_under_torchrun_is_one_ddp_job_with_gathered_negatives(tmp_path, tiny_bert, corpus):
+def test_simcse_under_torchrun_is_one_ddp_job_with_gathered_negatives(tmp_path, tiny_bert, corpus, dev_file):
     out = tmp_path / "tower"
     run = torchrun(
-        tmp_path, "simcse", "--model", tiny_bert, "--corpus", corpus, "-o", out,
-        "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "3", "--save-steps", "2",
+        tmp_path, "simcse", "--model", tiny_bert, "--corpus", corpus, "-o", out, "--dev-file", dev_file,
+        "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "4", "--eval-steps", "2",
         "--gather-across-devices",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:] + rank_output(tmp_path, 0)[-3000:]
     # CLS pooling never reads the BERT pooler: DDP has to expect parameters without gradients
-    assert_one_ddp_run(tmp_path, out, [1, 2, 3], find_unused=True, what="Tower")
+    assert_one_ddp_run(tmp_path, out, [1, 2, 3, 4], find_unused=True, what="Tower")
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["loss"]["name"] == "MultipleNegativesRankingLoss" and summary["loss"]["gather_across_devices"]
+    # rank 0 evaluated (the other rank encoding its share) and kept the best checkpoint
+    assert set(summary["dev_spearman_by_step"]) == {"2", "4"} and summary["final_dev_spearman"] is not None
 
 
 @pytest.mark.distributed
