@@ -114,8 +114,8 @@ def train_twin(
 
     from jtcse.losses import CachedJTCSELoss, JTCSELoss
     from jtcse.losses.registry import build_regularised_loss
-    from jtcse.training.distributed import pooler_parameters
     from jtcse.modeling.build import build_twin
+    from jtcse.training.distributed import pooler_parameters
 
     model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=max_seq_length, device=device)
     data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, max_seq_length)
