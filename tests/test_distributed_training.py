@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +22,10 @@ import pytest
 import torch
 
 from helpers.cli import REPO, one_error_line, run_cli, subprocess_env
+from helpers.files import snapshot
 from helpers.sts import write_stsb
 from jtcse.errors import JTCSEError
+from jtcse.locking import lock_path_for
 
 PROBE = REPO / "tests" / "helpers" / "ddp_probe.py"
 WORDS = "alpha beta gamma delta river stone cloud garden window paper table music quiet silver orange light".split()
@@ -44,17 +49,24 @@ def dev_file(tmp_path_factory) -> Path:
     return write_stsb(tmp_path_factory.mktemp("data") / "sts-dev.csv")
 
 
-def torchrun(tmp_path: Path, *args: object, probe: bool = True, **env: object) -> subprocess.CompletedProcess:
-    """Launch ``args`` (a jtcse command) in two processes; each rank's output goes to ``tmp_path/logs``."""
+def torchrun_command(tmp_path: Path, args: tuple, probe: bool = True) -> list[str]:
+    """``torchrun`` starting ``args`` (a jtcse command, through the probe unless not ``probe``) in two
+    processes; each rank's output goes to ``tmp_path/logs``."""
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
         "--redirects", "3", "--log-dir", str(tmp_path / "logs"),
     ]  # fmt: skip
     command += [str(PROBE), str(tmp_path / "probe")] if probe else ["-m", "jtcse"]
     (tmp_path / "probe").mkdir(exist_ok=True)
+    return [*command, *map(str, args)]
+
+
+def torchrun(tmp_path: Path, *args: object, probe: bool = True, **env: object) -> subprocess.CompletedProcess:
+    """Launch ``args`` (a jtcse command) in two processes and wait (see :func:`torchrun_command`)."""
     return subprocess.run(
-        [*command, *map(str, args)], env=subprocess_env(**env), capture_output=True, text=True, timeout=600, cwd=tmp_path
-    )
+        torchrun_command(tmp_path, args, probe), env=subprocess_env(**env), capture_output=True, text=True,
+        timeout=600, cwd=tmp_path,
+    )  # fmt: skip
 
 
 def rank_output(tmp_path: Path, rank: int) -> str:
@@ -167,7 +179,7 @@ def test_simcse_under_torchrun_is_one_ddp_job_with_gathered_negatives(tmp_path, 
 def test_distill_under_torchrun_encodes_the_teacher_once(tmp_path, tiny_bert, tiny_bert_b, corpus):
     out = tmp_path / "student"
     run = torchrun(
-        tmp_path, "distill", "--teacher", tiny_bert_b, "--student", tiny_bert, "--train-file", corpus, "-o", out,
+        tmp_path, "distill", "--teacher", tiny_bert_b, "--student", tiny_bert, "--corpus", corpus, "-o", out,
         "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "3", "--save-steps", "2",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:] + rank_output(tmp_path, 0)[-3000:]
@@ -199,12 +211,9 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
     refused = run_cli(*args, cwd=tmp_path)
     assert "world_size" in one_error_line(refused) and checkpoint.is_dir()
 
-    clear_probe(tmp_path)
-    resumed = torchrun(tmp_path, *args)
-    assert resumed.returncode == 0, resumed.stderr[-3000:] + rank_output(tmp_path, 0)[-3000:]
-    for rank in (0, 1):
-        (trained,) = events(tmp_path, rank, "trained")
-        assert resolved(tmp_path, trained["resumed_from"]) == checkpoint.resolve()
+    clear_probe(tmp_path)  # resumed, and killed again once the checkpoint of its last step is saved
+    resumed = torchrun(tmp_path, *args, PROBE_KILL_AFTER_SAVE=4)
+    assert resumed.returncode != 0 and not (out / "run_summary.json").exists()
     digests = [{e["step"]: e["params"] for e in events(tmp_path, rank, "step")} for rank in (0, 1)]
     assert sorted(digests[0]) == [3, 4] and digests[0] == digests[1]
     # ICTM off: the poolers get no gradient, and without find_unused_parameters DDP fails at step 2
@@ -213,16 +222,87 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
     (begin,) = events(tmp_path, 0, "train_begin")
     assert begin["find_unused"] is True
     assert [e["path"] for e in events(tmp_path, 1) if e["event"] in ("save", "summary")] == []
-    summary = json.loads((out / "run_summary.json").read_text())
-    assert summary["steps"] == 4 and resolved(tmp_path, summary["resumed_from"]) == checkpoint.resolve()
 
-    # a finished run is refused on rank 0; rank 1 stops with it instead of waiting, silently
+    # the checkpoint holds the last step: the rerun finishes from it on both ranks without training again
     clear_probe(tmp_path)
-    again = torchrun(tmp_path, *args, "--no-resume", probe=False)
+    last = out / "checkpoints" / "checkpoint-4"
+    finished = torchrun(tmp_path, *args)
+    assert finished.returncode == 0, finished.stderr[-3000:] + rank_output(tmp_path, 0)[-3000:]
+    for rank in (0, 1):
+        assert events(tmp_path, rank, "step") == [] and events(tmp_path, rank, "train_begin") == []
+        (trained,) = events(tmp_path, rank, "trained")
+        assert resolved(tmp_path, trained["resumed_from"]) == last.resolve()
+    assert [e["path"] for e in events(tmp_path, 1) if e["event"] in ("save", "summary")] == []
+    assert [resolved(tmp_path, e["path"]) for e in events(tmp_path, 0, "save")] == [out.resolve()]
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["steps"] == 4 and resolved(tmp_path, summary["resumed_from"]) == last.resolve()
+    from jtcse.modeling.loading import load_model
+
+    assert parameters_digest(load_model(str(out))) == digests[0][4]
+    assert rank_output(tmp_path, 0).count("Twin saved to") == 1 and rank_output(tmp_path, 1) == ""
+
+    # rerunning the finished run is a no-op on both ranks: rank 0 says so, nothing is written
+    clear_probe(tmp_path)
+    before = snapshot([out])
+    rerun = torchrun(tmp_path, *args)
+    assert rerun.returncode == 0, rerun.stderr[-3000:] + rank_output(tmp_path, 0)[-3000:]
+    printed = rank_output(tmp_path, 0)
+    assert "already holds this finished run (4 steps, same settings); nothing to do." in printed, printed[-3000:]
+    assert printed.count("Twin saved to") == 1 and rank_output(tmp_path, 1) == ""
+    assert events(tmp_path, 0) == events(tmp_path, 1) == [] and snapshot([out]) == before
+
+    # other settings are refused on rank 0; rank 1 stops with it instead of waiting, silently
+    again = torchrun(tmp_path, *args, "--seed", "7", probe=False)
     assert again.returncode != 0
     errors = [line for line in rank_output(tmp_path, 0).splitlines() if line.startswith("Error")]
-    assert len(errors) == 1 and "already holds a finished run" in errors[0], errors
-    assert rank_output(tmp_path, 1) == ""
+    assert len(errors) == 1 and "already holds a finished run, with other settings (seed differ)" in errors[0], errors
+    assert rank_output(tmp_path, 1) == "" and snapshot([out]) == before
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_a_second_writer_is_refused_while_a_torchrun_job_holds_the_output(tmp_path, tiny_bert, tiny_bert_b, corpus):
+    """Rank 0 holds the output's lock for the whole job (the other rank takes none, or rank 0's lock would
+    refuse it); a second command into the same output is refused, naming rank 0, while rank 0 is frozen
+    inside its checkpoint save."""
+    out = tmp_path / "twin"
+    args = (
+        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", out,
+        "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "2", "--eval-steps", "2",
+    )  # fmt: skip
+    lock = lock_path_for(out)
+    job = subprocess.Popen(
+        torchrun_command(tmp_path, args, probe=False), env=subprocess_env(JTCSE_CRASH_AT="checkpoint-save:1:STOP"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
+    holder = None
+    try:
+        deadline = time.monotonic() + 400
+        while holder is None or _state(holder) != "T":  # rank 0 stopped itself (SIGSTOP), lock held
+            assert job.poll() is None and time.monotonic() < deadline, rank_output(tmp_path, 0)[-3000:]
+            time.sleep(0.5)
+            holder = json.loads(lock.read_text() or "{}").get("pid") if lock.is_file() else None
+        before = snapshot([out])
+        line = one_error_line(run_cli(*args, cwd=tmp_path))
+        assert f"{out} is being written by PID {holder} on " in line, line
+        assert snapshot([out]) == before
+    finally:
+        if holder is not None and _state(holder):
+            os.kill(holder, signal.SIGCONT)  # let the job finish: it still holds its lock
+        else:
+            job.terminate()
+        job.wait(timeout=600)
+    assert job.returncode == 0, rank_output(tmp_path, 0)[-3000:]
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["steps"] == 2 and summary["settings"]["world_size"] == 2 and not lock.exists()
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from ``/proc`` (``T``: stopped); ``""`` once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 @pytest.mark.distributed

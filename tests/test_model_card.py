@@ -80,6 +80,7 @@ def check_snippet_output(snippet: str, stdout: str) -> None:
     assert printed[1:] == [line[2:] for line in after if line.startswith("# ")]
 
 
+@pytest.mark.slow
 def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy, monkeypatch):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.model_card import generate_model_card
@@ -134,6 +135,7 @@ def twin_card(tiny_bert, tiny_bert_b, tmp_path_factory) -> tuple[Path, str]:
     return out, split_card((out / "README.md").read_text(encoding="utf-8"))[1]
 
 
+@pytest.mark.slow
 def test_twin_card_names_both_loaders_and_the_load_model_one_runs(twin_card, tiny_bert, tiny_bert_b):
     out, body = twin_card
     for heading in SECTIONS:
@@ -151,6 +153,7 @@ def test_twin_card_names_both_loaders_and_the_load_model_one_runs(twin_card, tin
     check_snippet_output(local, run.stdout)
 
 
+@pytest.mark.slow
 def test_twin_remote_code_snippet_runs_without_jtcse(twin_card):
     out, body = twin_card
     types = [entry["type"] for entry in json.loads((out / "modules.json").read_text(encoding="utf-8"))]
@@ -248,6 +251,7 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
             assert "@inproceedings{gao2021simcse" in body
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_path):
     from sentence_transformers import SentenceTransformer
@@ -273,6 +277,7 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     assert "**Teacher:** `runs/twin`" in body  # the rest of the card is kept
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 def test_update_card_on_a_read_only_checkpoint_is_refused_and_changes_nothing(tower_copy, tmp_path):
     from sentence_transformers import SentenceTransformer

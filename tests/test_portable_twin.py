@@ -37,6 +37,7 @@ def test_checkpoint_names_its_own_files_byte_identical_to_the_package(saved_twin
         assert (path / name).read_bytes() == (package / name).read_bytes()
 
 
+@pytest.mark.slow
 def test_fresh_process_without_jtcse_encodes_like_memory(saved_twin, tmp_path):
     model, path = saved_twin
     out = tmp_path / "emb.npy"
@@ -101,6 +102,7 @@ def test_modified_code_is_refused(saved_twin, tmp_path, change):
         load_model(bad)
 
 
+@pytest.mark.slow
 def test_plain_sentence_transformer_without_trust_is_refused(saved_twin):
     _, path = saved_twin
     result = run_python(

@@ -555,6 +555,7 @@ def test_texts_file_checked_against_manifest_and_old_manifests_load(built_index,
     assert loaded.manifest.precision == "float32" and loaded.search(SENTENCES[7], k=1)[0][0].text == SENTENCES[7]
 
 
+@pytest.mark.cli
 def test_cli_unknown_precision_is_one_line(tmp_path, tiny_bert):
     from helpers.cli import one_error_line, run_cli
 

@@ -19,7 +19,7 @@ HELP = (
     "Transformer + CLS Pooling, loadable with plain sentence-transformers. Widths must match "
     "unless --project adds a trained linear Dense layer. An interrupted run resumes; --overwrite keeps "
     "the teacher cache.\n\n"
-    "Example: jtcse distill --teacher runs/twin --student runs/tower_de --train-file wiki1m.txt "
+    "Example: jtcse distill --teacher runs/twin --student runs/tower_de --corpus wiki1m.txt "
     "--dev-file sts-dev.csv --output-dir runs/distilled"
 )
 
@@ -28,13 +28,12 @@ def distill(
     teacher: str = typer.Option(
         ..., "--teacher", "-t", help="Teacher model dir (a twin checkpoint or any encoder)."
     ),
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the student is written."),
+    output_dir: Path = opts.output_dir_option("the student, its run summary and the teacher cache"),
     student: Optional[str] = typer.Option(
         None, "--student", "-s", help="Student initialisation (a tower / pretrained dir). Default: embedded MiniLM."
     ),
-    train_file: Optional[Path] = typer.Option(
-        None, "--train-file", help="Unlabeled sentences, one a line. Default: embedded stdlib prose."
-    ),
+    corpus: Optional[Path] = opts.corpus_option(),
+    train_file_alias: Optional[Path] = opts.alias_option("--train-file", "--corpus"),
     dev_file: Optional[Path] = opts.dev_file_option(),
     batch_size: int = opts.batch_size_option(),
     teacher_batch_size: int = typer.Option(128, help="Batch size for the one-off teacher encoding."),
@@ -57,28 +56,18 @@ def distill(
 ) -> None:
     from jtcse.training.distill import distill as run_distill
 
+    corpus = opts.pick_alias(corpus, train_file_alias, what="corpus", new="--corpus", old="--train-file")
     summary = run_distill(
         teacher,
         student,
-        train_file,
+        corpus,
         output_dir,
-        batch_size=batch_size,
-        max_seq_length=max_seq_length,
-        learning_rate=learning_rate,
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
+        settings=opts.training_settings(locals()),
         dev_file=dev_file,
-        eval_steps=eval_steps,
-        save_steps=save_steps,
-        logging_steps=logging_steps,
         teacher_batch_size=teacher_batch_size,
         project=project,
         resume=resume,
         overwrite=overwrite,
-        keep_checkpoints=keep_checkpoints,
-        precision=precision,
-        gradient_checkpointing=gradient_checkpointing,
     )
     opts.echo_summary(summary, output_dir, "Student")
 

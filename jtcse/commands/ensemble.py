@@ -9,6 +9,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 
 def parse_weights(text: str | None) -> list[float] | None:
     """``"1,0.5"`` -> ``[1.0, 0.5]``; None stays None."""
@@ -30,12 +32,12 @@ def ensemble(
     models: list[str] = typer.Argument(
         ..., help="Two or more member models: jtcse twins, towers or any sentence-transformers checkpoint."
     ),
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the ensemble checkpoint is written."),
+    output_dir: Path = opts.output_dir_option("the ensemble checkpoint"),
     combine: str = typer.Option("concat", help="concat (any widths) or sum (members of one width)."),
     weights: Optional[str] = typer.Option(
         None, help="One positive weight per member, comma-separated (e.g. 1,0.5). Default: all 1."
     ),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUTPUT_DIR."),
+    overwrite: bool = opts.overwrite_option(),
 ) -> None:
     """Combine models into one checkpoint: each member keeps its own tokenizer and pooling.
 

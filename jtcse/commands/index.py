@@ -25,8 +25,8 @@ def register(app: typer.Typer) -> None:
 
 @index_app.command("build")
 def build(
-    model: Optional[str] = typer.Argument(None, help="SentenceTransformer name or path. Default: the embedded MiniLM."),
-    input: Path = typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
+    model: Optional[str] = opts.model_argument(),
+    input: Path = opts.input_file_option(),
     index: Path = typer.Option(..., "--index", help="Directory to write the index to."),
     normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit vectors (scores are cosines)."),
     ivf_threshold: int = typer.Option(50_000, help="Corpora with more vectors than this get an IVF index."),
@@ -35,7 +35,7 @@ def build(
     target_recall: float = typer.Option(0.95, help="Recall@10 vs exact search that the calibrated nprobe must reach."),
     train_size: Optional[int] = typer.Option(None, help="Vectors sampled to train the IVF. Default: 64*nlist."),
     batch_size: int = opts.batch_size_option(64),
-    chunk_size: int = typer.Option(8192, help="Lines read and encoded at a time (bounds memory)."),
+    chunk_size: int = opts.chunk_size_option(),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
     device: Optional[str] = opts.device_option(),
     keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep INDEX/embeddings.npy (the raw vectors) after building."),
@@ -119,7 +119,7 @@ def search(
 
 @index_app.command("mine")
 def mine(
-    model: Optional[str] = typer.Argument(None, help="SentenceTransformer name or path. Default: the embedded MiniLM."),
+    model: Optional[str] = opts.model_argument(),
     pairs: Path = typer.Option(..., "--pairs", "-i", help="(anchor, positive) pairs: .csv/.tsv with header, .jsonl or .parquet."),
     output: Path = typer.Option(..., "--output", "-o", help="Mined set: .jsonl, .parquet, .csv or .tsv."),
     corpus: Optional[Path] = typer.Option(None, help="Extra candidate negatives, one sentence per line."),

@@ -25,7 +25,7 @@ HELP = (
 
 
 def pipeline(
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Folder for all stages."),
+    output_dir: Path = opts.output_dir_option("all stages and the pipeline summary"),
     tower_a: Optional[str] = opts.tower_option("a"),
     tower_b: Optional[str] = opts.tower_option("b"),
     corpus: Optional[Path] = opts.corpus_option(),

@@ -4,8 +4,9 @@ model) for a role, with optional pooling, length and device.
 * :func:`resolve_source` is the only place where ``None`` becomes the embedded MiniLM tower.
 * :func:`load_model` opens a checkpoint for encoding (``encode``/``teacher``) or as a CLS tower
   (``student``/``tower``).
-* :func:`load_cls_tower` assembles ``Transformer`` + CLS ``Pooling``, the shape of every warmed-up tower,
-  distilled student and twin tower.
+* :func:`load_cls_tower` opens a checkpoint as ``Transformer`` + CLS ``Pooling``, the shape of every
+  warmed-up tower, distilled student and twin tower (put together by
+  :func:`jtcse.modeling.twin.assemble_tower`, the one place for that, which twin checkpoints carry).
 * jtcse's own module classes (twin, ensemble) are opened with the installed classes, never with code
   read from the checkpoint (:mod:`jtcse.modeling.checkpoint_code`); :func:`needs_jtcse_classes` refuses
   a checkpoint that mixes them with foreign module classes or asks ``transformers`` for remote code
@@ -158,8 +159,10 @@ def _open(source, role: str, device: str | None):
         ) from err
 
 
-def _set_length(model, max_seq_length, role: str) -> None:
-    """Set ``max_seq_length`` (``"max"``: the position capacity), clamped to that capacity with a warning."""
+def set_max_seq_length(model, max_seq_length, role: str) -> int:
+    """Set ``model``'s ``max_seq_length`` (``"max"``: the position capacity), clamped to that capacity with a
+    warning naming ``role``; returns the length set. Every command that takes a length goes through here, so a
+    length above the position table never reaches a forward pass."""
     from sentence_transformers.base.modules import Transformer
 
     first = model[0]
@@ -172,7 +175,7 @@ def _set_length(model, max_seq_length, role: str) -> None:
     capacity = min((c for c in capacities if c is not None), default=None)
     if max_seq_length == FULL_LENGTH:
         if capacity is None:
-            return
+            return model.max_seq_length
         max_seq_length = capacity
     if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1:
         raise ValueError(f"max_seq_length must be a positive integer or {FULL_LENGTH!r}, not {max_seq_length!r}")
@@ -185,6 +188,7 @@ def _set_length(model, max_seq_length, role: str) -> None:
         model.max_seq_length = max_seq_length
     else:
         first.max_seq_length = max_seq_length
+    return max_seq_length
 
 
 def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, device: str | None = None):
@@ -195,11 +199,10 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
     such change in words (empty when it already was a CLS tower). A twin checkpoint is refused: it is not
     one tower. ``max_seq_length`` as in :func:`load_model`.
     """
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from jtcse.modeling.twin import TOWER_DIRS
+    from jtcse.modeling.twin import TOWER_DIRS, assemble_tower
 
     device = check_device(device)
     source = resolve_source(source)
@@ -227,10 +230,9 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
                 changes.append(f"dropped {type(module).__name__}")
         if not any(isinstance(module, Pooling) for module in rest):
             changes.append("added CLS pooling")
-        pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
-        model = SentenceTransformer(modules=[transformer, pooling], device=str(model.device))
+        model = assemble_tower(transformer, "cls", device=str(model.device))
     if max_seq_length is not None:
-        _set_length(model, max_seq_length, role)
+        set_max_seq_length(model, max_seq_length, role)
     return model, changes
 
 
@@ -246,9 +248,9 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
     ``device``: a torch device string; one torch does not know, or that is absent here, is a ``ValueError``.
     A missing path is a ``FileNotFoundError`` (:class:`~jtcse.errors.ModelNotFoundError`).
     """
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from jtcse.modeling.twin import assemble_tower
 
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
@@ -267,10 +269,8 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
                 f"--pooling needs a checkpoint whose first module is a Transformer; {describe_source(source)!r} "
                 f"starts with {type(first).__name__}, which pools by itself."
             )
-        model = SentenceTransformer(
-            modules=[first, Pooling(first.get_embedding_dimension(), pooling_mode=pooling)], device=str(model.device)
-        )
+        model = assemble_tower(first, pooling, device=str(model.device))
     if max_seq_length is not None:
-        _set_length(model, max_seq_length, role)
+        set_max_seq_length(model, max_seq_length, role)
     model.eval()
     return model

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
 from jtcse.training.common import dev_evaluator, read_training_sentences
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, start_stage
+from jtcse.training.stage import Stage, TrainingSettings, run_stage, set_training_length, start_stage
 
 TEACHER_CACHE_SUBDIR = "teacher_cache"
 
@@ -50,30 +51,25 @@ def _add_projection(student, teacher_dim: int):
     return SentenceTransformer(modules=[*modules, dense], device=str(student.device))
 
 
+DISTILL_SETTINGS = TrainingSettings(eval_steps=250)
+"""``distill``'s training settings by default."""
+
+
+@locks_output("output_dir")
 def distill(
     teacher,
     student=None,
     train_file: str | Path | Sequence[str] | None = None,
     output_dir: str | Path = "runs/distill",
     *,
-    batch_size: int = 64,
-    max_seq_length: int = 64,
-    learning_rate: float = 5e-5,
-    epochs: float = 1,
-    max_steps: int = -1,
-    seed: int = 42,
     dev_file: str | Path | None = None,
-    eval_steps: int = 250,
-    save_steps: int | None = None,
-    logging_steps: int = 50,
     teacher_batch_size: int = 128,
     project: bool = False,
     resume: bool = True,
     overwrite: bool = False,
-    keep_checkpoints: bool = False,
     callbacks: Sequence[Any] = (),
-    precision: str = "auto",
-    gradient_checkpointing: bool = False,
+    settings: TrainingSettings | None = None,
+    **training: Any,
 ) -> dict[str, Any]:
     """Train ``student`` to reproduce ``teacher``'s embeddings (MSE) and save it to ``output_dir``.
 
@@ -82,21 +78,23 @@ def distill(
     the summary). ``train_file``: one-sentence-a-line file, list of sentences, or ``None`` (embedded
     prose). Teacher embeddings are cached in ``<output_dir>/teacher_cache`` and reused. Different
     widths are an error unless ``project=True``, which appends a trained linear ``Dense`` layer.
-    ``dev_file`` (STS-B format) keeps the checkpoint with the best dev Spearman. An interrupted run
+    ``dev_file`` (STS-B format) keeps the checkpoint with the best dev Spearman. How long and how it
+    trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its fields as keywords
+    (``batch_size=32, max_steps=100`` ...), on top of :data:`DISTILL_SETTINGS`. An interrupted run
     resumes from its last trainer checkpoint when ``resume``.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.distributed import main_process_first, pooler_parameters
-    from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
+    from jtcse.training.teacher_cache import save_teacher_targets, sentences_digest, teacher_fingerprint, teacher_targets
 
-    settings = TrainingSettings.from_arguments(locals())
+    settings = DISTILL_SETTINGS.given(settings, training, "distill")
     sentences, data = read_training_sentences(train_file, "training corpus")
-    evaluator = dev_evaluator(dev_file, batch_size=batch_size)
+    evaluator = dev_evaluator(dev_file, batch_size=settings.batch_size)
 
     student_source = describe_source(student)
-    config, resume_from = start_stage(
+    plan = start_stage(
         "distill",
         output_dir,
         settings,
@@ -110,28 +108,36 @@ def distill(
         resume=resume,
         overwrite=overwrite,
     )
+    if plan.finished:
+        return plan.summary
 
-    # under a multi-process launch rank 0 encodes (or finds the cache), then the other ranks read its cache
-    targets = main_process_first(
-        lambda: teacher_targets(
+    model, changes = load_cls_tower(student, role="student")
+    own_length = set_training_length(model, settings, "student")
+    student_dim = model.get_embedding_dimension()
+
+    def checked_targets():
+        targets = teacher_targets(
             teacher,
             sentences,
             Path(output_dir) / TEACHER_CACHE_SUBDIR,
             batch_size=teacher_batch_size,
-            fingerprint=config["teacher"],
+            fingerprint=plan.config["teacher"],
+            save=False,  # written once every check has passed
         )
-    )
-    teacher_dim = int(targets.embeddings.shape[1])
-
-    model, changes = load_cls_tower(student, role="student")
-    student_dim = model.get_embedding_dimension()
-    if student_dim != teacher_dim:
-        if not project:
+        teacher_dim = int(targets.embeddings.shape[1])
+        if student_dim != teacher_dim and not project:
             raise JTCSEError(
                 f"teacher embeddings have {teacher_dim} dimensions but the student's have {student_dim}. "
                 "Use a student of the teacher's width, or pass --project to learn a linear projection "
                 "(a Dense layer saved with the student)."
             )
+        save_teacher_targets(targets)
+        return targets
+
+    # under a multi-process launch rank 0 encodes (or finds the cache), checks and writes it; the others then read it
+    targets = main_process_first(checked_targets)
+    teacher_dim = int(targets.embeddings.shape[1])
+    if student_dim != teacher_dim:
         model = _add_projection(model, teacher_dim)
         changes.append(f"added a linear Dense projection {student_dim}->{teacher_dim}")
     data.update(teacher_cache=str(targets.cache_path), teacher_cache_hit=targets.cache_hit)
@@ -141,14 +147,12 @@ def distill(
     return run_stage(
         Stage(
             name="distill",
-            output_dir=Path(output_dir),
+            plan=plan,
             model=model,
             loss=MSELoss(model),
             train_dataset=targets_dataset(sentences, targets.embeddings),
             settings=settings,
-            config=config,
             evaluator=evaluator,
-            resume_from=resume_from,
             model_info={
                 "teacher": describe_source(teacher),
                 "student": student_source,
@@ -157,7 +161,7 @@ def distill(
                 "student_dimension": student_dim,
             },
             data=data,
-            restore_max_seq_length=model.max_seq_length,
+            restore_max_seq_length=own_length,
             # CLS pooling never reads the transformers pooler, so under DDP its parameters get no gradient
             trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),
             callbacks=callbacks,

@@ -4,11 +4,14 @@ A launcher starts the same command in N processes with ``RANK``, ``LOCAL_RANK`` 
 and ``SentenceTransformerTrainer`` trains them as one DDP job (docs/distributed.md). Everything around
 the training happens once, on rank 0, and the other ranks take its result:
 
-* preparing the output directory (resume or start afresh), :func:`run_on_main`;
-* computing the distillation teacher's embeddings: rank 0 first, the others then read its cache,
-  :func:`main_process_first`;
-* scoring and saving the final model, writing the run summary and model card (:func:`run_on_main`),
-  and the trainer checkpoints (:func:`trainer_class`);
+* holding the output's lock (:func:`jtcse.locking.locks_output` takes it on rank 0 only);
+* planning the output directory (resume, nothing to do, start afresh; read only) and, once the model
+  is built, opening it (:func:`run_on_main`); removing what a run that failed before its first
+  checkpoint created;
+* computing, checking and caching the distillation teacher's embeddings: rank 0 first, the others
+  then read its cache, :func:`main_process_first`;
+* scoring and saving the final model, writing the model card and the run summary, removing the
+  checkpoints (:func:`run_on_main`), and the trainer checkpoints (:func:`trainer_class`);
 * printing: the other ranks run without progress bars, logs or warnings (:func:`quiet_replica`).
 
 An error on rank 0 is passed to the other ranks, which stop with it instead of waiting forever.

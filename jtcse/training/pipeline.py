@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
 
 STAGES = ("warmup_a", "warmup_b", "twin", "distill", "eval")
 STAGE_DONE = "stage_done.json"
@@ -68,6 +69,7 @@ def run_once(folder: str | Path, run: Callable[[], dict[str, Any]]) -> dict[str,
     return {"output": str(folder), "status": "ran", "seconds": seconds, "summary": summary}
 
 
+@locks_output("output_dir")  # one pipeline per folder; each stage's trainer also locks its own folder
 def run_pipeline(
     output_dir: str | Path,
     *,
