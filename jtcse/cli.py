@@ -52,6 +52,8 @@ def main() -> None:
             where = "" if distributed.is_main_process() else f" (rank {distributed.rank()})"
             typer.secho(f"Error{where}: {message}", fg=typer.colors.RED, err=True)
         raise SystemExit(2) from None
+    finally:
+        distributed.leave_process_group()
 
 
 if __name__ == "__main__":

@@ -110,6 +110,20 @@ def ensure_process_group() -> None:
     PartialState(cpu=cpu, **({"backend": "gloo"} if cpu else {}), timeout=timedelta(seconds=DDP_TIMEOUT_SECONDS))
 
 
+def leave_process_group() -> None:
+    """Destroy this launch's process group, if this process joined one, before it exits (the CLI does).
+
+    torch asks for it; a gloo group left to the interpreter's exit can abort a rank ("terminate called
+    without an active exception") when another rank has already gone, e.g. after rank 0 refused a run.
+    Imports nothing when torch was never loaded.
+    """
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def run_on_main(fn: Callable[[], T]) -> T:
     """Run ``fn`` on rank 0 alone; every rank returns its (picklable) result.
 
