@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jtcse.errors import JTCSEError
+from jtcse.training.distributed import is_main_process
 
 logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -150,6 +151,10 @@ def locks_output(parameter: str) -> Callable[[F], F]:
 
         @locks_output("index_dir")
         def build_index(model, input_path, index_dir, ...): ...
+
+    Under a multi-process launch (``torchrun``, ``accelerate launch``) the N processes are one job that
+    writes through rank 0 (:mod:`jtcse.training.distributed`): rank 0 holds the lock, the other ranks take
+    none (they would be refused by rank 0's), so a second job is still refused by rank 0's lock.
     """
 
     def decorate(func: F) -> F:
@@ -157,6 +162,8 @@ def locks_output(parameter: str) -> Callable[[F], F]:
 
         @functools.wraps(func)
         def locked(*args, **kwargs):
+            if not is_main_process():
+                return func(*args, **kwargs)
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()  # a defaulted output (e.g. runs/jtcse) is locked too
             with output_lock(bound.arguments[parameter]):

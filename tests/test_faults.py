@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers.cli import one_error_line, run_cli, run_python, start_cli
+from helpers.files import snapshot
 from helpers.rtt import google
 from helpers.stub_server import StubTranslateServer, fake_translate
 from jtcse.locking import lock_path_for
@@ -45,12 +46,6 @@ def _encode_args(model: str, corpus: Path) -> tuple:
 def _outputs(out: Path) -> list[Path]:
     """Every file an encode run into ``out`` leaves."""
     return [out, meta_path_for(out)] + ([rows_path_for(out)] if out.suffix == ".npy" else [])
-
-
-def _snapshot(paths: list[Path]) -> dict[str, bytes]:
-    """Bytes of every file under/at ``paths`` (folders walked), to prove nothing changed."""
-    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []) if f.is_file()]
-    return {str(f): f.read_bytes() for f in files}
 
 
 def _start_frozen(args: tuple, point: str) -> subprocess.Popen:
@@ -98,12 +93,12 @@ def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_pa
     out = tmp_path / "shared.parquet"
     first = _start_frozen((*args, "-o", out), "encode-chunk:2")
     try:
-        before = _snapshot(_outputs(out) + [out.with_name(out.name + ".parts")])
+        before = snapshot(_outputs(out) + [out.with_name(out.name + ".parts")])
         second = run_cli(*args, "-o", out)
         line = one_error_line(second)
         assert f"is being written by PID {first.pid} on " in line and str(out) in line
         assert f"running `jtcse encode {tiny_bert} " in line
-        assert _snapshot(_outputs(out) + [out.with_name(out.name + ".parts")]) == before  # nothing touched
+        assert snapshot(_outputs(out) + [out.with_name(out.name + ".parts")]) == before  # nothing touched
     finally:
         finished = _resume(first)
     assert finished.returncode == 0, finished.stderr
@@ -126,9 +121,9 @@ def test_encode_output_that_is_a_folder_or_under_a_file(tiny_bert, corpus, tmp_p
 def test_encode_overwrite_with_a_bad_model_keeps_the_old_output(tiny_bert, corpus, tmp_path):
     out = tmp_path / "v.npy"
     assert run_cli(*_encode_args(tiny_bert, corpus), "-o", out).returncode == 0
-    before = _snapshot(_outputs(out))
+    before = snapshot(_outputs(out))
     one_error_line(run_cli(*_encode_args(str(tmp_path / "no-such-model"), corpus), "-o", out, "--overwrite"))
-    assert _snapshot(_outputs(out)) == before
+    assert snapshot(_outputs(out)) == before
 
 
 def test_index_build_holds_a_lock_on_its_folder(tiny_bert, corpus, tmp_path):
@@ -199,10 +194,10 @@ def test_second_rtt_into_the_same_folder_is_refused(stub_cert, tmp_path):
         args = _rtt_args(corpus, server, stub_cert[0], out)
         first = _start_frozen(args, "rtt-pivot:1")  # pairs.de.tsv written, fr not yet
         try:
-            before = _snapshot([out])
+            before = snapshot([out])
             line = one_error_line(run_cli(*args))
             assert f"{out} is being written by PID {first.pid} on " in line
-            assert {k: v for k, v in _snapshot([out]).items() if "rtt_cache" not in k} == {
+            assert {k: v for k, v in snapshot([out]).items() if "rtt_cache" not in k} == {
                 k: v for k, v in before.items() if "rtt_cache" not in k
             }
         finally:
@@ -334,11 +329,11 @@ def test_rerunning_a_finished_run_is_a_no_op(tiny_bert, tiny_bert_b, corpus, tmp
     args = ("train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", out,
             "--batch-size", 4, "--max-seq-length", 16, "--max-steps", 2, "--keep-checkpoints")  # fmt: skip
     assert run_cli(*args).returncode == 0
-    before = _snapshot([out])
+    before = snapshot([out])
     rerun = run_cli(*args)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"{out} already holds this finished run (2 steps, same settings); nothing to do." in rerun.stderr
-    assert _snapshot([out]) == before  # no extra step, no new checkpoint, nothing written
+    assert snapshot([out]) == before  # no extra step, no new checkpoint, nothing written
 
 
 def test_second_trainer_into_the_same_output_is_refused(uninterrupted, tiny_bert, tiny_bert_b, tmp_path):
@@ -347,10 +342,10 @@ def test_second_trainer_into_the_same_output_is_refused(uninterrupted, tiny_bert
     args = _trainer_args("simcse", (tiny_bert, tiny_bert_b), corpus, out)
     first = _start_frozen(args, "checkpoint-save:1")
     try:
-        before = _snapshot([out])
+        before = snapshot([out])
         line = one_error_line(run_cli(*args))
         assert f"{out} is being written by PID {first.pid} on " in line and "running `jtcse simcse " in line
-        assert _snapshot([out]) == before
+        assert snapshot([out]) == before
     finally:
         finished = _resume(first)
     assert finished.returncode == 0, finished.stderr[-3000:]
@@ -381,7 +376,7 @@ def test_rejected_overwrite_leaves_the_finished_model_as_it_was(finished_runs, t
 
     wide = make_tiny_tower(tmp_path / "wide", "bert", hidden=48, seed=5)
     listing = sorted(os.listdir(tmp_path))
-    before = _snapshot(list(finished_runs.values()))
+    before = snapshot(list(finished_runs.values()))
     twin, tower, student = finished_runs["train"], finished_runs["simcse"], finished_runs["distill"]
     line = one_error_line(
         run_cli("train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", twin, "--cael-every", 3, "--overwrite")
@@ -396,7 +391,7 @@ def test_rejected_overwrite_leaves_the_finished_model_as_it_was(finished_runs, t
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
-    assert _snapshot(list(finished_runs.values())) == before
+    assert snapshot(list(finished_runs.values())) == before
     assert sorted(os.listdir(tmp_path)) == listing  # no lock file, no stray folder
 
 

@@ -26,6 +26,7 @@ from jtcse.model_card import (
     write_run_card,
 )
 from tests.helpers.cli import one_error_line, run_cli, run_python
+from tests.helpers.sts import write_stsb
 
 SECTIONS = [
     "## Model Details",
@@ -39,25 +40,6 @@ SECTIONS = [
     "### Framework Versions",
     "## Citation",
 ]
-DEV_PAIRS = [
-    ("A man is playing a guitar.", "A man plays the guitar.", 4.8),
-    ("A woman is slicing an onion.", "Someone is cutting an onion.", 4.2),
-    ("A dog runs in the park.", "A cat sleeps on the sofa.", 0.6),
-    ("The stock market fell today.", "Shares dropped sharply on Monday.", 3.4),
-    ("Kids are playing football.", "Children play soccer outside.", 4.0),
-    ("A plane is taking off.", "A man is eating pasta.", 0.1),
-]
-
-
-def write_stsb(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        "".join(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(DEV_PAIRS)),
-        encoding="utf-8",
-    )
-    return path
-
-
 def split_card(text: str) -> tuple[dict, str]:
     """(front matter as a dict, Markdown body); fails unless the card opens with a YAML block."""
     match = re.match(r"---\n(.*?)\n---\n(.*)", text, re.S)

@@ -159,6 +159,25 @@ def training_settings(arguments: dict[str, Any], **given: Any):
     return TrainingSettings.from_arguments({**arguments, **given})
 
 
+# ---------------------------------------------------------------- past one device (docs/distributed.md)
+def gather_across_devices_option():
+    return typer.Option(
+        False,
+        "--gather-across-devices",
+        help="Under torchrun / accelerate launch: score every rank's sentences against the candidates of all "
+        "ranks, so the in-batch negatives come from the global batch (world size × --batch-size).",
+    )
+
+
+def mini_batch_size_option():
+    return typer.Option(
+        None,
+        "--mini-batch-size",
+        help="GradCache: run the contrastive loss over the whole --batch-size but embed only N sentences at a "
+        "time (memory of a batch of N, one extra forward pass; same result). Not with --regularizer.",
+    )
+
+
 # ---------------------------------------------------------------- output
 def output_dir_option(what: str, default: Path | None = None):
     """``--output-dir``/``-o``: the folder a command writes ``what`` to (required unless ``default``)."""
@@ -181,6 +200,10 @@ def keep_checkpoints_option():
 
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
-    """Print the run summary (without the recorded config) and where the model and summary are."""
+    """Print the run summary (without the recorded config) and where the model and summary are (rank 0 only)."""
+    from jtcse.training.distributed import is_main_process
+
+    if not is_main_process():
+        return
     typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
     typer.echo(f"{what} saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")

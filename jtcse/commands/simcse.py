@@ -19,7 +19,9 @@ HELP = (
     "replaced. With --dev-file the checkpoint with the best STS-B dev Spearman is kept. An "
     "interrupted run resumes from its last checkpoint.\n\n"
     "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs-file rtt_de.tsv "
-    "--dev-file sts-dev.csv --output-dir runs/tower_de"
+    "--dev-file sts-dev.csv --output-dir runs/tower_de\n\n"
+    "On 4 GPUs with the negatives of all ranks (docs/distributed.md): torchrun --nproc_per_node 4 -m jtcse "
+    "simcse --gather-across-devices --corpus wiki1m.txt --output-dir runs/tower"
 )
 
 
@@ -52,6 +54,8 @@ def simcse(
     keep_checkpoints: bool = opts.keep_checkpoints_option(),
     precision: str = opts.precision_option(),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
+    gather_across_devices: bool = opts.gather_across_devices_option(),
+    mini_batch_size: Optional[int] = opts.mini_batch_size_option(),
 ) -> None:
     from jtcse.training.simcse import train_simcse
 
@@ -67,6 +71,8 @@ def simcse(
         regularizers=regularizer,
         resume=resume,
         overwrite=overwrite,
+        gather_across_devices=gather_across_devices,
+        mini_batch_size=mini_batch_size,
     )
     opts.echo_summary(summary, output_dir, "Tower")
 

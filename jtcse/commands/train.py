@@ -22,7 +22,11 @@ Writes OUTPUT_DIR/run_summary.json (settings, data counts, loss terms, dev score
 
 Example:
 
-jtcse train --tower-a towers/rtt_de --tower-b towers/rtt_fr --corpus wiki1m.txt --dev-file stsbenchmark/sts-dev.csv --output-dir runs/jtcse-bert"""
+jtcse train --tower-a towers/rtt_de --tower-b towers/rtt_fr --corpus wiki1m.txt --dev-file stsbenchmark/sts-dev.csv --output-dir runs/jtcse-bert
+
+On 4 GPUs, with the negatives of all 4 x 64 sentences per step (docs/distributed.md):
+
+torchrun --nproc_per_node 4 -m jtcse train --gather-across-devices --tower-a towers/rtt_de --tower-b towers/rtt_fr --corpus wiki1m.txt --output-dir runs/jtcse-bert"""
 
 
 def train(
@@ -52,6 +56,8 @@ def train(
     device: Optional[str] = opts.device_option(),
     precision: str = opts.precision_option("fp32"),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
+    gather_across_devices: bool = opts.gather_across_devices_option(),
+    mini_batch_size: Optional[int] = opts.mini_batch_size_option(),
 ) -> None:
     from jtcse.training.twin import train_twin
 
@@ -74,6 +80,8 @@ def train(
         ictm_weight=ictm_weight,
         regularizers=regularizer,
         device=device,
+        gather_across_devices=gather_across_devices,
+        mini_batch_size=mini_batch_size,
     )
     opts.echo_summary(summary, Path(summary["output_dir"]), "Twin")
 

@@ -24,6 +24,7 @@ __all__ = [
     "REGULARIZER_HELP",
     "RegularizerSpec",
     "build_regularised_loss",
+    "check_mini_batch_size",
     "parse_regularizer_spec",
     "regularizer_help",
     "regularizer_options",
@@ -213,3 +214,23 @@ def build_regularised_loss(model, base_loss, specs: Sequence[str], extra_terms=N
         return RegularizedLoss(model, base_loss, {**terms, **(extra_terms or {})}, base_name=base_name)
     except ValueError as exc:
         raise JTCSEError(str(exc)) from None
+
+
+def check_mini_batch_size(mini_batch_size: int | None, specs: Sequence[str], extra_terms=None) -> None:
+    """Refuse a GradCache ``mini_batch_size`` that is not a positive integer, or one combined with token-level
+    terms (regularisers, extra losses): checked before anything is loaded. ``None`` means no GradCache.
+
+    A cached loss embeds without a graph and back-propagates mini-batch by mini-batch, so no token
+    states reach a regulariser (:class:`jtcse.losses.RegularizedLoss` refuses cached losses).
+    """
+    if mini_batch_size is None:
+        return
+    if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 1:
+        raise JTCSEError(f"--mini-batch-size must be a positive integer, not {mini_batch_size!r}.")
+    extra = [parse_regularizer_spec(s).name for s in specs] + sorted(extra_terms or {})
+    if extra:
+        raise JTCSEError(
+            f"--mini-batch-size (GradCache) cannot be combined with token-level terms ({', '.join(extra)}): the "
+            "cached loss embeds without a graph, so no token states reach them. Drop --mini-batch-size or the "
+            "--regularizer options."
+        )

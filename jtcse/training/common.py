@@ -18,6 +18,7 @@ from typing import Any
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, crash_point
+from jtcse.training import distributed
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +272,8 @@ def build_training_args(
     every step); :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
     ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
     encoder layer's activations in the backward pass: less memory, ~30% more compute) are for GPUs.
-    ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last.
+    ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last; under a
+    multi-process launch without CUDA, CPU DDP is switched on (:func:`distributed.training_arguments`).
     """
     import torch
     from sentence_transformers import SentenceTransformerTrainingArguments
@@ -312,6 +314,7 @@ def build_training_args(
     else:
         kwargs.update(eval_strategy="no")
     kwargs.update(overrides)
+    kwargs.update(distributed.training_arguments(use_cpu=kwargs.get("use_cpu", False)))
     if kwargs["bf16"] and not torch.cuda.is_available():
         kwargs["use_cpu"] = True  # transformers runs bf16 autocast on the CPU only when told so
     return SentenceTransformerTrainingArguments(**kwargs)
@@ -384,18 +387,17 @@ def train_guarded(
     at_end: bool = False,
     callbacks: Sequence[Any] = (),
 ):
-    """Train with ``SentenceTransformerTrainer`` under a :func:`nan_guard` on ``loss``, continuing from
+    """Train with ``SentenceTransformerTrainer`` (checkpoints written by rank 0 alone,
+    :func:`distributed.trainer_class`) under a :func:`nan_guard` on ``loss``, continuing from
     ``resume_from`` when given; returns ``(trainer, progress)`` (a :class:`~jtcse.training.progress.RunProgress`:
     loss and time over the whole run). ``at_end``: ``resume_from`` already holds the last step, so the
     model and trainer state are taken from it without training (:func:`finish_from_checkpoint`).
     The guard and the progress hook are removed from ``loss`` however training ends."""
-    from sentence_transformers import SentenceTransformerTrainer
-
     from jtcse.training.progress import RunProgress
 
     guard = nan_guard(loss, learning_rate, output_dir)
     progress = RunProgress.from_checkpoint(loss, resume_from)
-    trainer = SentenceTransformerTrainer(
+    trainer = distributed.trainer_class()(
         model=model,
         args=args,
         train_dataset=train_dataset,

@@ -86,6 +86,7 @@ def distill(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import describe_source, load_cls_tower
+    from jtcse.training.distributed import main_process_first, pooler_parameters
     from jtcse.training.teacher_cache import save_teacher_targets, sentences_digest, teacher_fingerprint, teacher_targets
 
     settings = DISTILL_SETTINGS.given(settings, training, "distill")
@@ -112,26 +113,33 @@ def distill(
 
     model, changes = load_cls_tower(student, role="student")
     own_length = set_training_length(model, settings, "student")
-    targets = teacher_targets(
-        teacher,
-        sentences,
-        Path(output_dir) / TEACHER_CACHE_SUBDIR,
-        batch_size=teacher_batch_size,
-        fingerprint=plan.config["teacher"],
-        save=False,  # written once every check has passed
-    )
-    teacher_dim = int(targets.embeddings.shape[1])
     student_dim = model.get_embedding_dimension()
-    if student_dim != teacher_dim:
-        if not project:
+
+    def checked_targets():
+        targets = teacher_targets(
+            teacher,
+            sentences,
+            Path(output_dir) / TEACHER_CACHE_SUBDIR,
+            batch_size=teacher_batch_size,
+            fingerprint=plan.config["teacher"],
+            save=False,  # written once every check has passed
+        )
+        teacher_dim = int(targets.embeddings.shape[1])
+        if student_dim != teacher_dim and not project:
             raise JTCSEError(
                 f"teacher embeddings have {teacher_dim} dimensions but the student's have {student_dim}. "
                 "Use a student of the teacher's width, or pass --project to learn a linear projection "
                 "(a Dense layer saved with the student)."
             )
+        save_teacher_targets(targets)
+        return targets
+
+    # under a multi-process launch rank 0 encodes (or finds the cache), checks and writes it; the others then read it
+    targets = main_process_first(checked_targets)
+    teacher_dim = int(targets.embeddings.shape[1])
+    if student_dim != teacher_dim:
         model = _add_projection(model, teacher_dim)
         changes.append(f"added a linear Dense projection {student_dim}->{teacher_dim}")
-    save_teacher_targets(targets)
     data.update(teacher_cache=str(targets.cache_path), teacher_cache_hit=targets.cache_hit)
 
     from sentence_transformers.sentence_transformer.losses import MSELoss
@@ -154,6 +162,8 @@ def distill(
             },
             data=data,
             restore_max_seq_length=own_length,
+            # CLS pooling never reads the transformers pooler, so under DDP its parameters get no gradient
+            trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),
             callbacks=callbacks,
         )
     )

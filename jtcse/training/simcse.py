@@ -79,6 +79,8 @@ def train_simcse(
     resume: bool = True,
     overwrite: bool = False,
     callbacks: Sequence[Any] = (),
+    gather_across_devices: bool = False,
+    mini_batch_size: int | None = None,
     settings: TrainingSettings | None = None,
     **training: Any,
 ) -> dict[str, Any]:
@@ -96,11 +98,14 @@ def train_simcse(
     ``"dispersion:weight=0.1"``, see :mod:`jtcse.losses.registry`) are computed on the token states of
     the SimCSE forward itself (:class:`jtcse.losses.RegularizedLoss`); each is logged as its own term
     next to ``simcse``. Run rules (resume, overwrite, checkpoints, summary) are the stage runner's
-    (:func:`jtcse.training.stage.run_stage`).
+    (:func:`jtcse.training.stage.run_stage`). ``gather_across_devices``: under a multi-process launch,
+    every rank's anchors meet the positives of all ranks (docs/distributed.md). ``mini_batch_size``:
+    train with sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache), this many
+    sentences per forward; not with regularisers or extra losses.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
-    from jtcse.losses.registry import build_regularised_loss, parse_regularizer_spec
+    from jtcse.losses.registry import build_regularised_loss, check_mini_batch_size, parse_regularizer_spec
     from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
@@ -110,6 +115,7 @@ def train_simcse(
     regularizers = list(regularizers)
     for spec in regularizers:  # syntax errors fail before anything is loaded or written
         parse_regularizer_spec(spec)
+    check_mini_batch_size(mini_batch_size, regularizers, extra_losses)
 
     sentences, data = (None, {}) if corpus is None and pairs_file is not None else read_training_sentences(corpus)
     pairs = read_paraphrase_pairs(pairs_file) if pairs_file is not None else None
@@ -135,6 +141,8 @@ def train_simcse(
             "temperature": temperature,
             "regularizers": regularizers,
             "extra_losses": sorted(extra_losses or {}),
+            "gather_across_devices": gather_across_devices,
+            "mini_batch_size": mini_batch_size,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,
@@ -144,11 +152,21 @@ def train_simcse(
         return plan.summary
 
     from datasets import Dataset
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+
+    from jtcse.training.distributed import pooler_parameters
 
     tower, pooling_changes = load_cls_tower(model, role="tower")
     own_length = set_training_length(tower, settings, "tower")
-    base = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature)
+    if mini_batch_size is None:
+        base = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature, gather_across_devices=gather_across_devices)
+    else:
+        base = CachedMultipleNegativesRankingLoss(
+            tower, scale=1.0 / temperature, mini_batch_size=mini_batch_size, gather_across_devices=gather_across_devices
+        )
     return run_stage(
         Stage(
             name="simcse",
@@ -162,6 +180,8 @@ def train_simcse(
             data=data,
             restore_max_seq_length=own_length,
             use_no_duplicates_sampler=True,
+            # CLS pooling never reads the transformers pooler, so under DDP its parameters get no gradient
+            trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(tower))),
             callbacks=callbacks,
         )
     )

@@ -65,6 +65,8 @@ def train_twin(
     show_progress: bool = True,
     plot: bool = True,
     overwrite: bool = False,
+    gather_across_devices: bool = False,
+    mini_batch_size: int | None = None,
     callbacks: Sequence[Any] = (),
     settings: TrainingSettings | None = None,
     **training: Any,
@@ -81,10 +83,16 @@ def train_twin(
     :class:`jtcse.losses.RegularizedLoss` and are logged by name. Run rules (resume, overwrite,
     checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`);
     ``precision``/``gradient_checkpointing`` are for GPUs. ``callbacks``: extra ``TrainerCallback``s.
+    ``gather_across_devices``: under a multi-process launch, every rank's anchors meet the candidates of
+    all ranks (docs/distributed.md). ``mini_batch_size``: train with :class:`jtcse.losses.CachedJTCSELoss`
+    (GradCache), this many sentences per forward; not with regularisers or extra losses.
     A ``max_seq_length`` above the towers' position table is clamped to it (with a warning; the summary
     records the length used).
     """
+    from jtcse.losses.registry import check_mini_batch_size
+
     settings = TWIN_SETTINGS.given(settings, training, "train_twin")
+    check_mini_batch_size(mini_batch_size, regularizers, extra_losses)
     output_dir = Path(output_dir)
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
     require_negatives(len(sentences), "a JTCSE twin")
@@ -102,6 +110,8 @@ def train_twin(
             "loss_weights": [nce_weight, icnce_weight, ictm_weight],
             "extra_losses": sorted(extra_losses or {}),
             "regularizers": list(regularizers),
+            "gather_across_devices": gather_across_devices,
+            "mini_batch_size": mini_batch_size,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,
@@ -112,17 +122,22 @@ def train_twin(
 
     from datasets import Dataset
 
-    from jtcse.losses import JTCSELoss
+    from jtcse.losses import CachedJTCSELoss, JTCSELoss
     from jtcse.losses.registry import build_regularised_loss
     from jtcse.modeling.build import build_twin
+    from jtcse.training.distributed import pooler_parameters
 
     model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, device=device)
     set_training_length(model, settings, "twin")
     data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
-    base = JTCSELoss(
-        model, temperature=temperature, nce_weight=nce_weight, icnce_weight=icnce_weight,
-        ictm_weight=ictm_weight, seed=settings.seed,
+    terms = dict(
+        temperature=temperature, nce_weight=nce_weight, icnce_weight=icnce_weight, ictm_weight=ictm_weight,
+        seed=settings.seed, gather_across_devices=gather_across_devices,
     )
+    if mini_batch_size is None:
+        base = JTCSELoss(model, **terms)
+    else:
+        base = CachedJTCSELoss(model, mini_batch_size=mini_batch_size, **terms)
     twin = model[0]
     return run_stage(
         Stage(
@@ -148,6 +163,8 @@ def train_twin(
                 dataloader_drop_last=len(sentences) > settings.batch_size,
                 disable_tqdm=not show_progress,
                 use_cpu=device == "cpu",
+                # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
+                ddp_find_unused_parameters=not ictm_weight and bool(pooler_parameters(model)),
             ),
             callbacks=callbacks,
             plot=plot,
