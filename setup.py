@@ -2,6 +2,10 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
+# jtcse export --format openvino: sentence-transformers' OpenVINO backend (Optimum Intel). optimum-intel 2.2 is the
+# first release that installs beside transformers 5.3+ (2.0/2.1 pin safetensors<0.8); it caps transformers <5.6.
+OPENVINO = ["sentence-transformers[openvino]>=6.2,<7", "optimum-intel[openvino]>=2.2"]
+
 setup(
     name="jtcse",
     version="0.1.0",
@@ -14,7 +18,7 @@ setup(
     package_data={"jtcse": ["model_card_template.md"]},
     install_requires=[
         "torch>=2.1",
-        "transformers>=5.0,<6",
+        "transformers>=5.3,<6",  # 5.2 renamed create_bidirectional_mask's input_embeds; 5.3 fixed seq2seq tokenizer loading
         "sentence-transformers>=6.2,<7",
         "datasets>=2.19",
         "accelerate>=0.26",
@@ -32,9 +36,11 @@ setup(
         "mteb": ["mteb>=2.0,<3"],
         "faiss": ["faiss-cpu>=1.8"],  # already a core dependency; kept so `pip install jtcse[faiss]` works
         "faiss-gpu": ["faiss-gpu-cu12>=1.8"],
-        # jtcse export: sentence-transformers' backends (Optimum). Not in dev: Optimum pins transformers<5.6 today.
+        # jtcse export: sentence-transformers' backends (Optimum). Not in dev: optimum-intel caps transformers <5.6, and
+        # optimum-onnx (every release so far) needs transformers <4.58, so [onnx] cannot install today (docs/export.md).
         "onnx": ["sentence-transformers[onnx]>=6.2,<7"],
-        "openvino": ["sentence-transformers[openvino]>=6.2,<7"],
+        "openvino": OPENVINO,
+        "openvino-tests": ["pytest>=8", *OPENVINO],  # scripts/test.sh --export: the export tests' own virtualenv
         "rtt": ["googletrans>=4.0.2", "httpx>=0.27", "sentencepiece"],
         "dev": ["pytest>=8", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography"],
     },

@@ -34,15 +34,26 @@ USER_ERRORS = (ValueError, FileNotFoundError, PermissionError, IsADirectoryError
 
 def main() -> None:
     """Run the CLI. A user error (bad value, missing or unreadable path) is printed as one ``Error:``
-    line with exit status 2; ``JTCSE_DEBUG=1`` re-raises it for the full traceback."""
+    line with exit status 2; ``JTCSE_DEBUG=1`` re-raises it for the full traceback.
+
+    Under a multi-process launch (torchrun, accelerate launch) ranks other than 0 print nothing but
+    their own errors, labelled with the rank; one that stops because rank 0 failed stays silent.
+    """
+    from jtcse.training import distributed
+
+    distributed.quiet_replica()
     try:
         app()
     except USER_ERRORS as err:
         if os.environ.get("JTCSE_DEBUG") == "1":
             raise
-        message = " ".join(str(err).split()) or type(err).__name__
-        typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
+        if not isinstance(err, distributed.MainProcessFailed):
+            message = " ".join(str(err).split()) or type(err).__name__
+            where = "" if distributed.is_main_process() else f" (rank {distributed.rank()})"
+            typer.secho(f"Error{where}: {message}", fg=typer.colors.RED, err=True)
         raise SystemExit(2) from None
+    finally:
+        distributed.leave_process_group()
 
 
 if __name__ == "__main__":

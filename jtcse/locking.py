@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jtcse.errors import JTCSEError
+from jtcse.training.distributed import is_main_process
 
 logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -150,6 +151,10 @@ def locks_output(parameter: str) -> Callable[[F], F]:
 
         @locks_output("index_dir")
         def build_index(model, input_path, index_dir, ...): ...
+
+    Under a multi-process launch (``torchrun``, ``accelerate launch``) the N processes are one job that
+    writes through rank 0 (:mod:`jtcse.training.distributed`): rank 0 holds the lock, the other ranks take
+    none (they would be refused by rank 0's), so a second job is still refused by rank 0's lock.
     """
 
     def decorate(func: F) -> F:
@@ -157,7 +162,11 @@ def locks_output(parameter: str) -> Callable[[F], F]:
 
         @functools.wraps(func)
         def locked(*args, **kwargs):
-            with output_lock(signature.bind(*args, **kwargs).arguments[parameter]):
+            if not is_main_process():
+                return func(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()  # a defaulted output (e.g. runs/jtcse) is locked too
+            with output_lock(bound.arguments[parameter]):
                 return func(*args, **kwargs)
 
         return locked  # type: ignore[return-value]
@@ -205,7 +214,9 @@ def crash_point(name: str) -> None:
     sends SIGCONT); otherwise it costs one dictionary lookup. Crash tests use it to stop a real
     subprocess at a chosen, reproducible moment. Points: ``encode-chunk`` (a chunk's vectors and
     progress are on disk), ``rtt-translation`` (one translation committed to the cache),
-    ``rtt-pivot`` (a pivot's pairs and drop files written).
+    ``rtt-pivot`` (a pivot's pairs and drop files written), ``checkpoint-save`` (inside a trainer
+    checkpoint save: weights, optimizer and RNG states written, ``trainer_state.json`` not yet),
+    ``final-save`` (a trainer's final model saved, its run summary not yet written).
     """
     wanted = os.environ.get(CRASH_ENV)
     if not wanted:

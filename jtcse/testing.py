@@ -43,12 +43,11 @@ def make_tiny_tower(
     ``arch`` is ``"bert"`` or ``"roberta"``. Returns the path as a string.
     """
     import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
     from sentence_transformers.base.modules import Transformer
     from transformers import AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
 
-    from jtcse.defaults import default_tower_path
+    from jtcse.modeling.loading import resolve_source
+    from jtcse.modeling.twin import assemble_tower
 
     out_dir = Path(out_dir)
     hf_dir = out_dir.parent / f"{out_dir.name}.hf"
@@ -61,7 +60,7 @@ def make_tiny_tower(
         max_position_embeddings=max_seq_length + 4,
     )
     if arch == "bert":
-        tokenizer = AutoTokenizer.from_pretrained(default_tower_path())
+        tokenizer = AutoTokenizer.from_pretrained(resolve_source(None))
         config = BertConfig(vocab_size=tokenizer.vocab_size, **common)
         model = BertModel(config)
     elif arch == "roberta":
@@ -78,7 +77,5 @@ def make_tiny_tower(
         raise ValueError(f"arch must be 'bert' or 'roberta', not {arch!r}")
     model.save_pretrained(hf_dir)
     tokenizer.save_pretrained(hf_dir)
-    transformer = Transformer(str(hf_dir), max_seq_length=max_seq_length)
-    pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
-    SentenceTransformer(modules=[transformer, pool]).save(str(out_dir))
+    assemble_tower(Transformer(str(hf_dir), max_seq_length=max_seq_length), pooling).save(str(out_dir))
     return str(out_dir)

@@ -55,11 +55,10 @@ def _load(path: str, device: str):
 
 
 def _default_models(workdir: Path, device: str) -> dict[str, object]:
-    from jtcse.defaults import default_tower_path
     from jtcse.modeling.build import build_twin
-    from jtcse.modeling.loading import load_cls_tower
+    from jtcse.modeling.loading import load_cls_tower, resolve_source
 
-    plain_path = default_tower_path()
+    plain_path = resolve_source(None)
     student, _ = load_cls_tower(plain_path, role="student")
     student_path = workdir / "student_cls"
     student.save(str(student_path))

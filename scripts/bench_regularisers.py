@@ -159,15 +159,14 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     import torch
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from jtcse.defaults import default_tower_path
+    from jtcse.modeling.loading import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = SentenceTransformer(args.model or default_tower_path(), device="cpu")
+    model = load_model(args.model, device="cpu")
     model.max_seq_length = args.length
     texts = _texts(model.tokenizer, args.batch_size, args.length, args.corpus)
     features = [model.preprocess(texts), model.preprocess(texts)]

@@ -136,9 +136,9 @@ def _run(name: str, args: argparse.Namespace, *, batch: int, mini_batch: int = 0
 
 def _tower(args: argparse.Namespace, workdir: Path) -> str:
     if args.tower == "minilm":
-        from jtcse.defaults import default_tower_path
+        from jtcse.modeling.loading import resolve_source
 
-        return default_tower_path()
+        return resolve_source(None)
     if args.tower == "tiny":
         from jtcse.testing import make_tiny_tower
 

@@ -1,16 +1,24 @@
-"""Benchmark for issue 7: IVF vs flat search, and `jtcse encode` vs direct SentenceTransformer.encode.
+"""Search benchmarks: IVF vs flat, quantized (int8, binary) vs float, and `jtcse encode` vs SentenceTransformer.encode.
 
 Part 1: N random-normal vectors (unit length) at dimension D; fresh random queries. The flat index
 is exact, so its recall@10 is 1 by construction; the IVF index (nlist ≈ 4·√N, nprobe calibrated at
 build time on corpus rows) is scored against it on the fresh queries. Random normal vectors have no
 cluster structure, the hardest case for IVF. Queries per second for both, same batch of queries.
 
-Part 3 (--quantized): binary indexes (sentence-transformers' quantize_embeddings, exact Hamming
-search, float rescoring of rescore_multiplier × 10 candidates) and int8 (faiss 8-bit scalar quantizer) against the float flat
-index: index memory, recall@10 vs float flat, queries per second. Twice: on the N random-normal
-vectors (sign bits of isotropic noise keep little of the geometry, so binary recall is low there), and
-on real embeddings: the embedded MiniLM encodes --real-lines lines of ../shared/data/wiki12k.txt
-(the corpus) and STS-B dev sentences (the queries).
+Part 3 (--quantized): binary indexes (sentence-transformers' quantize_embeddings: sign bits in an
+exact Hamming index in memory; the rescore_multiplier × 10 nearest by Hamming distance rescored with the
+float query against int8 vectors memory-mapped from disk, as `jtcse index build --precision binary` does)
+and int8 (faiss 8-bit scalar quantizer) against the float flat index: bytes in memory and on disk,
+recall@10 vs float flat, queries per second. For contrast, binary rescored against its own bits
+(sentence-transformers' semantic_search_faiss on the binary index alone). Data:
+- "gaussian": the N random-normal unit vectors (sign bits of isotropic noise keep little of the
+  geometry, the worst case for binary search);
+- "minilm_wiki": real embeddings: the embedded MiniLM encodes --real-lines lines of
+  ../shared/data/wiki12k.txt (the corpus) and STS-B dev sentences (the queries); also the recall at
+  each multiplier on random subsets of the corpus (how recall falls as the corpus grows);
+- "minilm_shaped_gaussian": N vectors drawn from a Gaussian with the MiniLM corpus's mean and
+  covariance (real data at N rows is not available offline: a stand-in with the embeddings'
+  anisotropy but none of their cluster structure; queries drawn the same way).
 
 Part 2: the same model and the same lines of text encoded by `encode_file` (counting pass, chunks,
 memmap output) and by one `SentenceTransformer.encode` call on the list; the best of R alternating
@@ -98,35 +106,89 @@ def bench_faiss(n: int, dim: int, nq: int, k: int, target: float, seed: int) -> 
     }
 
 
+def _timed(search, queries: np.ndarray) -> tuple[np.ndarray, float]:
+    start = time.perf_counter()
+    _, found = search(queries)
+    return found, len(queries) / (time.perf_counter() - start)
+
+
 def bench_quantized_on(base: np.ndarray, queries: np.ndarray, k: int, multipliers: list[int]) -> dict:
     """Memory, recall@k vs float flat and QPS of binary/int8 indexes over ``base`` (unit vectors)."""
-    from jtcse.search.index import build_quantized_index, exact_search, recall_at_k, search_quantized
+    from sentence_transformers.util.quantization import semantic_search_faiss
 
-    start = time.perf_counter()
+    from jtcse.search.index import build_quantized_index, exact_search, recall_at_k, search_quantized, write_rescore_vectors
+
     _, truth = exact_search(queries, base, k)
-    flat_qps = len(queries) / (time.perf_counter() - start)
+    _, flat_qps = _timed(lambda q: exact_search(q, base, k), queries)
     float_bytes = base.shape[0] * base.shape[1] * 4
     out: dict = {"vectors": int(base.shape[0]), "dim": int(base.shape[1]), "queries": int(len(queries)),
-                 "float32": {"bytes": float_bytes, "qps": round(flat_qps, 1)}}
-    for precision in ("binary", "int8"):
-        index = build_quantized_index(base, precision)
-        stored = index.ntotal * index.code_size
-        row = {"bytes": int(stored), "memory_over_float32": round(stored / float_bytes, 5)}
-        for m in multipliers if precision == "binary" else [1]:  # int8 scores with decoded vectors: no rescoring
-            start = time.perf_counter()
-            _, found = search_quantized(index, queries, k, precision, rescore_multiplier=m)
-            qps = len(queries) / (time.perf_counter() - start)
-            row[f"rescore_x{m}"] = {"recall_at_10_vs_float": round(recall_at_k(found, truth), 4), "qps": round(qps, 1)}
-        out[precision] = row
+                 "float32": {"bytes_in_memory": float_bytes, "qps": round(flat_qps, 1)}}
+    with tempfile.TemporaryDirectory() as tmp:
+        index = build_quantized_index(base, "binary")
+        codes_path = Path(tmp) / "rescore.npy"
+        ranges = write_rescore_vectors(base, codes_path)
+        codes = np.load(codes_path, mmap_mode="r")
+        in_memory = index.ntotal * index.code_size
+        row: dict = {
+            "bytes_in_memory": int(in_memory),
+            "memory_over_float32": round(in_memory / float_bytes, 5),
+            "bytes_on_disk_rescore_int8": int(codes.nbytes + ranges.nbytes),
+            "disk_over_float32": round((codes.nbytes + ranges.nbytes) / float_bytes, 5),
+        }
+        for m in multipliers:
+            found, qps = _timed(lambda q: search_quantized(index, q, k, "binary", rescore=(codes, ranges), rescore_multiplier=m), queries)
+            row[f"int8_rescore_x{m}"] = {"recall_at_10_vs_float": round(recall_at_k(found, truth), 4), "qps": round(qps, 1)}
+        m = 40  # the bits-only rescoring plateaus well before this
+        start = time.perf_counter()
+        results, _ = semantic_search_faiss(queries, corpus_index=index, corpus_precision="ubinary", top_k=k, rescore_multiplier=m)
+        qps = len(queries) / (time.perf_counter() - start)
+        found = np.array([[hit["corpus_id"] for hit in hits] + [-1] * (k - len(hits)) for hits in results])
+        row[f"bits_rescore_x{m}_sentence_transformers"] = {"recall_at_10_vs_float": round(recall_at_k(found, truth), 4), "qps": round(qps, 1)}
+        out["binary"] = row
+        del codes
+    index = build_quantized_index(base, "int8")
+    stored = index.ntotal * index.code_size
+    found, qps = _timed(lambda q: search_quantized(index, q, k, "int8"), queries)
+    out["int8"] = {"bytes_in_memory": int(stored), "memory_over_float32": round(stored / float_bytes, 5),
+                   "recall_at_10_vs_float": round(recall_at_k(found, truth), 4), "qps": round(qps, 1)}
     return out
 
 
-def real_embeddings(lines: int, queries: int, batch_size: int) -> tuple[np.ndarray, np.ndarray, dict]:
+def binary_recall_by_corpus_size(base: np.ndarray, queries: np.ndarray, k: int, multipliers: list[int], seed: int) -> dict:
+    """Binary + int8 rescoring recall@k on random subsets of ``base``: how it falls as the corpus grows."""
+    from jtcse.search.index import build_quantized_index, exact_search, recall_at_k, search_quantized, write_rescore_vectors
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rows in sorted({len(base) // 4, len(base) // 2, len(base)}):
+            subset = base[np.sort(rng.choice(len(base), size=rows, replace=False))]
+            _, truth = exact_search(queries, subset, k)
+            index = build_quantized_index(subset, "binary")
+            ranges = write_rescore_vectors(subset, Path(tmp) / f"r{rows}.npy")
+            codes = np.load(Path(tmp) / f"r{rows}.npy", mmap_mode="r")
+            out[rows] = {
+                f"x{m}": round(recall_at_k(search_quantized(index, queries, k, "binary", rescore=(codes, ranges), rescore_multiplier=m)[1], truth), 4)
+                for m in multipliers
+            }
+            del codes
+    return out
+
+
+def shaped_gaussian(like: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit vectors from a Gaussian with the mean and covariance of ``like``."""
+    mean, cov = like.mean(axis=0), np.cov(like, rowvar=False)
+    factor = np.linalg.cholesky(cov + 1e-6 * np.eye(len(cov)))
+    x = (mean + rng.standard_normal((rows, len(mean))) @ factor.T).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def real_embeddings(data: Path, lines: int, queries: int, batch_size: int) -> tuple[np.ndarray, np.ndarray, dict]:
     from sentence_transformers import SentenceTransformer
 
     from jtcse.defaults import default_tower_path
 
-    data = Path(__file__).resolve().parents[2] / "shared" / "data"
     with (data / "wiki12k.txt").open(encoding="utf-8") as handle:
         corpus = [t for t in (line.strip() for _, line in zip(range(lines), handle)) if t]
     seen: set[str] = set()
@@ -145,19 +207,27 @@ def real_embeddings(lines: int, queries: int, batch_size: int) -> tuple[np.ndarr
     return base.astype(np.float32), q.astype(np.float32), info
 
 
-def bench_quantized(n: int, dim: int, nq: int, real_lines: int, real_queries: int, batch_size: int, seed: int) -> dict:
+def bench_quantized(n: int, dim: int, nq: int, data: Path, real_lines: int, real_queries: int, batch_size: int, seed: int) -> dict:
     import faiss
 
+    from jtcse.search.index import DEFAULT_RESCORE_MULTIPLIER
+
     rng = np.random.default_rng(seed)
-    multipliers = [1, 4, 10, 40]
+    multipliers = sorted({10, 20, 40, DEFAULT_RESCORE_MULTIPLIER, 100})
     report = {
         "faiss_threads": faiss.omp_get_max_threads(),
+        "default_rescore_multiplier": DEFAULT_RESCORE_MULTIPLIER,
         "target": "binary memory 1/32 of float32; recall@10 with rescoring >= 0.95 of float flat",
         "gaussian": bench_quantized_on(unit_normal(n, dim, rng), unit_normal(nq, dim, rng), 10, multipliers),
     }
     if real_lines > 0:
-        base, queries, info = real_embeddings(real_lines, real_queries, batch_size)
+        base, queries, info = real_embeddings(data, real_lines, real_queries, batch_size)
         report["minilm_wiki"] = {**info, **bench_quantized_on(base, queries, 10, multipliers)}
+        report["minilm_wiki"]["binary_recall_by_corpus_rows"] = binary_recall_by_corpus_size(base, queries, 10, multipliers, seed)
+        report["minilm_shaped_gaussian"] = {
+            "note": "Gaussian with the MiniLM wiki12k embeddings' mean and covariance; a stand-in for real data at this size",
+            **bench_quantized_on(shaped_gaussian(base, n, rng), shaped_gaussian(base, nq, rng), 10, multipliers),
+        }
     return report
 
 
@@ -226,6 +296,8 @@ def main() -> None:
     parser.add_argument("--skip-faiss", action="store_true")
     parser.add_argument("--skip-encode", action="store_true")
     parser.add_argument("--quantized", action="store_true", help="run part 3 (binary/int8 indexes)")
+    parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data",
+                        help="part 3: folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)")
     parser.add_argument("--real-lines", type=int, default=12000, help="part 3: wiki12k lines encoded (0: skip real data)")
     parser.add_argument("--real-queries", type=int, default=1000, help="part 3: STS-B dev sentences used as queries")
     parser.add_argument("--seed", type=int, default=0)
@@ -239,7 +311,7 @@ def main() -> None:
         report["search"] = bench_faiss(args.n, args.dim, args.queries, 10, args.target_recall, args.seed)
     if args.quantized:
         report["quantized"] = bench_quantized(
-            args.n, args.dim, args.queries, args.real_lines, args.real_queries, args.batch_size, args.seed
+            args.n, args.dim, args.queries, args.data_dir, args.real_lines, args.real_queries, args.batch_size, args.seed
         )
     if not args.skip_encode:
         report["encode"] = bench_encode(args.lines, args.batch_size, args.chunk_size, args.repeats, args.corpus)

@@ -31,20 +31,18 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
 
     from jtcse import build_twin
-    from jtcse.defaults import default_corpus_sentences, default_tower_path
+    from jtcse.defaults import default_corpus_sentences
     from jtcse.losses import JTCSELoss
     from jtcse.losses.functional import info_nce
     from jtcse.losses.jtcse_loss import stack_views
+    from jtcse.modeling.loading import load_cls_tower, resolve_source
 
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    tower_path = args.tower or default_tower_path()
+    tower_path = resolve_source(args.tower)
     sentences = [s for s in default_corpus_sentences() if len(s.split()) >= 20][: args.batch_size]
 
     def make_step(model, loss_fn):
@@ -60,13 +58,7 @@ def main() -> None:
 
         return step
 
-    simcse_model = SentenceTransformer(
-        modules=[
-            Transformer(tower_path, max_seq_length=args.max_seq_length),
-            Pooling(384 if args.tower is None else Transformer(tower_path).get_embedding_dimension(), "cls"),
-        ],
-        device=args.device,
-    )
+    simcse_model, _ = load_cls_tower(tower_path, max_seq_length=args.max_seq_length, device=args.device)
     pad_id = simcse_model.tokenizer.pad_token_id or 0
 
     def simcse_loss(features):

@@ -176,13 +176,10 @@ class Runner:
 
     # -- stages ------------------------------------------------------------------------------------
     def baselines(self) -> None:
-        from sentence_transformers import SentenceTransformer
-
-        from jtcse.defaults import default_tower_path
-        from jtcse.modeling.loading import load_cls_tower
+        from jtcse.modeling.loading import load_cls_tower, load_model
 
         if not self.done("minilm_mean"):
-            rho, secs = self.dev_spearman(SentenceTransformer(default_tower_path(), device="cpu"))
+            rho, secs = self.dev_spearman(load_model(None, device="cpu"))
             self.save("minilm_mean", {"group": "baseline", "pooling": "mean (shipped)", "dev_spearman": rho, "eval_seconds": secs})
         if not self.done("minilm_cls"):
             model, _ = load_cls_tower(None, role="tower")
@@ -193,8 +190,7 @@ class Runner:
         return self.work / f"warmup_s{seed}"
 
     def warmups(self) -> None:
-        from sentence_transformers import SentenceTransformer
-
+        from jtcse.modeling.loading import load_model
         from jtcse.training.simcse import train_simcse
 
         for seed in self.cfg["seeds"]:
@@ -202,7 +198,7 @@ class Runner:
             self.trained(
                 f"warmup_s{seed}",
                 lambda: train_simcse(None, self.corpus, out, seed=seed, logging_steps=5, **self.cfg["simcse"]),
-                lambda: SentenceTransformer(str(out), device="cpu"),
+                lambda: load_model(out, device="cpu"),
                 group="warmup", seed=seed,
             )
 
@@ -241,8 +237,7 @@ class Runner:
         )
 
     def distilled(self, teacher_prefix: str = "jtcse_full", prefix: str = "distilled") -> None:
-        from sentence_transformers import SentenceTransformer
-
+        from jtcse.modeling.loading import load_model
         from jtcse.training.distill import distill
 
         for seed in self.cfg["seeds"]:
@@ -255,7 +250,7 @@ class Runner:
                 f"{prefix}_s{seed}",
                 lambda: distill(str(teacher), str(self.tower_dir(a)), self.corpus, out, seed=seed, logging_steps=5,
                                 **self.cfg["distill"]),
-                lambda: SentenceTransformer(str(out), device="cpu"),
+                lambda: load_model(out, device="cpu"),
                 group="headline" if prefix == "distilled" else "long", seed=seed,
                 teacher=f"{teacher_prefix}_s{seed}", student=f"W{a}",
             )
@@ -264,9 +259,8 @@ class Runner:
         """Same extra budget, plain SimCSE: continue each warm-up tower alone for as many steps (batch, length
         and learning rate) as the twin gets, then evaluate it and the untrained twin of two such towers.
         Separates what the JTCSE objective adds from what more contrastive training adds."""
-        from sentence_transformers import SentenceTransformer
-
         from jtcse.modeling.build import build_twin
+        from jtcse.modeling.loading import load_model
         from jtcse.training.simcse import train_simcse
 
         seeds = self.cfg["seeds"]
@@ -277,7 +271,7 @@ class Runner:
                 out.name,
                 lambda: train_simcse(str(self.tower_dir(seed)), self.corpus, out, seed=seed + 100, logging_steps=5,
                                      **twin_cfg),
-                lambda: SentenceTransformer(str(out), device="cpu"),
+                lambda: load_model(out, device="cpu"),
                 group="control", seed=seed, settings=twin_cfg, **{"from": f"W{seed}"},
             )
         for seed in seeds:
@@ -292,24 +286,20 @@ class Runner:
                              "dev_spearman": rho, "eval_seconds": secs})
 
     def diagnostics(self) -> None:
-        from sentence_transformers import SentenceTransformer
-
-        from jtcse.defaults import default_tower_path
         from jtcse.evaluation.diagnostics import run_diagnostics
         from jtcse.modeling.build import build_twin
-        from jtcse.modeling.loading import load_model
-        from jtcse.modeling.loading import load_cls_tower
+        from jtcse.modeling.loading import load_cls_tower, load_model
 
         s1 = self.cfg["seeds"][0]
         a, b = pair_of(s1, self.cfg["seeds"])
         models = {
             "minilm_cls": lambda: load_cls_tower(None, role="tower")[0],
-            "minilm_mean": lambda: SentenceTransformer(default_tower_path(), device="cpu"),
-            f"warmup_s{s1}": lambda: SentenceTransformer(str(self.tower_dir(s1)), device="cpu"),
+            "minilm_mean": lambda: load_model(None, device="cpu"),
+            f"warmup_s{s1}": lambda: load_model(self.tower_dir(s1), device="cpu"),
             f"twin_untrained_s{s1}": lambda: build_twin(str(self.tower_dir(a)), str(self.tower_dir(b)), cael_every=2, device="cpu"),
             f"jtcse_full_s{s1}": lambda: load_model(self.work / f"jtcse_full_s{s1}", device="cpu"),
-            f"distilled_s{s1}": lambda: SentenceTransformer(str(self.work / f"distilled_s{s1}"), device="cpu"),
-            f"simcse_long_s{s1}": lambda: SentenceTransformer(str(self.work / f"simcse_long_s{s1}"), device="cpu"),
+            f"distilled_s{s1}": lambda: load_model(self.work / f"distilled_s{s1}", device="cpu"),
+            f"simcse_long_s{s1}": lambda: load_model(self.work / f"simcse_long_s{s1}", device="cpu"),
             f"jtcse_long_s{s1}": lambda: load_model(self.work / f"jtcse_long_s{s1}", device="cpu"),
         }
         for row, load in models.items():

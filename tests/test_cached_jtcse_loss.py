@@ -170,6 +170,7 @@ def test_cached_loss_refuses_an_untwinned_model(tiny_bert):
         CachedJTCSELoss(SentenceTransformer(tiny_bert))
 
 
+@pytest.mark.slow
 def test_one_trainer_step_updates_the_weights_as_jtcse_loss_does(tiny_bert, tiny_bert_b, tmp_path, one_thread):
     """Through SentenceTransformerTrainer (loss dict summed, backward through the GradCache hook, SGD)."""
     from datasets import Dataset

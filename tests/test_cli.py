@@ -8,7 +8,7 @@ from helpers.cli import one_error_line, run_cli, run_python
 
 pytestmark = pytest.mark.cli
 
-COMMANDS = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose", "encode", "index"]
+COMMANDS = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose", "encode", "index", "ensemble", "export"]
 
 
 def test_every_command_is_listed_in_help():
@@ -45,6 +45,15 @@ def test_lr_is_a_hidden_alias_of_learning_rate():
     assert line == "Error: give the learning rate once, with --learning-rate (--lr is its old name)."
 
 
+def test_distill_reads_corpus_and_train_file_is_its_hidden_old_name(tmp_path):
+    help_text = run_cli("distill", "--help").stdout
+    assert "--corpus" in help_text and "--train-file" not in help_text
+    both = run_cli("distill", "-t", tmp_path / "t", "-o", tmp_path / "o", "--corpus", "a.txt", "--train-file", "b.txt")
+    assert one_error_line(both) == "Error: give the corpus once, with --corpus (--train-file is its old name)."
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
 def test_library_errors_become_one_line_and_jtcse_debug_shows_the_traceback(tmp_path, tiny_bert):
     missing = tmp_path / "no-model"
     line = one_error_line(run_cli("diagnose", missing, "--out", tmp_path / "d"))  # FileNotFoundError
@@ -55,3 +64,16 @@ def test_library_errors_become_one_line_and_jtcse_debug_shows_the_traceback(tmp_
     assert one_error_line(run_cli(*args)) == "Error: unknown device 'tpu9': use cpu, cuda, cuda:N or mps"  # ValueError
     debug = run_cli(*args, JTCSE_DEBUG=1)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "ValueError: unknown device" in debug.stderr
+
+
+def test_trainer_modules_import_no_torch_so_bad_options_fail_at_once():
+    """The training commands import their trainer first; settings and option mistakes are reported before
+    torch, transformers and sentence-transformers load (seconds on a small machine)."""
+    code = (
+        "import sys\n"
+        "import jtcse.training.twin, jtcse.training.simcse, jtcse.training.distill, jtcse.training.pipeline\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"

@@ -190,3 +190,16 @@ def test_cli_diagnose(tiny_bert, tmp_path):
     one.write_text("only one\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["diagnose", tiny_bert, "--sentences", str(one), "--out", str(tmp_path / "e")])
     assert isinstance(result.exception, JTCSEError) and "at least 2 sentences" in str(result.exception)
+
+
+def test_cli_diagnose_clamps_max_length_to_the_position_table(tiny_bert, tmp_path):
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+
+    corpus = tmp_path / "s.txt"
+    corpus.write_text("\n".join(SENTENCES + [" ".join(["word"] * 150)]) + "\n", encoding="utf-8")
+    args = ["diagnose", tiny_bert, "--sentences", str(corpus), "--out", str(tmp_path / "d"), "--seq-len", "8", "--max-length", "200"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "d" / "report.json").read_text())["n_sentences"] == 6

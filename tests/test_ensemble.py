@@ -130,6 +130,7 @@ def test_gradients_reach_every_member(tiny_bert, narrow_roberta):
         assert any(g is not None and g.abs().sum() > 0 for g in grads)
 
 
+@pytest.mark.slow
 def test_save_then_load_in_a_fresh_process_encodes_the_same(ensemble_dir, tmp_path):
     from jtcse.modeling.loading import load_model
 
@@ -225,6 +226,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
         assert load_model(student).get_embedding_dimension() == 32
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 @pytest.mark.parametrize(
     "case, expected",

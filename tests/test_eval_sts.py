@@ -182,6 +182,22 @@ def test_input_gold_errors(tmp_path, inp, gold, message):
         read_sts_input_gold(tmp_path / "i.txt", tmp_path / "g.txt")
 
 
+@pytest.mark.parametrize(
+    "reader, text, message",
+    [
+        ("stsb", "g\tf\ty\t1\thigh\ta\tb\n", r"s.csv: line 1: score 'high' is not a number\."),
+        ("stsb", "\n\n", r"STS-B file .*s.csv has no scored pairs\."),
+        ("sick", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\n1\ta\tb\tx\n", r"s.csv: line 2: score 'x' is not a number\."),
+        ("sick", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\n", r"SICK file .*s.csv has no scored pairs\."),
+    ],
+)
+def test_every_sts_reader_reports_scores_and_empty_files_the_same_way(tmp_path, reader, text, message):
+    path = tmp_path / "s.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(JTCSEError, match=message):
+        (read_stsb_file if reader == "stsb" else read_sick_file)(path)
+
+
 def test_run_errors(tmp_path):
     with pytest.raises(JTCSEError, match="not a directory"):
         run_senteval_sts(LetterCounts(), tmp_path / "nope")

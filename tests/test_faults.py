@@ -9,6 +9,7 @@ things go wrong").
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import one_error_line, run_cli, start_cli
+from helpers.cli import one_error_line, run_cli, run_python, start_cli
+from helpers.files import snapshot
 from helpers.rtt import google
 from helpers.stub_server import StubTranslateServer, fake_translate
 from jtcse.locking import lock_path_for
@@ -44,12 +46,6 @@ def _encode_args(model: str, corpus: Path) -> tuple:
 def _outputs(out: Path) -> list[Path]:
     """Every file an encode run into ``out`` leaves."""
     return [out, meta_path_for(out)] + ([rows_path_for(out)] if out.suffix == ".npy" else [])
-
-
-def _snapshot(paths: list[Path]) -> dict[str, bytes]:
-    """Bytes of every file under/at ``paths`` (folders walked), to prove nothing changed."""
-    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []) if f.is_file()]
-    return {str(f): f.read_bytes() for f in files}
 
 
 def _start_frozen(args: tuple, point: str) -> subprocess.Popen:
@@ -97,12 +93,12 @@ def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_pa
     out = tmp_path / "shared.parquet"
     first = _start_frozen((*args, "-o", out), "encode-chunk:2")
     try:
-        before = _snapshot(_outputs(out) + [out.with_name(out.name + ".parts")])
+        before = snapshot(_outputs(out) + [out.with_name(out.name + ".parts")])
         second = run_cli(*args, "-o", out)
         line = one_error_line(second)
         assert f"is being written by PID {first.pid} on " in line and str(out) in line
         assert f"running `jtcse encode {tiny_bert} " in line
-        assert _snapshot(_outputs(out) + [out.with_name(out.name + ".parts")]) == before  # nothing touched
+        assert snapshot(_outputs(out) + [out.with_name(out.name + ".parts")]) == before  # nothing touched
     finally:
         finished = _resume(first)
     assert finished.returncode == 0, finished.stderr
@@ -125,9 +121,9 @@ def test_encode_output_that_is_a_folder_or_under_a_file(tiny_bert, corpus, tmp_p
 def test_encode_overwrite_with_a_bad_model_keeps_the_old_output(tiny_bert, corpus, tmp_path):
     out = tmp_path / "v.npy"
     assert run_cli(*_encode_args(tiny_bert, corpus), "-o", out).returncode == 0
-    before = _snapshot(_outputs(out))
+    before = snapshot(_outputs(out))
     one_error_line(run_cli(*_encode_args(str(tmp_path / "no-such-model"), corpus), "-o", out, "--overwrite"))
-    assert _snapshot(_outputs(out)) == before
+    assert snapshot(_outputs(out)) == before
 
 
 def test_index_build_holds_a_lock_on_its_folder(tiny_bert, corpus, tmp_path):
@@ -198,10 +194,10 @@ def test_second_rtt_into_the_same_folder_is_refused(stub_cert, tmp_path):
         args = _rtt_args(corpus, server, stub_cert[0], out)
         first = _start_frozen(args, "rtt-pivot:1")  # pairs.de.tsv written, fr not yet
         try:
-            before = _snapshot([out])
+            before = snapshot([out])
             line = one_error_line(run_cli(*args))
             assert f"{out} is being written by PID {first.pid} on " in line
-            assert {k: v for k, v in _snapshot([out]).items() if "rtt_cache" not in k} == {
+            assert {k: v for k, v in snapshot([out]).items() if "rtt_cache" not in k} == {
                 k: v for k, v in before.items() if "rtt_cache" not in k
             }
         finally:
@@ -237,3 +233,262 @@ def test_replay_of_a_pivot_the_cache_lacks_names_the_pivots_it_holds(stub, tmp_p
     ok = run_cli(*replay, "-o", tmp_path / "b", "--pivots", "de")
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "b" / "pairs.de.tsv").read_bytes() == (tmp_path / "a" / "pairs.de.tsv").read_bytes()
+
+
+# ------------------------------------------------------------------ trainers (train, simcse, distill)
+
+
+def _trainer_args(command: str, towers: tuple[str, str], corpus: Path, out: Path) -> tuple:
+    """Six steps with a checkpoint every two (no dev file: the final model is the last step's)."""
+    common = ("--corpus", corpus, "-o", out, "--batch-size", 4, "--max-seq-length", 16, "--max-steps", 6, "--learning-rate", "1e-3")
+    if command == "simcse":
+        return ("simcse", "-m", towers[0], *common, "--save-steps", 2, "--logging-steps", 1)
+    return ("train", "--tower-a", towers[0], "--tower-b", towers[1], *common, "--eval-steps", 2)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_bert, tiny_bert_b, tmp_path_factory):
+    """``get(command) -> (output, corpus)``: one uninterrupted run per command, made on first use."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    made: dict[str, Path] = {}
+
+    def get(command: str) -> tuple[Path, Path]:
+        if command not in made:
+            out = root / command
+            result = run_cli(*_trainer_args(command, (tiny_bert, tiny_bert_b), corpus, out))
+            assert result.returncode == 0, result.stderr[-3000:]
+            made[command] = out
+        return made[command], corpus
+
+    return get
+
+
+def _weights(folder: Path) -> dict[str, dict]:
+    from safetensors.torch import load_file
+
+    files = [f for f in sorted(folder.rglob("*.safetensors")) if "checkpoints" not in f.relative_to(folder).parts]
+    return {str(f.relative_to(folder)): load_file(f) for f in files}
+
+
+def _assert_same_weights(mine: Path, theirs: Path) -> None:
+    import torch
+
+    a, b = _weights(mine), _weights(theirs)
+    assert a and a.keys() == b.keys()
+    different = [(f, k) for f in a for k in a[f] if not torch.equal(a[f][k], b[f][k])]
+    assert not different, different[:5]
+
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "run_summary.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("command", ["simcse", "train"])
+@pytest.mark.parametrize(
+    "point, resumed_from",
+    [("checkpoint-save:2", "checkpoint-2"), ("final-save:1", "checkpoint-6")],
+    ids=["killed-writing-checkpoint-4", "killed-in-final-save"],
+)
+def test_trainer_killed_while_saving_resumes_to_the_uninterrupted_model(
+    uninterrupted, tiny_bert, tiny_bert_b, tmp_path, command, point, resumed_from
+):
+    """SIGKILL inside a checkpoint save (weights and optimizer written, trainer_state.json not yet) or
+    inside the final save (model written, summary not yet); the same command again finishes the run,
+    bit-identical to an uninterrupted one (dropout on: every RNG, the ICNCE direction too, is restored)."""
+    reference, corpus = uninterrupted(command)
+    out = tmp_path / "run"
+    args = _trainer_args(command, (tiny_bert, tiny_bert_b), corpus, out)
+    killed = run_cli(*args, JTCSE_CRASH_AT=point)
+    assert killed.returncode == -signal.SIGKILL
+    assert not (out / "run_summary.json").exists()
+    if point.startswith("checkpoint-save"):
+        partial = out / "checkpoints" / "checkpoint-4"
+        assert (partial / "optimizer.pt").is_file() and not (partial / "trainer_state.json").exists()
+    else:
+        assert (out / "modules.json").is_file() and (out / "checkpoints" / "checkpoint-6").is_dir()
+
+    rerun = run_cli(*args)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"Taking over the lock on {out} left by PID " in rerun.stderr
+    if point.startswith("checkpoint-save"):
+        assert f"Skipping incomplete checkpoint(s) checkpoint-4 in {out / 'checkpoints'} " in rerun.stderr
+    _assert_same_weights(out, reference)
+    summary, expected = _summary(out), _summary(reference)
+    assert summary["resumed_from"].endswith(resumed_from)
+    assert summary["steps"] == expected["steps"] == 6  # not one step more
+    # loss and time cover the whole run, not only the part after the resume
+    assert summary["train_loss"] == pytest.approx(expected["train_loss"], rel=1e-6)
+    assert summary["first_logged_loss"] == expected["first_logged_loss"] and summary["seconds"] > 0
+    assert not (out / "checkpoints").exists() and not lock_path_for(out).exists()
+
+
+def test_rerunning_a_finished_run_is_a_no_op(tiny_bert, tiny_bert_b, corpus, tmp_path):
+    out = tmp_path / "twin"
+    args = ("train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", out,
+            "--batch-size", 4, "--max-seq-length", 16, "--max-steps", 2, "--keep-checkpoints")  # fmt: skip
+    assert run_cli(*args).returncode == 0
+    before = snapshot([out])
+    rerun = run_cli(*args)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"{out} already holds this finished run (2 steps, same settings); nothing to do." in rerun.stderr
+    assert snapshot([out]) == before  # no extra step, no new checkpoint, nothing written
+
+
+def test_second_trainer_into_the_same_output_is_refused(uninterrupted, tiny_bert, tiny_bert_b, tmp_path):
+    _, corpus = uninterrupted("simcse")
+    out = tmp_path / "tower"
+    args = _trainer_args("simcse", (tiny_bert, tiny_bert_b), corpus, out)
+    first = _start_frozen(args, "checkpoint-save:1")
+    try:
+        before = snapshot([out])
+        line = one_error_line(run_cli(*args))
+        assert f"{out} is being written by PID {first.pid} on " in line and "running `jtcse simcse " in line
+        assert snapshot([out]) == before
+    finally:
+        finished = _resume(first)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert _summary(out)["steps"] == 6 and not lock_path_for(out).exists()
+
+
+@pytest.fixture
+def finished_runs(uninterrupted, tiny_bert, tmp_path):
+    """Copies of a finished twin and tower, and a finished distilled student, in ``tmp_path``."""
+    import shutil
+
+    from jtcse.training.distill import distill
+
+    runs = {command: tmp_path / command for command in ("train", "simcse")}
+    for command, out in runs.items():
+        shutil.copytree(uninterrupted(command)[0], out)
+    runs["distill"] = tmp_path / "distill"
+    distill(tiny_bert, tiny_bert, SENTENCES, runs["distill"], batch_size=4, max_steps=1, max_seq_length=16)
+    return runs
+
+
+def test_rejected_overwrite_leaves_the_finished_model_as_it_was(finished_runs, tiny_bert, tiny_bert_b, corpus, tmp_path):
+    """Everything is checked (model, regulariser, device, widths) before the output is touched."""
+    from jtcse.testing import make_tiny_tower
+    from jtcse.training.distill import distill
+    from jtcse.training.simcse import train_simcse
+    from jtcse.training.twin import train_twin
+
+    wide = make_tiny_tower(tmp_path / "wide", "bert", hidden=48, seed=5)
+    listing = sorted(os.listdir(tmp_path))
+    before = snapshot(list(finished_runs.values()))
+    twin, tower, student = finished_runs["train"], finished_runs["simcse"], finished_runs["distill"]
+    line = one_error_line(
+        run_cli("train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", twin, "--cael-every", 3, "--overwrite")
+    )
+    assert "cael_every=3 does not divide the towers' 4 layers" in line
+    cases = [
+        (lambda: train_twin(tiny_bert, tiny_bert_b, corpus, twin, device="tpu9", overwrite=True), "unknown device 'tpu9'"),
+        (lambda: train_simcse(str(tmp_path / "nope"), SENTENCES, tower, overwrite=True), "model not found"),
+        (lambda: train_simcse(tiny_bert, SENTENCES, tower, regularizers=["nitp:shallow_layer=9"], overwrite=True), "shallow_layer"),
+        (lambda: distill(wide, tiny_bert, SENTENCES, student, overwrite=True), "teacher embeddings have 48 dimensions"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert snapshot(list(finished_runs.values())) == before
+    assert sorted(os.listdir(tmp_path)) == listing  # no lock file, no stray folder
+
+
+def test_trainer_output_that_is_a_file(tiny_bert, tiny_bert_b, tmp_path):
+    from jtcse.training.distill import distill
+    from jtcse.training.twin import train_twin
+
+    target = tmp_path / "afile.txt"
+    target.write_text("precious\n")
+    line = one_error_line(run_cli("simcse", "-m", tiny_bert, "-o", target, "--max-steps", 1))
+    assert f"{target} is a file; --output-dir names the folder the model is written to." in line
+    for call in (
+        lambda: train_twin(tiny_bert, tiny_bert_b, SENTENCES, target, max_steps=1),
+        lambda: distill(tiny_bert, tiny_bert, SENTENCES, target, max_steps=1),
+    ):
+        with pytest.raises(ValueError, match=f"{target} is a file; --output-dir names the folder"):
+            call()
+    assert target.read_text() == "precious\n" and sorted(os.listdir(tmp_path)) == ["afile.txt"]
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_the_output_as_it_was(tiny_bert, tmp_path):
+    from jtcse.errors import JTCSEError
+    from jtcse.training.simcse import train_simcse
+
+    # AdamW moves every weight by about lr in step 1; with lr = 1e30 the step-2 forward overflows
+    settings = dict(batch_size=4, max_steps=4, save_steps=3, learning_rate=1e30, max_seq_length=16)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "notes.txt").write_text("mine")
+    for out in (tmp_path / "new", tmp_path / "old"):
+        with pytest.raises(JTCSEError, match="NaN or infinite at step 2"):
+            train_simcse(tiny_bert, SENTENCES, out, **settings)
+    assert sorted(os.listdir(tmp_path)) == ["old"] and sorted(os.listdir(tmp_path / "old")) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("command", ["train", "simcse", "distill"])
+def test_a_length_above_the_position_table_is_clamped_when_the_model_is_built(command, tiny_bert, tiny_bert_b, tmp_path, caplog):
+    """64-position towers (68 with the margin) asked for 200 tokens, with a sentence longer than that."""
+    from jtcse.training.distill import distill
+    from jtcse.training.simcse import train_simcse
+    from jtcse.training.twin import train_twin
+
+    sentences = SENTENCES[:7] + [" ".join(["word"] * 150)]
+    settings = dict(batch_size=4, max_steps=2, max_seq_length=200, learning_rate=1e-4)
+    out = tmp_path / "run"
+    with caplog.at_level(logging.WARNING):
+        if command == "train":
+            summary = train_twin(tiny_bert, tiny_bert_b, sentences, out, show_progress=False, plot=False, **settings)
+        elif command == "simcse":
+            summary = train_simcse(tiny_bert, sentences, out, **settings)
+        else:
+            summary = distill(tiny_bert, tiny_bert, sentences, out, **settings)
+    assert "max_seq_length 200 is above what the " in caplog.text and "clamped to 68" in caplog.text
+    assert summary["settings"]["max_seq_length"] == 68 and summary["steps"] == 2
+    assert summary["config"]["max_seq_length"] == 200  # what was asked, so a rerun of the command resumes
+
+
+def test_twin_on_one_distinct_sentence_is_refused(tiny_bert, tiny_bert_b, tmp_path):
+    from jtcse.errors import JTCSEError
+    from jtcse.training.twin import train_twin
+
+    with pytest.raises(JTCSEError, match=r"a JTCSE twin needs at least 2 distinct training sentences .*\(got 1\)"):
+        train_twin(tiny_bert, tiny_bert_b, ["The same line.", "The same line."], tmp_path / "run", max_steps=1)
+    assert not (tmp_path / "run").exists()
+
+
+def test_simcse_with_nitp_saves_a_tower_that_loads_without_jtcse(tiny_bert, tmp_path):
+    """The NITP predictor head trains (and is kept in the checkpoints) but is not part of the saved tower."""
+    from jtcse.training.simcse import train_simcse
+
+    out = tmp_path / "tower"
+    train_simcse(tiny_bert, SENTENCES, out, regularizers=["nitp"], batch_size=4, max_steps=2, max_seq_length=16)
+    assert [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())] == ["Transformer", "Pooling"]
+    probe = run_python(
+        f"from sentence_transformers import SentenceTransformer\n"
+        f"print(SentenceTransformer({str(out)!r}).encode(['a plain tower']).shape)",
+        hide_jtcse=True,
+    )
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    assert probe.stdout.strip() == "(1, 32)"
+
+
+@pytest.mark.parametrize("loss_class", ["JTCSELoss", "CachedJTCSELoss"])
+def test_icnce_direction_is_a_function_of_seed_and_step(loss_class, tiny_bert, tiny_bert_b):
+    """What lets a resumed twin run draw the directions an uninterrupted one drew: no RNG state to save."""
+    import jtcse.losses
+    from jtcse import build_twin
+
+    twin = build_twin(tiny_bert, tiny_bert_b, max_seq_length=16)
+    make = getattr(jtcse.losses, loss_class)
+
+    def directions(loss, steps, draws=2):
+        out = []
+        for step in steps:
+            loss.set_training_step(step)
+            out.append(tuple(loss._tower_one_anchors() for _ in range(draws)))
+        return out
+
+    uninterrupted = directions(make(twin, seed=7), range(20))
+    assert directions(make(twin, seed=7), range(13, 20)) == uninterrupted[13:]  # a run resumed at step 13
+    assert len(set(uninterrupted)) > 1 and directions(make(twin, seed=8), range(20)) != uninterrupted

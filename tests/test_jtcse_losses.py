@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 import torch
@@ -11,7 +10,7 @@ import torch
 from jtcse.errors import JTCSEError
 from jtcse.losses import JTCSELoss
 from jtcse.losses.functional import icnce, ictm, info_nce, tmc
-from jtcse.losses.jtcse_loss import stack_views
+from jtcse.losses.jtcse_loss import stack_views, tower_one_anchors
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -139,7 +138,7 @@ def test_jtcse_loss_equals_the_formula(bert_twin):
 
     half = len(SENTENCES)
     v = {k: (out[k][:half], out[k][half:]) for k in ("cls_1", "cls_2", "cross_cls_1", "cross_cls_2", "pooler_1", "pooler_2")}
-    r = random.Random(7).random() < 0.5
+    r = tower_one_anchors(7, step=0, draw=0)
     x, y = ("1", "2") if r else ("2", "1")
     expected_icnce = icnce(*v[f"cls_{x}"], *v[f"cls_{y}"]) + icnce(*v[f"cross_cls_{x}"], *v[f"cross_cls_{y}"])
     (h1a, h1b), (h2a, h2b) = v["cls_1"], v["cls_2"]
@@ -158,10 +157,11 @@ def test_icnce_direction_follows_the_seeded_draw(bert_twin):
     one_to_two = icnce(*views("cls_1"), *views("cls_2")) + icnce(*views("cross_cls_1"), *views("cross_cls_2"))
     two_to_one = icnce(*views("cls_2"), *views("cls_1")) + icnce(*views("cross_cls_2"), *views("cross_cls_1"))
     loss = JTCSELoss(bert_twin, nce_weight=0, ictm_weight=0, seed=123)
-    draws = random.Random(123)
-    for _ in range(6):
-        expected = one_to_two if draws.random() < 0.5 else two_to_one
-        torch.testing.assert_close(loss.compute_loss_from_outputs(out)["icnce"], expected)
+    for step, draws in ((0, 6), (41, 2)):  # the trainer tells the loss its step (jtcse's stage runner)
+        loss.set_training_step(step)
+        for draw in range(draws):
+            expected = one_to_two if tower_one_anchors(123, step, draw) else two_to_one
+            torch.testing.assert_close(loss.compute_loss_from_outputs(out)["icnce"], expected)
 
 
 def test_terms_switch_off(bert_twin):
@@ -186,7 +186,7 @@ def test_without_cael_icnce_uses_the_primitive_stream_only(tiny_bert, tiny_bert_
     assert "cross_cls_1" not in out
     half = len(SENTENCES)
     views = lambda k: (out[k][:half], out[k][half:])  # noqa: E731
-    r = random.Random(0).random() < 0.5
+    r = tower_one_anchors(0, step=0, draw=0)
     expected = icnce(*views("cls_1"), *views("cls_2")) if r else icnce(*views("cls_2"), *views("cls_1"))
     got = JTCSELoss(tn, nce_weight=0, ictm_weight=0, seed=0).compute_loss_from_outputs(out)["icnce"]
     torch.testing.assert_close(got, expected)

@@ -132,4 +132,4 @@ def test_embedded_default_is_resolved_in_one_place(minilm_path):
         for p in package.rglob("*.py")
         if "default_tower_path(" in p.read_text(encoding="utf-8") and p.name != "defaults.py"
     )
-    assert callers == ["modeling/loading.py", "testing.py"]  # testing.py borrows the tokenizer only
+    assert callers == ["modeling/loading.py"]

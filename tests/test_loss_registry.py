@@ -114,6 +114,36 @@ def test_options_and_help_defaults_come_from_the_class_signature(name, cls, tiny
     assert built.weight == signature["weight"].default
 
 
+@pytest.mark.parametrize("name, cls", [("simreg", SimRegLoss), ("dispersion", DispersionLoss), ("nitp", NITPLoss)])
+def test_options_and_their_meanings_come_from_the_class(name, cls):
+    """The registry writes no help of its own: the options are the class's ``cli_options`` and each meaning is
+    the first sentence of the option's ``Args:`` entry in the class docstring, without reST markup."""
+    import inspect
+
+    options = regularizer_options(name)
+    assert tuple(options) == cls.cli_options
+    doc = inspect.getdoc(cls)
+    for key, option in options.items():
+        assert f"\n    {key}: " in doc and option.meaning and "`" not in option.meaning
+        assert f"{key}={option.default} ({option.meaning}" in REGULARIZER_HELP or f"{key} ({option.meaning}" in REGULARIZER_HELP
+    assert regularizer_options("dispersion")["variant"].meaning == "angular (canonical), decorrelation, l2_repel or orthogonal"
+
+
+def test_documented_args_reads_the_first_sentence_of_each_entry():
+    from jtcse.losses.registry import _documented_args
+
+    doc = (
+        "Summary.\n\nArgs:\n    weight: λ. The paper finds 2–20 stable\n        (see the table).\n"
+        "    chunk_size: tokens per chunk of\n        :func:`~jtcse.losses.functional.simreg_chunked`; unset: off.\n"
+        "    variant: ``\"angular\"`` or ``\"l2_repel\"``.\n\nExample::\n\n    loss = X(weight: 1)\n"
+    )
+    assert _documented_args(doc) == {
+        "weight": "λ",
+        "chunk_size": "tokens per chunk of simreg_chunked; unset: off",
+        "variant": "angular or l2_repel",
+    }
+
+
 def test_extra_terms_join_the_regularisers_in_one_loss(tiny_bert):
     model, base = _model_and_base(tiny_bert)
     loss = build_regularised_loss(model, base, ["simreg"], extra_terms={"norm": lambda out: out["token_embeddings"].sum()})

@@ -26,6 +26,7 @@ from jtcse.model_card import (
     write_run_card,
 )
 from tests.helpers.cli import one_error_line, run_cli, run_python
+from tests.helpers.sts import write_stsb
 
 SECTIONS = [
     "## Model Details",
@@ -39,25 +40,6 @@ SECTIONS = [
     "### Framework Versions",
     "## Citation",
 ]
-DEV_PAIRS = [
-    ("A man is playing a guitar.", "A man plays the guitar.", 4.8),
-    ("A woman is slicing an onion.", "Someone is cutting an onion.", 4.2),
-    ("A dog runs in the park.", "A cat sleeps on the sofa.", 0.6),
-    ("The stock market fell today.", "Shares dropped sharply on Monday.", 3.4),
-    ("Kids are playing football.", "Children play soccer outside.", 4.0),
-    ("A plane is taking off.", "A man is eating pasta.", 0.1),
-]
-
-
-def write_stsb(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        "".join(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(DEV_PAIRS)),
-        encoding="utf-8",
-    )
-    return path
-
-
 def split_card(text: str) -> tuple[dict, str]:
     """(front matter as a dict, Markdown body); fails unless the card opens with a YAML block."""
     match = re.match(r"---\n(.*?)\n---\n(.*)", text, re.S)
@@ -98,6 +80,7 @@ def check_snippet_output(snippet: str, stdout: str) -> None:
     assert printed[1:] == [line[2:] for line in after if line.startswith("# ")]
 
 
+@pytest.mark.slow
 def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy, monkeypatch):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.model_card import generate_model_card
@@ -152,6 +135,7 @@ def twin_card(tiny_bert, tiny_bert_b, tmp_path_factory) -> tuple[Path, str]:
     return out, split_card((out / "README.md").read_text(encoding="utf-8"))[1]
 
 
+@pytest.mark.slow
 def test_twin_card_names_both_loaders_and_the_load_model_one_runs(twin_card, tiny_bert, tiny_bert_b):
     out, body = twin_card
     for heading in SECTIONS:
@@ -169,6 +153,7 @@ def test_twin_card_names_both_loaders_and_the_load_model_one_runs(twin_card, tin
     check_snippet_output(local, run.stdout)
 
 
+@pytest.mark.slow
 def test_twin_remote_code_snippet_runs_without_jtcse(twin_card):
     out, body = twin_card
     types = [entry["type"] for entry in json.loads((out / "modules.json").read_text(encoding="utf-8"))]
@@ -266,6 +251,7 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
             assert "@inproceedings{gao2021simcse" in body
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_path):
     from sentence_transformers import SentenceTransformer
@@ -291,6 +277,7 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     assert "**Teacher:** `runs/twin`" in body  # the rest of the card is kept
 
 
+@pytest.mark.slow
 @pytest.mark.cli
 def test_update_card_on_a_read_only_checkpoint_is_refused_and_changes_nothing(tower_copy, tmp_path):
     from sentence_transformers import SentenceTransformer

@@ -132,7 +132,7 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     start = summary["stages"]["eval"]["dev_spearman"]["start"]
     assert f"| start | starting model (its own pooling) | 0.0 | {100 * start:.2f} | – | {tiny_bert} |" in table
     ens_score = summary["stages"]["eval"]["dev_spearman"]["ensemble"]
-    assert f"| ensemble | ran |" in table and f"| {100 * ens_score:.2f} | {100 * (ens_score - start):+.2f} |" in table
+    assert "| ensemble | ran |" in table and f"| {100 * ens_score:.2f} | {100 * (ens_score - start):+.2f} |" in table
     assert "Δ vs start" in result.stdout
 
     again = run_cli(*args)

@@ -341,6 +341,7 @@ def test_named_extra_terms_ride_on_the_base_forward_and_are_logged_by_name(tiny_
         RegularizedLoss(model, base, {"base": lambda out: out["token_embeddings"].sum()})(_columns(model), None)
 
 
+@pytest.mark.slow
 def test_library_only_example_in_the_docs_runs(tmp_path, monkeypatch, one_thread):
     """docs/regularisers.md's library-only block (thresholded loss + RowIsolatedAdamW) trains as written."""
     import re

@@ -1,4 +1,4 @@
-"""Streaming encode, faiss index build/search and hard-negative mining (jtcse.search, issue 7)."""
+"""Streaming encode, faiss index build/search (float32, int8, binary) and hard-negative mining (jtcse.search)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from helpers.cli import run_cli
 from jtcse.errors import JTCSEError
 from jtcse.search.encode import encode_file, meta_path_for, rows_path_for
 from jtcse.search.index import (
+    DEFAULT_RESCORE_MULTIPLIER,
     INDEX_FORMAT_VERSION,
     MANIFEST,
+    RESCORE_FILE,
     SearchIndex,
     build_faiss_index,
     build_index,
@@ -500,14 +502,31 @@ def test_quantized_indexes_rescore_like_a_naive_reference(tmp_path, tiny_bert, t
     vectors = tiny_model.encode(SENTENCES, normalize_embeddings=True)
     queries = [SENTENCES[4], "a cat on a windowsill"]
     q = tiny_model.encode(queries, normalize_embeddings=True)
-    # Binary: Hamming search, then rescoring = float query · stored bits (0/1); 5 × 4 ≥ 11 rows, so every row is rescored.
+    # Binary: sign bits in memory (1 bit per dimension); int8 vectors on disk, quantized over each dimension's
+    # min..max in 256 steps and rescored at the middle of their step. 5 x 50 >= 11 rows: every row is rescored.
     binary = build_index(tiny_bert, corpus, tmp_path / "bin", precision="binary", show_progress=False)
-    assert (binary.manifest.precision, binary.manifest.rescore_multiplier, binary.manifest.kind) == ("binary", 4, "flat")
-    assert binary.index.code_size == 32 // 8  # 1 bit per dimension
-    bits_scores = q @ (vectors > 0).astype(np.float32).T
-    for hits, scores in zip(binary.search(queries, k=5), bits_scores):
+    manifest = binary.manifest
+    assert (manifest.precision, manifest.rescore_multiplier, manifest.rescore_precision, manifest.kind) == (
+        "binary", DEFAULT_RESCORE_MULTIPLIER, "int8", "flat"
+    )
+    assert binary.index.code_size == 32 // 8
+    low, high = vectors.min(axis=0), vectors.max(axis=0)
+    steps = (high - low) / 255
+    codes = np.clip(np.floor((vectors - low) / steps), 0, 255)
+    dequantized = (codes + 0.5) * steps + low
+    assert np.all(np.abs(dequantized - vectors) <= steps / 2 + 1e-6)
+    assert isinstance(binary.rescore[0], np.memmap)  # read from disk per candidate, not held in memory
+    for hits, scores in zip(binary.search(queries, k=5), q @ dequantized.T):
         np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1][:5], atol=1e-5)
         assert all(h.text == SENTENCES[h.row] for h in hits)
+    # Fewer candidates than rows: only the k x multiplier nearest by Hamming distance are rescored.
+    bits = vectors > 0
+    hamming = (bits[None, :, :] != (q > 0)[:, None, :]).sum(axis=2)
+    _, rows = binary.search_vectors(q, k=2, rescore_multiplier=2)
+    for row_ids, distances in zip(rows, hamming):
+        assert set(row_ids) <= set(np.flatnonzero(distances <= np.sort(distances)[3]))
+    with pytest.raises(JTCSEError, match="--rescore-multiplier must be at least 1"):
+        binary.search_vectors(q, k=2, rescore_multiplier=0)
     # int8: 1 byte per dimension, 256 steps between each dimension's min and max; scores use the decoded vectors.
     int8 = build_index(tiny_bert, corpus, tmp_path / "i8", precision="int8", show_progress=False)
     assert int8.manifest.precision == "int8" and int8.manifest.rescore_multiplier is None
@@ -523,8 +542,14 @@ def test_quantized_indexes_rescore_like_a_naive_reference(tmp_path, tiny_bert, t
     assert [[h.row for h in hits] for hits in again] == [[h.row for h in hits] for hits in binary.search(queries, k=5)]
     with pytest.raises(JTCSEError, match="nprobe applies to IVF"):
         binary.search_vectors(q, k=3, nprobe=2)
+    with pytest.raises(JTCSEError, match="rescore-multiplier applies to binary indexes"):
+        int8.search_vectors(q, k=3, rescore_multiplier=2)
     with pytest.raises(JTCSEError, match="valid ones: float32, int8, binary"):
         build_index(tiny_bert, corpus, tmp_path / "bad", precision="int4", show_progress=False)
+    # A binary index without its rescoring vectors (as older versions wrote them) is refused with the fix.
+    (tmp_path / "bin" / RESCORE_FILE).unlink()
+    with pytest.raises(JTCSEError, match=r"no rescore\.npy .* --precision binary --overwrite"):
+        SearchIndex(tmp_path / "bin")
 
 
 def test_texts_file_checked_against_manifest_and_old_manifests_load(built_index, tmp_path):
@@ -555,6 +580,7 @@ def test_texts_file_checked_against_manifest_and_old_manifests_load(built_index,
     assert loaded.manifest.precision == "float32" and loaded.search(SENTENCES[7], k=1)[0][0].text == SENTENCES[7]
 
 
+@pytest.mark.cli
 def test_cli_unknown_precision_is_one_line(tmp_path, tiny_bert):
     from helpers.cli import one_error_line, run_cli
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from helpers.cli import run_cli
+from helpers.sts import write_stsb
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.modeling.loading import load_model
@@ -29,20 +30,7 @@ def corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def dev_file(tmp_path_factory) -> Path:
-    pairs = [
-        ("A man is playing a guitar.", "A man plays the guitar.", 4.8),
-        ("A woman is slicing an onion.", "Someone is cutting an onion.", 4.2),
-        ("A dog runs in the park.", "A cat sleeps on the sofa.", 0.6),
-        ("The stock market fell today.", "Shares dropped sharply on Monday.", 3.4),
-        ("Kids are playing football.", "Children play soccer outside.", 4.0),
-        ("A plane is taking off.", "A man is eating pasta.", 0.1),
-    ]
-    path = tmp_path_factory.mktemp("data") / "sts-dev.csv"
-    path.write_text(
-        "".join(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(pairs)),
-        encoding="utf-8",
-    )
-    return path
+    return write_stsb(tmp_path_factory.mktemp("data") / "sts-dev.csv")
 
 
 @pytest.mark.slow

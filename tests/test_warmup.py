@@ -207,7 +207,7 @@ def test_extra_losses_are_added_and_logged(tiny_bert, tmp_path):
     [
         ({"temperature": 0.0}, "temperature must be positive"),
         ({"batch_size": 1}, "batch_size must be at least 2"),
-        ({"corpus": ["only one sentence"]}, "at least 2 training sentences"),
+        ({"corpus": ["only one sentence"]}, "at least 2 distinct training sentences"),
         ({"corpus": ["  ", ""]}, "no sentences"),
     ],
 )

@@ -16,6 +16,15 @@ from jtcse.errors import JTCSEError
 
 
 # ---------------------------------------------------------------- models and devices
+def model_argument(required: bool = False):
+    """The model a command reads (encode, index, eval, diagnose): required, or the embedded MiniLM when left out."""
+    return typer.Argument(
+        ... if required else None,
+        help="sentence-transformers checkpoint (a jtcse twin, tower or ensemble works): a local path or a Hub name."
+        + ("" if required else " Default: the embedded MiniLM."),
+    )
+
+
 def tower_option(which: str):
     return typer.Option(
         None, f"--tower-{which}",
@@ -75,6 +84,14 @@ def corpus_option():
     return typer.Option(None, "--corpus", help="UTF-8 text file, one sentence per line. Default: the embedded stdlib prose.")
 
 
+def input_file_option():
+    return typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped.")
+
+
+def chunk_size_option():
+    return typer.Option(8192, "--chunk-size", help="Lines read, encoded and written at a time (bounds memory).")
+
+
 def dev_file_option():
     return typer.Option(
         None, "--dev-file", help="STS-B-format dev file; the checkpoint with the best dev Spearman is kept."
@@ -90,17 +107,27 @@ def learning_rate_option(default: float):
     return typer.Option(default, "--learning-rate", help="AdamW learning rate.")
 
 
+def alias_option(old: str, new: str):
+    """A hidden old name of option ``new``; the command resolves the two with :func:`pick_alias`."""
+    return typer.Option(None, old, hidden=True, help=f"Old name of {new}.")
+
+
+def pick_alias(value: Any, alias: Any, *, default: Any = None, what: str, new: str, old: str) -> Any:
+    """The value of option ``new``, or of its old name ``old`` (``alias``); both at once is an error."""
+    if alias is None:
+        return value
+    if value != default:
+        raise JTCSEError(f"give the {what} once, with {new} ({old} is its old name).")
+    return alias
+
+
 def lr_alias_option():
-    return typer.Option(None, "--lr", hidden=True, help="Old name of --learning-rate.")
+    return alias_option("--lr", "--learning-rate")
 
 
 def pick_learning_rate(learning_rate: float, lr_alias: float | None, default: float) -> float:
     """``--learning-rate``, or its old name ``--lr``; both at once is an error."""
-    if lr_alias is None:
-        return learning_rate
-    if learning_rate != default:
-        raise JTCSEError("give the learning rate once, with --learning-rate (--lr is its old name).")
-    return lr_alias
+    return pick_alias(learning_rate, lr_alias, default=default, what="learning rate", new="--learning-rate", old="--lr")
 
 
 def epochs_option():
@@ -155,7 +182,39 @@ def gradient_checkpointing_option():
     )
 
 
+def training_settings(arguments: dict[str, Any], **given: Any):
+    """The :class:`~jtcse.training.stage.TrainingSettings` among a training command's arguments (call with
+    ``locals()``), with ``given`` on top (e.g. a value picked from an old option name)."""
+    from jtcse.training.stage import TrainingSettings
+
+    return TrainingSettings.from_arguments({**arguments, **given})
+
+
+# ---------------------------------------------------------------- past one device (docs/distributed.md)
+def gather_across_devices_option():
+    return typer.Option(
+        False,
+        "--gather-across-devices",
+        help="Under torchrun / accelerate launch: score every rank's sentences against the candidates of all "
+        "ranks, so the in-batch negatives come from the global batch (world size × --batch-size).",
+    )
+
+
+def mini_batch_size_option():
+    return typer.Option(
+        None,
+        "--mini-batch-size",
+        help="GradCache: run the contrastive loss over the whole --batch-size but embed only N sentences at a "
+        "time (memory of a batch of N, one extra forward pass; same result). Not with --regularizer.",
+    )
+
+
 # ---------------------------------------------------------------- output
+def output_dir_option(what: str, default: Path | None = None):
+    """``--output-dir``/``-o``: the folder a command writes ``what`` to (required unless ``default``)."""
+    return typer.Option(... if default is None else default, "--output-dir", "-o", help=f"Folder for {what}.")
+
+
 def resume_option():
     return typer.Option(
         True, "--resume/--no-resume",
@@ -172,6 +231,10 @@ def keep_checkpoints_option():
 
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
-    """Print the run summary (without the recorded config) and where the model and summary are."""
+    """Print the run summary (without the recorded config) and where the model and summary are (rank 0 only)."""
+    from jtcse.training.distributed import is_main_process
+
+    if not is_main_process():
+        return
     typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
     typer.echo(f"{what} saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")

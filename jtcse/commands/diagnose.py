@@ -11,7 +11,7 @@ from jtcse.commands import _options as opts
 
 
 def diagnose(
-    model: str = typer.Argument(..., help="sentence-transformers checkpoint (single encoder or JTCSE twin)."),
+    model: str = opts.model_argument(required=True),
     sentences: Optional[Path] = typer.Option(
         None, "--sentences", help="One sentence per line [default: 512 sentences of the embedded stdlib prose]."
     ),
@@ -49,10 +49,10 @@ def diagnose(
     texts = read_corpus(sentences).sentences if sentences is not None else default_corpus_sentences(limit=limit)
     texts = texts[:limit]
     pair_data = read_stsb_file(pairs) if pairs is not None else None
-    encoder = load_model(model, max_seq_length=max_length, device=device)
+    encoder = load_model(model, max_seq_length=max_length, device=device)  # clamped to the position table
     report = run_diagnostics(
         encoder, texts, out, pairs=pair_data, positive_threshold=positive_threshold, seq_len=seq_len,
-        max_length=max_length, batch_size=batch_size, attention_size=attention_size, max_pairs=limit,
+        max_length=encoder.max_seq_length, batch_size=batch_size, attention_size=attention_size, max_pairs=limit,
         model_name=model,
     )
     for name, entry in report["alignment_uniformity"].items():

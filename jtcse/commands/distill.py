@@ -21,7 +21,7 @@ HELP = (
     "in-batch cosine-similarity matrices, so any teacher width works; mse, mse-normalized and cosine compare "
     "vectors, through a training-only projection (not saved) when the widths differ. An interrupted run "
     "resumes; --overwrite keeps the teacher cache.\n\n"
-    "Example: jtcse distill --teacher runs/ensemble --student all-MiniLM-L6-v2-dir --train-file wiki1m.txt "
+    "Example: jtcse distill --teacher runs/ensemble --student all-MiniLM-L6-v2-dir --corpus wiki1m.txt "
     "--dev-file sts-dev.csv --output-dir runs/ucd"
 )
 
@@ -30,14 +30,13 @@ def distill(
     teacher: str = typer.Option(
         ..., "--teacher", "-t", help="Teacher model dir: a twin, an ensemble (jtcse ensemble) or any encoder."
     ),
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the student is written."),
+    output_dir: Path = opts.output_dir_option("the student, its run summary and the teacher cache"),
     student: Optional[str] = typer.Option(
         None, "--student", "-s",
         help="Student initialisation (any single encoder, kept with its own pooling). Default: embedded MiniLM.",
     ),
-    train_file: Optional[Path] = typer.Option(
-        None, "--train-file", help="Unlabeled sentences, one a line. Default: embedded stdlib prose."
-    ),
+    corpus: Optional[Path] = opts.corpus_option(),
+    train_file_alias: Optional[Path] = opts.alias_option("--train-file", "--corpus"),
     dev_file: Optional[Path] = opts.dev_file_option(),
     batch_size: int = opts.batch_size_option(),
     teacher_batch_size: int = typer.Option(128, help="Batch size for the one-off teacher encoding."),
@@ -59,29 +58,19 @@ def distill(
 ) -> None:
     from jtcse.training.distill import distill as run_distill
 
+    corpus = opts.pick_alias(corpus, train_file_alias, what="corpus", new="--corpus", old="--train-file")
     summary = run_distill(
         teacher,
         student,
-        train_file,
+        corpus,
         output_dir,
-        batch_size=batch_size,
-        max_seq_length=max_seq_length,
-        learning_rate=learning_rate,
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
+        settings=opts.training_settings(locals()),
         dev_file=dev_file,
-        eval_steps=eval_steps,
-        save_steps=save_steps,
-        logging_steps=logging_steps,
         teacher_batch_size=teacher_batch_size,
         objective=objective,
         student_pooling=student_pooling,
         resume=resume,
         overwrite=overwrite,
-        keep_checkpoints=keep_checkpoints,
-        precision=precision,
-        gradient_checkpointing=gradient_checkpointing,
     )
     opts.echo_summary(summary, output_dir, "Student")
 

@@ -16,13 +16,11 @@ def register(app: typer.Typer) -> None:
 
 
 def encode(
-    model: Optional[str] = typer.Argument(
-        None, help="SentenceTransformer name or path (a jtcse checkpoint works). Default: the embedded MiniLM."
-    ),
-    input: Path = typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
+    model: Optional[str] = opts.model_argument(),
+    input: Path = opts.input_file_option(),
     output: Path = typer.Option(..., "--output", "-o", help="FILE.npy or FILE.parquet."),
     batch_size: int = opts.batch_size_option(64),
-    chunk_size: int = typer.Option(8192, help="Lines read, encoded and written at a time (bounds memory)."),
+    chunk_size: int = opts.chunk_size_option(),
     normalize: bool = typer.Option(False, "--normalize/--no-normalize", help="Scale every vector to unit length."),
     fp16: bool = typer.Option(False, "--fp16", help="Store float16 instead of float32 (half the size)."),
     device: Optional[str] = opts.device_option(),

@@ -20,10 +20,10 @@ def ensemble(
     models: list[str] = typer.Argument(
         ..., help="Two or more member models: jtcse twins, towers or any sentence-transformers checkpoint."
     ),
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the ensemble checkpoint is written."),
+    output_dir: Path = opts.output_dir_option("the ensemble checkpoint"),
     combine: str = typer.Option("concat", help="concat (any widths) or sum (members of one width)."),
     weights: Optional[str] = opts.ensemble_weights_option(),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUTPUT_DIR."),
+    overwrite: bool = opts.overwrite_option(),
 ) -> None:
     """Combine models into one checkpoint: each member keeps its own tokenizer and pooling.
 

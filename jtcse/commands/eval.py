@@ -31,7 +31,7 @@ def _parse_task_dirs(items: list[str]) -> dict[str, str]:
 
 @eval_app.command("sts")
 def sts(
-    model: str = typer.Argument(..., help="sentence-transformers checkpoint: a local path or a Hub name."),
+    model: str = opts.model_argument(required=True),
     data_dir: Path = typer.Option(..., "--data-dir", help="SentEval data directory (holding STS/ and SICK/)."),
     output_json: Optional[Path] = typer.Option(None, "--output-json", help="Write the scores and details as JSON here."),
     output_csv: Optional[Path] = typer.Option(
@@ -103,7 +103,7 @@ def sts(
 
 @eval_app.command("mteb")
 def mteb_command(
-    model: str = typer.Argument(..., help="sentence-transformers checkpoint: a local path or a Hub name."),
+    model: str = opts.model_argument(required=True),
     tasks: Optional[str] = typer.Option(
         None,
         "--tasks",
@@ -112,7 +112,7 @@ def mteb_command(
     local_task: list[Path] = typer.Option(
         [], "--local-task", help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable)."
     ),
-    output_dir: Path = typer.Option(Path("mteb-results"), "--output-dir", help="One JSON per task plus summary.json."),
+    output_dir: Path = opts.output_dir_option("one JSON per task plus summary.json", Path("mteb-results")),
     pooling: Optional[str] = opts.pooling_option(),
     batch_size: int = opts.batch_size_option(64),
     device: Optional[str] = opts.device_option(),

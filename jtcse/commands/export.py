@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -13,18 +14,21 @@ def register(app: typer.Typer) -> None:
 
 def export(
     model: Path = typer.Argument(..., help="Single-tower checkpoint folder (warm-up, distilled or exported tower)."),
-    format: str = typer.Option("onnx", "--format", "-f", help="onnx or openvino."),
+    format: str = typer.Option("openvino", "--format", "-f", help="openvino or onnx (blocked upstream today: docs/export.md)."),
     quantize: str = typer.Option("none", "--quantize", "-q", help="none or int8 (ONNX Runtime dynamic / OpenVINO static quantization)."),
+    calibration: Optional[Path] = typer.Option(
+        None, "--calibration", help="OpenVINO int8: text file, one sentence per line (e.g. your corpus; 300 are drawn), to calibrate on. Required offline; default: GLUE SST-2 from the Hugging Face Hub."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Folder to write the exported model to."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty output folder."),
 ) -> None:
     """Convert a checkpoint with sentence-transformers' ONNX/OpenVINO backends for fast CPU inference.
 
-    Needs the extra for the format: pip install jtcse\\[onnx] or jtcse\\[openvino]. The result loads with SentenceTransformer(OUTPUT, backend=FORMAT). Twins are refused: export each tower (TwinTowers.export_towers) and sum their embeddings.
+    Needs the extra for the format: pip install jtcse\\[openvino] (or jtcse\\[onnx], which Optimum does not support beside transformers 5 yet: docs/export.md). The result loads with SentenceTransformer(OUTPUT, backend=FORMAT). Twins and ensembles are refused: export each tower (TwinTowers.export_towers) and combine their embeddings.
 
-    Example: jtcse export runs/distilled -f onnx -q int8 -o runs/distilled-onnx-int8
+    Example: jtcse export runs/distilled -f openvino -q int8 --calibration corpus.txt -o runs/distilled-ov-int8
     """
     from jtcse.export import export_model
 
-    written = export_model(model, output, format=format, quantize=quantize, overwrite=overwrite)
+    written = export_model(model, output, format=format, quantize=quantize, calibration=calibration, overwrite=overwrite)
     typer.echo(f"Exported {model} ({format}, {quantize}) to {written}")

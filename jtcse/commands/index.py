@@ -25,8 +25,8 @@ def register(app: typer.Typer) -> None:
 
 @index_app.command("build")
 def build(
-    model: Optional[str] = typer.Argument(None, help="SentenceTransformer name or path. Default: the embedded MiniLM."),
-    input: Path = typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
+    model: Optional[str] = opts.model_argument(),
+    input: Path = opts.input_file_option(),
     index: Path = typer.Option(..., "--index", help="Directory to write the index to."),
     normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit vectors (scores are cosines)."),
     ivf_threshold: int = typer.Option(50_000, help="Corpora with more vectors than this get an IVF index."),
@@ -35,22 +35,24 @@ def build(
     target_recall: float = typer.Option(0.95, help="Recall@10 vs exact search that the calibrated nprobe must reach."),
     train_size: Optional[int] = typer.Option(None, help="Vectors sampled to train the IVF. Default: 64*nlist."),
     batch_size: int = opts.batch_size_option(64),
-    chunk_size: int = typer.Option(8192, help="Lines read and encoded at a time (bounds memory)."),
+    chunk_size: int = opts.chunk_size_option(),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
     device: Optional[str] = opts.device_option(),
     keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep INDEX/embeddings.npy (the raw vectors) after building."),
     overwrite: bool = opts.overwrite_option(),
     progress: bool = opts.progress_option(),
-    precision: str = typer.Option("float32", help="Stored precision: float32, int8 or binary (1 bit/dim, 1/32 the memory). Quantized indexes are exact and rescore candidates in float."),
-    rescore_multiplier: int = typer.Option(4, help="int8/binary: candidates fetched per hit (k x this) before float rescoring."),
+    precision: str = typer.Option("float32", help="Stored precision: float32; int8 (1/4 the memory); binary (1 bit/dim: 1/32 the memory, plus int8 rescoring vectors kept on disk). Quantized indexes are exact."),
+    rescore_multiplier: Optional[int] = typer.Option(None, help="binary: Hamming candidates fetched per hit (k x this) and rescored in float. Default: 50."),
 ) -> None:
     """Encode a text file and write a searchable index directory.
 
-    The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file.
+    The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, precision, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file.
 
     Up to --ivf-threshold vectors the index is exact (flat); past it, IVF with nprobe calibrated to --target-recall. An interrupted build resumes where encoding stopped.
 
-    Example: jtcse index build ./my-model -i corpus.txt --index corpus.idx
+    --precision binary keeps 1 bit per dimension in memory and int8 vectors on disk (rescore.npy, memory-mapped): a search fetches --rescore-multiplier x k candidates by Hamming distance and rescores them with the float query. --precision int8 is faiss's 8-bit scalar quantizer, all in memory.
+
+    Example: jtcse index build ./my-model -i corpus.txt --index corpus.idx --precision binary
     """
     from jtcse.modeling.loading import resolve_source
     from jtcse.search.index import build_index
@@ -73,7 +75,7 @@ def build(
         overwrite=overwrite,
         show_progress=progress,
         precision=precision,
-        rescore_multiplier=rescore_multiplier,
+        **({} if rescore_multiplier is None else {"rescore_multiplier": rescore_multiplier}),
     )
     typer.echo(json.dumps(built.manifest.to_dict(), indent=2))
 
@@ -87,6 +89,7 @@ def search(
     model: Optional[str] = typer.Option(None, help="Query encoder. Default: the model the index was built with."),
     allow_other_model: bool = typer.Option(False, "--allow-other-model", help="Accept a query model other than the index's (same dimension)."),
     nprobe: Optional[int] = typer.Option(None, help="IVF lists to search (more: slower, higher recall). Default: the index's."),
+    rescore_multiplier: Optional[int] = typer.Option(None, help="Binary indexes: candidates rescored per hit (more: slower, higher recall). Default: the index's."),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the results as JSON lines here."),
 ) -> None:
@@ -104,7 +107,9 @@ def search(
     if not queries:
         raise JTCSEError("Give a query with --query or --queries-file.")
     loaded = SearchIndex(index, use_gpu=gpu)
-    results = loaded.search(queries, k, model=model, allow_other_model=allow_other_model, nprobe=nprobe)
+    results = loaded.search(
+        queries, k, model=model, allow_other_model=allow_other_model, nprobe=nprobe, rescore_multiplier=rescore_multiplier
+    )
     records = [{"query": q, "hits": [asdict(hit) for hit in hits]} for q, hits in zip(queries, results)]
     for record in records:
         typer.echo(f"query: {record['query']}")
@@ -119,7 +124,7 @@ def search(
 
 @index_app.command("mine")
 def mine(
-    model: Optional[str] = typer.Argument(None, help="SentenceTransformer name or path. Default: the embedded MiniLM."),
+    model: Optional[str] = opts.model_argument(),
     pairs: Path = typer.Option(..., "--pairs", "-i", help="(anchor, positive) pairs: .csv/.tsv with header, .jsonl or .parquet."),
     output: Path = typer.Option(..., "--output", "-o", help="Mined set: .jsonl, .parquet, .csv or .tsv."),
     corpus: Optional[Path] = typer.Option(None, help="Extra candidate negatives, one sentence per line."),

@@ -51,7 +51,7 @@ def _settings(steps: int, learning_rate, batch_size, max_seq_length, shared_batc
 
 
 def pipeline(
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Folder for all stages."),
+    output_dir: Path = opts.output_dir_option("all stages and the pipeline summary"),
     tower_a: Optional[str] = opts.tower_option("a"),
     tower_b: Optional[str] = opts.tower_option("b"),
     corpus: Optional[Path] = opts.corpus_option(),

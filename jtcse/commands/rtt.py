@@ -19,7 +19,7 @@ class Backend(str, Enum):
 
 
 def rtt(
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where pairs.<pivot>.tsv, dropped.<pivot>.tsv, summary.json (and, by default, the cache) go."),
+    output_dir: Path = opts.output_dir_option("pairs.<pivot>.tsv, dropped.<pivot>.tsv, summary.json (and, by default, the cache)"),
     input: Optional[Path] = typer.Option(None, "--input", "-i", help="Corpus, one sentence per line (UTF-8). Default: the embedded English prose corpus."),
     pivots: str = typer.Option("de,fr,zh", "--pivots", "-p", help="Comma-separated pivot languages; one pairs file per pivot."),
     backend: Backend = typer.Option(Backend.googletrans, "--backend", "-b", help="googletrans (web), seq2seq (local transformers model) or replay (cache / earlier pairs files only)."),

@@ -19,12 +19,14 @@ HELP = (
     "replaced. With --dev-file the checkpoint with the best STS-B dev Spearman is kept. An "
     "interrupted run resumes from its last checkpoint.\n\n"
     "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs-file rtt_de.tsv "
-    "--dev-file sts-dev.csv --output-dir runs/tower_de"
+    "--dev-file sts-dev.csv --output-dir runs/tower_de\n\n"
+    "On 4 GPUs with the negatives of all ranks (docs/distributed.md): torchrun --nproc_per_node 4 -m jtcse "
+    "simcse --gather-across-devices --corpus wiki1m.txt --output-dir runs/tower"
 )
 
 
 def simcse(
-    output_dir: Path = typer.Option(..., "--output-dir", "-o", help="Where the warmed-up tower is written."),
+    output_dir: Path = opts.output_dir_option("the warmed-up tower and its run summary"),
     model: Optional[str] = typer.Option(
         None, "--model", "-m", help="Tower to start from (sentence-transformers dir). Default: embedded MiniLM."
     ),
@@ -34,7 +36,7 @@ def simcse(
         "--pairs-file",
         help="TSV original<TAB>paraphrase (as `jtcse rtt` writes); the paraphrase becomes the sentence's positive.",
     ),
-    pairs_alias: Optional[Path] = typer.Option(None, "--pairs", hidden=True, help="Old name of --pairs-file."),
+    pairs_alias: Optional[Path] = opts.alias_option("--pairs", "--pairs-file"),
     dev_file: Optional[Path] = opts.dev_file_option(),
     batch_size: int = opts.batch_size_option(),
     max_seq_length: int = opts.max_seq_length_option(32),
@@ -52,36 +54,25 @@ def simcse(
     keep_checkpoints: bool = opts.keep_checkpoints_option(),
     precision: str = opts.precision_option(),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
+    gather_across_devices: bool = opts.gather_across_devices_option(),
+    mini_batch_size: Optional[int] = opts.mini_batch_size_option(),
 ) -> None:
-    from jtcse.errors import JTCSEError
     from jtcse.training.simcse import train_simcse
 
-    if pairs_file is not None and pairs_alias is not None:
-        raise JTCSEError("give the pairs file once, with --pairs-file (--pairs is its old name).")
-    pairs_file = pairs_file or pairs_alias
-
+    pairs_file = opts.pick_alias(pairs_file, pairs_alias, what="pairs file", new="--pairs-file", old="--pairs")
     summary = train_simcse(
         model,
         corpus,
         output_dir,
+        settings=opts.training_settings(locals()),
         pairs_file=pairs_file,
-        batch_size=batch_size,
-        max_seq_length=max_seq_length,
-        learning_rate=learning_rate,
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
         temperature=temperature,
         dev_file=dev_file,
-        eval_steps=eval_steps,
-        save_steps=save_steps,
-        logging_steps=logging_steps,
         regularizers=regularizer,
         resume=resume,
         overwrite=overwrite,
-        keep_checkpoints=keep_checkpoints,
-        precision=precision,
-        gradient_checkpointing=gradient_checkpointing,
+        gather_across_devices=gather_across_devices,
+        mini_batch_size=mini_batch_size,
     )
     opts.echo_summary(summary, output_dir, "Tower")
 

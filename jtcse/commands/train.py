@@ -16,17 +16,21 @@ HELP = """Train a JTCSE twin-tower sentence encoder on a corpus (one sentence pe
 
 Both towers read every sentence twice (dropout makes the two views) and learn with InfoNCE inside each tower, ICNCE between the towers (on the primitive and the cross-attention stream) and the tensor-modulus term ICTM. The result in OUTPUT_DIR is a SentenceTransformer checkpoint whose encode() returns the sum of the two towers' CLS vectors; open it with jtcse.modeling.loading.load_model(path) or SentenceTransformer(path, trust_remote_code=True).
 
-With no options it runs offline: two copies of the embedded MiniLM-L6 tower, trained on English prose from Python's standard library. Blank lines are skipped (and counted), duplicate lines are dropped, sentences longer than --max-seq-length tokens are truncated. Rerunning the same command resumes from the last checkpoint in OUTPUT_DIR/checkpoints.
+With no options it runs offline: two copies of the embedded MiniLM-L6 tower, trained on English prose from Python's standard library. Blank lines are skipped (and counted), duplicate lines are dropped, sentences longer than --max-seq-length tokens are truncated. Rerunning the same command resumes an interrupted run (even one killed with kill -9) from the newest complete checkpoint in OUTPUT_DIR/checkpoints, ending with the same model as an uninterrupted run; for a finished run it does nothing. One process at a time writes OUTPUT_DIR.
 
 Writes OUTPUT_DIR/run_summary.json (settings, data counts, loss terms, dev scores) and OUTPUT_DIR/training_curves.png.
 
 Example:
 
-jtcse train --tower-a towers/rtt_de --tower-b towers/rtt_fr --corpus wiki1m.txt --dev-file stsbenchmark/sts-dev.csv --output-dir runs/jtcse-bert"""
+jtcse train --tower-a towers/rtt_de --tower-b towers/rtt_fr --corpus wiki1m.txt --dev-file stsbenchmark/sts-dev.csv --output-dir runs/jtcse-bert
+
+On 4 GPUs, with the negatives of all 4 x 64 sentences per step (docs/distributed.md):
+
+torchrun --nproc_per_node 4 -m jtcse train --gather-across-devices --tower-a towers/rtt_de --tower-b towers/rtt_fr --corpus wiki1m.txt --output-dir runs/jtcse-bert"""
 
 
 def train(
-    output_dir: Path = typer.Option(Path("runs/jtcse"), "--output-dir", "-o", help="Where the twin, the summary and checkpoints go."),
+    output_dir: Path = opts.output_dir_option("the twin, its run summary and checkpoints", Path("runs/jtcse")),
     tower_a: Optional[str] = opts.tower_option("a"),
     tower_b: Optional[str] = opts.tower_option("b"),
     corpus: Optional[Path] = opts.corpus_option(),
@@ -52,35 +56,32 @@ def train(
     device: Optional[str] = opts.device_option(),
     precision: str = opts.precision_option("fp32"),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
+    gather_across_devices: bool = opts.gather_across_devices_option(),
+    mini_batch_size: Optional[int] = opts.mini_batch_size_option(),
 ) -> None:
     from jtcse.training.twin import train_twin
 
+    settings = opts.training_settings(
+        locals(), learning_rate=opts.pick_learning_rate(learning_rate, lr_alias, LEARNING_RATE)
+    )
     summary = train_twin(
         tower_a,
         tower_b,
         corpus,
         output_dir,
+        settings=settings,
         cael_every=cael_every or None,
-        batch_size=batch_size,
-        max_seq_length=max_seq_length,
-        learning_rate=opts.pick_learning_rate(learning_rate, lr_alias, LEARNING_RATE),
-        epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
         dev_file=dev_file,
-        eval_steps=eval_steps,
         resume=resume,
         overwrite=overwrite,
-        keep_checkpoints=keep_checkpoints,
         temperature=temperature,
         nce_weight=nce_weight,
         icnce_weight=icnce_weight,
         ictm_weight=ictm_weight,
         regularizers=regularizer,
-        logging_steps=logging_steps,
         device=device,
-        precision=precision,
-        gradient_checkpointing=gradient_checkpointing,
+        gather_across_devices=gather_across_devices,
+        mini_batch_size=mini_batch_size,
     )
     opts.echo_summary(summary, Path(summary["output_dir"]), "Twin")
 

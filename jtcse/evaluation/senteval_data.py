@@ -19,10 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from jtcse.errors import JTCSEError
-from jtcse.evaluation.sts import STSPairs, normalize_whitespace, read_stsb_file
+from jtcse.evaluation.sts import STSPairs, read_stsb_file, scored_pairs
 
 #: SentEval subsets of each STS year (STS13 without the licence-restricted SMT subset).
 STS_YEAR_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -87,25 +85,16 @@ def read_sts_input_gold(input_path: str | Path, gold_path: str | Path) -> STSPai
             f"{input_path} has {len(input_lines)} lines but {gold_path} has {len(gold_lines)}; "
             "each input line needs one gold line (empty to skip the pair)."
         )
-    s1: list[str] = []
-    s2: list[str] = []
-    scores: list[float] = []
-    for line_no, (pair_line, gold_line) in enumerate(zip(input_lines, gold_lines), start=1):
-        fields = pair_line.split("\t")
-        if len(fields) < 2:
-            raise JTCSEError(f"{input_path}: line {line_no} has no tab; an STS input line is 'sentence1<TAB>sentence2'.")
-        if not gold_line.strip():
-            continue
-        try:
-            score = float(gold_line)
-        except ValueError:
-            raise JTCSEError(f"{gold_path}: line {line_no}: score {gold_line!r} is not a number.") from None
-        s1.append(normalize_whitespace(fields[0]))
-        s2.append(normalize_whitespace(fields[1]))
-        scores.append(score)
-    if not scores:
-        raise JTCSEError(f"{gold_path} has no scored pairs.")
-    return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
+
+    def rows():
+        for line_no, (pair_line, gold_line) in enumerate(zip(input_lines, gold_lines), start=1):
+            fields = pair_line.split("\t")
+            if len(fields) < 2:
+                raise JTCSEError(f"{input_path}: line {line_no} has no tab; an STS input line is 'sentence1<TAB>sentence2'.")
+            if gold_line.strip():
+                yield line_no, fields[0], fields[1], gold_line
+
+    return scored_pairs(rows(), gold_path, str(gold_path))
 
 
 def read_sick_file(path: str | Path) -> STSPairs:
@@ -119,25 +108,17 @@ def read_sick_file(path: str | Path) -> STSPairs:
         cols = [header.index(name) for name in ("sentence_A", "sentence_B", "relatedness_score")]
     except ValueError:
         cols = [1, 2, 3]  # SentEval's fixed positions, for a file whose header is renamed
-    s1: list[str] = []
-    s2: list[str] = []
-    scores: list[float] = []
-    for line_no, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        fields = line.strip().split("\t")
-        if len(fields) <= max(cols):
-            raise JTCSEError(f"{path}: line {line_no} has {len(fields)} tab-separated fields, expected at least {max(cols) + 1}.")
-        try:
-            score = float(fields[cols[2]])
-        except ValueError:
-            raise JTCSEError(f"{path}: line {line_no}: relatedness {fields[cols[2]]!r} is not a number.") from None
-        s1.append(normalize_whitespace(fields[cols[0]]))
-        s2.append(normalize_whitespace(fields[cols[1]]))
-        scores.append(score)
-    if not scores:
-        raise JTCSEError(f"SICK file {path} has no pairs.")
-    return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
+
+    def rows():
+        for line_no, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            fields = line.strip().split("\t")
+            if len(fields) <= max(cols):
+                raise JTCSEError(f"{path}: line {line_no} has {len(fields)} tab-separated fields, expected at least {max(cols) + 1}.")
+            yield line_no, fields[cols[0]], fields[cols[1]], fields[cols[2]]
+
+    return scored_pairs(rows(), path, f"SICK file {path}")
 
 
 def _subset_files(directory: Path, year: str, subset: str) -> tuple[Path, Path] | None:

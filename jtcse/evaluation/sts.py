@@ -5,6 +5,7 @@ One implementation serves ``jtcse eval sts`` and the dev-set evaluation during t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,27 @@ def normalize_whitespace(sentence: str) -> str:
     return " ".join(sentence.split())
 
 
+def scored_pairs(rows: Iterable[tuple[int, str, str, str]], score_file: str | Path, source: str) -> STSPairs:
+    """``STSPairs`` from ``(line number, sentence1, sentence2, score text)`` rows, sentences whitespace-normalised.
+
+    A score that is not a number is an error naming ``score_file`` and the line; no rows at all is an
+    error naming ``source``. Every STS reader (STS-B, SICK, the SemEval years) goes through here.
+    """
+    s1: list[str] = []
+    s2: list[str] = []
+    scores: list[float] = []
+    for line_no, first, second, score_text in rows:
+        try:
+            scores.append(float(score_text))
+        except ValueError:
+            raise JTCSEError(f"{score_file}: line {line_no}: score {score_text!r} is not a number.") from None
+        s1.append(normalize_whitespace(first))
+        s2.append(normalize_whitespace(second))
+    if not scores:
+        raise JTCSEError(f"{source} has no scored pairs.")
+    return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
+
+
 def read_stsb_file(path: str | Path) -> STSPairs:
     """Read an STS Benchmark file (tab-separated: genre, file, year, id, score, s1, s2[, source…]).
 
@@ -41,28 +63,20 @@ def read_stsb_file(path: str | Path) -> STSPairs:
     path = Path(path)
     if not path.is_file():
         raise JTCSEError(f"STS-B file not found: {path}")
-    s1: list[str] = []
-    s2: list[str] = []
-    scores: list[float] = []
-    for line_no, line in utf8_lines(path):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) < 7:
-            raise JTCSEError(
-                f"{path}: line {line_no} has {len(fields)} tab-separated fields; an STS-B line has "
-                "genre, file, year, id, score, sentence1, sentence2."
-            )
-        try:
-            score = float(fields[4])
-        except ValueError:
-            raise JTCSEError(f"{path}: line {line_no}: score {fields[4]!r} is not a number.") from None
-        s1.append(normalize_whitespace(fields[5]))
-        s2.append(normalize_whitespace(fields[6]))
-        scores.append(score)
-    if not scores:
-        raise JTCSEError(f"STS-B file {path} has no pairs.")
-    return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
+
+    def rows():
+        for line_no, line in utf8_lines(path):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) < 7:
+                raise JTCSEError(
+                    f"{path}: line {line_no} has {len(fields)} tab-separated fields; an STS-B line has "
+                    "genre, file, year, id, score, sentence1, sentence2."
+                )
+            yield line_no, fields[5], fields[6], fields[4]
+
+    return scored_pairs(rows(), path, f"STS-B file {path}")
 
 
 def encode_unique(model, sentences: list[str], batch_size: int = 64, show_progress_bar: bool = False) -> dict[str, np.ndarray]:

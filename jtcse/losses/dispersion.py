@@ -27,8 +27,8 @@ class DispersionLoss(TokenRegularizer):
         weight: λ (0.1 in the paper).
         temperature: τ (1.0).
         variant: ``"angular"`` (canonical), ``"decorrelation"``, ``"l2_repel"`` or ``"orthogonal"``.
-        layers: hidden-state index or indices, -1 (default) = last layer (``token_embeddings``),
-            0 = embedding output; e.g. ``[-1, -2, -3]`` for the last three layers (averaged).
+        layers: hidden-state index or indices, -1 = the last layer (``token_embeddings``), 0 = the
+            embedding output. Several (e.g. ``[-1, -2, -3]``, the last three layers) are averaged.
         norm_weight: λ_norm of the ``"l2_repel"`` variant.
         base_loss: optional sentence-transformers loss to add the penalty to (same forward pass).
 
@@ -36,6 +36,9 @@ class DispersionLoss(TokenRegularizer):
 
         loss = DispersionLoss(model, weight=0.1, layers=[-1, -2], base_loss=MultipleNegativesRankingLoss(model))
     """
+
+    #: the constructor arguments ``--regularizer dispersion:...`` takes (help: the Args entries above)
+    cli_options = ("weight", "temperature", "variant", "layers", "norm_weight")
 
     def __init__(
         self,

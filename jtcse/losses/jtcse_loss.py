@@ -10,7 +10,8 @@ Contrastive Learning of Sentence Embeddings" (2025), with TNCSE (AAAI 2025) as i
                      + -log max(cos(h_II^a, h_I^b), eps) TMC(p_II^a, p_I^b) ]
 
 ``h`` primitive CLS, ``c`` cross-stream CLS (absent without CAELs), ``p`` pooler output,
-``a``/``b`` the two dropout views, ``R`` in {0, 1} drawn per step from a seeded Python RNG.
+``a``/``b`` the two dropout views, ``R`` in {0, 1} drawn per forward from a Python RNG seeded with
+``(seed, training step, draw within the step)``, so a resumed run draws the same ``R`` as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -66,6 +67,15 @@ def stack_views(sentence_features: list[dict[str, Any]], pad_token_id: int = 0) 
     return stacked
 
 
+def tower_one_anchors(seed: int, step: int, draw: int) -> bool:
+    """The ICNCE direction R = 1 (tower I anchors) of the ``draw``-th forward in training step ``step``.
+
+    A function of its arguments only (a string-seeded ``random.Random``, the same in every process), so
+    a resumed run and every DDP rank draw what an uninterrupted single process draws.
+    """
+    return random.Random(f"{seed}:{step}:{draw}").random() < 0.5
+
+
 def unwrap_model(model: nn.Module) -> nn.Module:
     """The ``SentenceTransformer`` inside a ``torch.compile`` and/or (Distributed)DataParallel wrapper."""
     model = getattr(model, "_orig_mod", model)
@@ -96,8 +106,10 @@ class JTCSELoss(nn.Module):
             icnce_weight: weight of L_ICNCE; 0 switches it off. Its cross-stream half is present
                 exactly when the twin has CAELs (``cael_every`` not None).
             ictm_eps: epsilon of ``max(cos, eps)`` inside ICTM.
-            seed: seed of the Python RNG drawing R each step (None: unseeded; under DDP give every
-                rank the same seed so all ranks draw the same R).
+            seed: seed of the direction R (None: unseeded). R is a function of (seed, training step,
+                draw within the step): the trainer tells the loss its step (:meth:`set_training_step`,
+                called by jtcse's stage runner), so a run resumed from a checkpoint draws what an
+                uninterrupted run draws, and under DDP every rank with the same seed draws the same R.
             gather_across_devices: in a ``torch.distributed`` group of several ranks, every
                 InfoNCE-style term (both L_NCE, both ICNCE halves) keeps its anchors local and takes
                 its candidates from all ranks (``all_gather_with_grad``), so DDP's averaged gradient
@@ -138,8 +150,20 @@ class JTCSELoss(nn.Module):
         self.ictm_eps = ictm_eps
         self.seed = seed
         self.gather_across_devices = bool(gather_across_devices)
-        self._rng = random.Random(seed)
+        self._direction_seed = seed if seed is not None else random.SystemRandom().getrandbits(64)
+        self._step = 0
+        self._draws = 0
         self._warned_no_group = False
+
+    def set_training_step(self, step: int) -> None:
+        """The optimizer step about to run (its count of finished steps); R is drawn per (seed, step, draw)."""
+        self._step = int(step)
+        self._draws = 0
+
+    def _tower_one_anchors(self) -> bool:
+        """R for this forward (:func:`tower_one_anchors` of the seed, the step and the draw within it)."""
+        self._draws += 1
+        return tower_one_anchors(self._direction_seed, self._step, self._draws - 1)
 
     @property
     def twin(self):
@@ -186,7 +210,7 @@ class JTCSELoss(nn.Module):
             losses["nce_1"] = self.nce_weight * info_nce(*h[1], temperature=tau, gather=gather)
             losses["nce_2"] = self.nce_weight * info_nce(*h[2], temperature=tau, gather=gather)
         if self.icnce_weight:
-            x, y = (1, 2) if self._rng.random() < 0.5 else (2, 1)  # R = 1: tower I anchors
+            x, y = (1, 2) if self._tower_one_anchors() else (2, 1)
             term = icnce(*h[x], *h[y], temperature=tau, gather=gather)
             if "cross_cls_1" in outputs:
                 c = {1: views("cross_cls_1"), 2: views("cross_cls_2")}

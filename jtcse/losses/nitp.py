@@ -126,8 +126,8 @@ class NITPLoss(TokenRegularizer):
     Args:
         model: a SentenceTransformer whose first module is a ``Transformer``.
         weight: λ (1.0 in the paper).
-        shallow_layer: hidden-state index of the target (0 = embedding output, 1 = after the first
-            layer, ...); must be below the last layer.
+        shallow_layer: hidden-state index of the target (0 = the embedding output, 1 = after the
+            first layer), below the last layer; unset: about 20% of the depth, at least 1.
         hidden_features: inner width of a newly created head (default: the hidden size).
         base_loss: optional sentence-transformers loss to add the term to (same forward pass).
 
@@ -137,6 +137,8 @@ class NITPLoss(TokenRegularizer):
     """
 
     needs_hidden_states = True
+    #: the constructor arguments ``--regularizer nitp:...`` takes (help: the Args entries above)
+    cli_options = ("weight", "shallow_layer", "hidden_features")
 
     def __init__(
         self,

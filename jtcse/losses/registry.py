@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,6 +24,7 @@ __all__ = [
     "REGULARIZER_HELP",
     "RegularizerSpec",
     "build_regularised_loss",
+    "check_mini_batch_size",
     "parse_regularizer_spec",
     "regularizer_help",
     "regularizer_options",
@@ -35,37 +37,38 @@ REGULARIZERS: dict[str, tuple[str, str]] = {
 }
 """CLI name -> (module in ``jtcse.losses``, class)."""
 
-# What each command-line option means; its type and default are read from the class's ``__init__``.
-# Constructor parameters not listed here (``model``, ``base_loss``, ``label_key``) are not options.
-_MEANING: dict[str, dict[str, str]] = {
-    "simreg": {
-        "weight": "λ",
-        "temperature": "τ",
-        "chunk_size": "tokens per chunk for chunk-wise SimReg; unset = off",
-        "layers": "hidden-state indices, -1 = last; several as -1/-2",
-    },
-    "dispersion": {
-        "weight": "λ",
-        "temperature": "τ",
-        "variant": "angular | decorrelation | l2_repel | orthogonal",
-        "layers": "hidden-state indices, -1 = last; several as -1/-2",
-        "norm_weight": "λ_norm of l2_repel",
-    },
-    "nitp": {
-        "weight": "λ",
-        "shallow_layer": "target layer; unset = about 20% of depth, at least 1",
-        "hidden_features": "inner width of the projection head; unset = the hidden size",
-    },
-}
-
 
 @dataclass(frozen=True)
 class Option:
-    """One regulariser option as the constructor declares it: its kind and default."""
+    """One regulariser option as its class declares it: its kind and default (``__init__``) and meaning (docstring)."""
 
     kind: str  # float | int | ints | str
     default: Any
     meaning: str
+
+
+_ROLE = re.compile(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`")  # :func:`~jtcse.losses.functional.simreg` -> simreg
+_LITERAL = re.compile(r'``"?([^`"]*)"?``')  # ``"angular"`` -> angular
+
+
+def _documented_args(docstring: str) -> dict[str, str]:
+    """``{parameter: first sentence}`` of the ``Args:`` block of a (cleaned) Google-style docstring, markup removed."""
+    lines = docstring.splitlines()
+    start = lines.index("Args:") + 1
+    entries: dict[str, list[str]] = {}
+    for line in lines[start:]:
+        if line and not line.startswith(" "):
+            break  # the next section
+        match = re.match(r" {4}(\w+): (.*)", line)
+        if match:
+            entries[match[1]] = [match[2]]
+        elif line.strip() and entries:
+            entries[list(entries)[-1]].append(line.strip())
+    meanings = {}
+    for name, parts in entries.items():
+        text = _LITERAL.sub(r"\1", _ROLE.sub(r"\1", " ".join(parts)))
+        meanings[name] = re.split(r"\.(?:\s|$)", text, maxsplit=1)[0]
+    return meanings
 
 
 def _kind(annotation: str) -> str:
@@ -79,29 +82,30 @@ def _kind(annotation: str) -> str:
 
 @lru_cache(maxsize=None)
 def regularizer_options(name: str) -> dict[str, Option]:
-    """``{option: Option}`` for regulariser ``name``, read from its class's ``__init__`` signature.
+    """``{option: Option}`` for regulariser ``name``, read from its class: the options are its
+    ``cli_options``, their types and defaults come from its ``__init__`` signature and their meanings
+    from the ``Args:`` block of its docstring (the first sentence of each entry).
 
-    The signature is read from the module's source (``ast``), so the CLI gets defaults without
-    importing torch; the defaults live only in the loss class.
+    The class is read from the module's source (``ast``), so the CLI gets all this without importing
+    torch; it is written only in the loss class.
     """
     module, cls = REGULARIZERS[name]
     spec = importlib.util.find_spec(f"jtcse.losses.{module}")
     tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    init = next(
-        node
-        for klass in tree.body
-        if isinstance(klass, ast.ClassDef) and klass.name == cls
+    klass = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == cls)
+    init = next(node for node in klass.body if isinstance(node, ast.FunctionDef) and node.name == "__init__")
+    keys = next(
+        ast.literal_eval(node.value)
         for node in klass.body
-        if isinstance(node, ast.FunctionDef) and node.name == "__init__"
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "cli_options" for t in node.targets)
     )
     params = init.args.args[len(init.args.args) - len(init.args.defaults) :]
     declared = {
         arg.arg: (ast.unparse(arg.annotation), ast.literal_eval(default))
         for arg, default in zip(params, init.args.defaults)
     }
-    return {
-        key: Option(_kind(declared[key][0]), declared[key][1], meaning) for key, meaning in _MEANING[name].items()
-    }
+    meanings = _documented_args(ast.get_docstring(klass) or "")
+    return {key: Option(_kind(declared[key][0]), declared[key][1], meanings[key]) for key in keys}
 
 
 def regularizer_help() -> str:
@@ -109,7 +113,8 @@ def regularizer_help() -> str:
     described = []
     for name in REGULARIZERS:
         options = ", ".join(
-            f"{key}={option.default} ({option.meaning})" if option.default is not None else f"{key} ({option.meaning})"
+            (f"{key}={option.default}" if option.default is not None else key)
+            + f" ({option.meaning}{'; several as -1/-2' if option.kind == 'ints' else ''})"
             for key, option in regularizer_options(name).items()
         )
         described.append(f"{name}: {options}.")
@@ -209,3 +214,23 @@ def build_regularised_loss(model, base_loss, specs: Sequence[str], extra_terms=N
         return RegularizedLoss(model, base_loss, {**terms, **(extra_terms or {})}, base_name=base_name)
     except ValueError as exc:
         raise JTCSEError(str(exc)) from None
+
+
+def check_mini_batch_size(mini_batch_size: int | None, specs: Sequence[str], extra_terms=None) -> None:
+    """Refuse a GradCache ``mini_batch_size`` that is not a positive integer, or one combined with token-level
+    terms (regularisers, extra losses): checked before anything is loaded. ``None`` means no GradCache.
+
+    A cached loss embeds without a graph and back-propagates mini-batch by mini-batch, so no token
+    states reach a regulariser (:class:`jtcse.losses.RegularizedLoss` refuses cached losses).
+    """
+    if mini_batch_size is None:
+        return
+    if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 1:
+        raise JTCSEError(f"--mini-batch-size must be a positive integer, not {mini_batch_size!r}.")
+    extra = [parse_regularizer_spec(s).name for s in specs] + sorted(extra_terms or {})
+    if extra:
+        raise JTCSEError(
+            f"--mini-batch-size (GradCache) cannot be combined with token-level terms ({', '.join(extra)}): the "
+            "cached loss embeds without a graph, so no token states reach them. Drop --mini-batch-size or the "
+            "--regularizer options."
+        )

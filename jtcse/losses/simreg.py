@@ -28,11 +28,12 @@ class SimRegLoss(TokenRegularizer):
         weight: λ. The paper finds 2–20 stable and scales it by √2 per doubling of the hidden size
             (``≈ 10·√(d/1024)``).
         temperature: τ (0.01 in the paper).
-        chunk_size: if set, the chunk-wise form (:func:`~jtcse.losses.functional.simreg_chunked`)
-            with memory ``O(n·chunk_size)`` per sequence instead of ``O(n²)``.
-        layers: hidden-state index or indices to regularise; -1 (default, the paper's choice) is the
-            last layer (``token_embeddings``); others need a sentence-transformers ``Transformer``.
-            Several layers are averaged.
+        chunk_size: tokens per chunk of the chunk-wise form
+            (:func:`~jtcse.losses.functional.simreg_chunked`); unset: the full form. Memory is
+            ``O(n·chunk_size)`` per sequence instead of ``O(n²)``.
+        layers: hidden-state index or indices to regularise, -1 = the last layer (the paper's choice).
+            Layers other than the last (``token_embeddings``) need a sentence-transformers
+            ``Transformer``; several layers are averaged.
         label_key: the feature holding the per-token integer labels.
         base_loss: optional sentence-transformers loss; then the loss is ``base + weight·softplus(L_sr)``
             on the base loss's own forward pass (see :class:`~jtcse.losses.RegularizedLoss`).
@@ -41,6 +42,9 @@ class SimRegLoss(TokenRegularizer):
 
         loss = SimRegLoss(model, weight=2.0, base_loss=MultipleNegativesRankingLoss(model))
     """
+
+    #: the constructor arguments ``--regularizer simreg:...`` takes (help: the Args entries above)
+    cli_options = ("weight", "temperature", "chunk_size", "layers")
 
     def __init__(
         self,

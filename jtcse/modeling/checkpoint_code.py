@@ -2,19 +2,23 @@
 
 A twin (or ensemble) checkpoint carries its modeling source (``twin.py`` and the files it imports) and
 names ``twin.TwinTowers`` (``ensemble.Ensemble``) in ``modules.json`` (see :mod:`jtcse.modeling.portable`); older ones name
-``jtcse.modeling.twin.TwinTowers`` and carry no code. Both resolve to the installed class, the first
-only when the checkpoint's source files are byte-identical to the installed ones: a checkpoint whose
-code differs is refused (open it with ``SentenceTransformer(path, trust_remote_code=True)`` if you
-trust that code).
+``jtcse.modeling.twin.TwinTowers`` and carry no code. Both resolve to the installed class. A checkpoint
+whose copy of the code differs from the installed files (written by another jtcse version, or edited) or
+lacks it still opens with the installed classes, with one warning naming the file: the weights and
+settings are jtcse's own format, and the checkpoint's code is never run here
+(``SentenceTransformer(path, trust_remote_code=True)`` runs it instead).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 from pathlib import Path
 
 from jtcse.errors import JTCSEError
+
+logger = logging.getLogger(__name__)
 
 
 def portable_classes() -> tuple[type, ...]:
@@ -47,10 +51,12 @@ def installed_module_classes(path: str | Path) -> dict[str, type]:
                 copy = path / source.name
                 if not copy.is_file() or copy.read_bytes() != source.read_bytes():
                     state = "is missing" if not copy.is_file() else "differs from the installed jtcse's"
-                    raise JTCSEError(
-                        f"{copy} {state}, so jtcse will not open {path} with its own code. If you trust the "
-                        "checkpoint's code, load it with SentenceTransformer(path, trust_remote_code=True)."
-                    )
+                    logger.warning(
+                        "%s %s (another jtcse version?); opening %s with the installed jtcse classes. "
+                        "SentenceTransformer(path, trust_remote_code=True) would run the checkpoint's own code.",
+                        copy, state, path,
+                    )  # fmt: skip
+                    break
             classes[portable_type] = cls
     return classes
 

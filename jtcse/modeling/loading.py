@@ -4,8 +4,10 @@ model) for a role, with optional pooling, length and device.
 * :func:`resolve_source` is the only place where ``None`` becomes the embedded MiniLM tower.
 * :func:`load_model` opens a checkpoint for encoding (``encode``/``teacher``), as a distillation student
   that keeps its own pooling (``student``, :func:`load_student`) or as a CLS tower (``tower``).
-* :func:`load_cls_tower` assembles ``Transformer`` + CLS ``Pooling``, the shape of every warmed-up tower and
-  twin tower (and of a JTCSE-D student, which starts from a warmed-up tower).
+* :func:`load_cls_tower` opens a checkpoint as ``Transformer`` + CLS ``Pooling``, the shape of every
+  warmed-up tower and twin tower (and of a JTCSE-D student, which starts from a warmed-up tower); every
+  tower is put together by :func:`jtcse.modeling.twin.assemble_tower`, the one place for that, which twin
+  checkpoints carry.
 * jtcse's own module classes (twin, ensemble) are opened with the installed classes, never with code
   read from the checkpoint (:mod:`jtcse.modeling.checkpoint_code`); :func:`needs_jtcse_classes` refuses
   a checkpoint that mixes them with foreign module classes or asks ``transformers`` for remote code
@@ -130,9 +132,10 @@ def _looks_local(source: str) -> bool:
     return Path(source).is_absolute() or source.startswith((".", "~"))
 
 
-def _open(source, role: str, device: str | None):
+def _open(source, role: str, device: str | None, backend: str = "torch"):
     """``SentenceTransformer(source)``: a loaded model is returned as is, a path or hub name is opened
-    (twins with jtcse's own classes); failures are one-line errors naming ``role``."""
+    (twins with jtcse's own classes; ``backend`` as sentence-transformers takes it); failures are
+    one-line errors naming ``role``."""
     from sentence_transformers import SentenceTransformer
 
     from jtcse.modeling.checkpoint_code import sentence_transformer_loader
@@ -147,7 +150,8 @@ def _open(source, role: str, device: str | None):
     try:
         trust = needs_jtcse_classes(path) if path.exists() else False
         loader = sentence_transformer_loader(path) if path.exists() else SentenceTransformer
-        return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust)
+        options = {} if backend == "torch" else {"backend": backend}
+        return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
     except Exception as err:  # noqa: BLE001 - any load failure is a problem with the user's path, said in one line
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         if path.exists():
@@ -158,8 +162,10 @@ def _open(source, role: str, device: str | None):
         ) from err
 
 
-def _set_length(model, max_seq_length, role: str) -> None:
-    """Set ``max_seq_length`` (``"max"``: the position capacity), clamped to that capacity with a warning."""
+def set_max_seq_length(model, max_seq_length, role: str) -> int:
+    """Set ``model``'s ``max_seq_length`` (``"max"``: the position capacity), clamped to that capacity with a
+    warning naming ``role``; returns the length set. Every command that takes a length goes through here, so a
+    length above the position table never reaches a forward pass."""
     from sentence_transformers.base.modules import Transformer
 
     first = model[0]
@@ -172,7 +178,7 @@ def _set_length(model, max_seq_length, role: str) -> None:
     capacity = min((c for c in capacities if c is not None), default=None)
     if max_seq_length == FULL_LENGTH:
         if capacity is None:
-            return
+            return model.max_seq_length
         max_seq_length = capacity
     if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 1:
         raise ValueError(f"max_seq_length must be a positive integer or {FULL_LENGTH!r}, not {max_seq_length!r}")
@@ -185,6 +191,7 @@ def _set_length(model, max_seq_length, role: str) -> None:
         model.max_seq_length = max_seq_length
     else:
         first.max_seq_length = max_seq_length
+    return max_seq_length
 
 
 def _refuse_twin(source) -> None:
@@ -221,8 +228,9 @@ def _repool(model, pooling: str) -> tuple:
 
     Whatever followed the Transformer (another pooling, ``Normalize``, ``Dense`` ...) is replaced; ``changes``
     says so in words (empty when the model already was exactly that)."""
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from jtcse.modeling.twin import assemble_tower
 
     transformer, rest = model[0], list(model)[1:]
     if len(rest) == 1 and isinstance(rest[0], Pooling) and rest[0].pooling_mode == pooling:
@@ -236,8 +244,7 @@ def _repool(model, pooling: str) -> tuple:
             changes.append(f"dropped {type(module).__name__}")
     if not any(isinstance(module, Pooling) for module in rest):
         changes.append(f"added {label} pooling")
-    pooled = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
-    return SentenceTransformer(modules=[transformer, pooled], device=str(model.device)), changes
+    return assemble_tower(transformer, pooling, device=str(model.device)), changes
 
 
 def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, device: str | None = None):
@@ -250,7 +257,7 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
     """
     model, changes = _repool(_single_encoder(source, role, device), "cls")
     if max_seq_length is not None:
-        _set_length(model, max_seq_length, role)
+        set_max_seq_length(model, max_seq_length, role)
     return model, changes
 
 
@@ -268,11 +275,13 @@ def load_student(source=None, *, pooling: str | None = None, max_seq_length=None
     if pooling is not None:
         model, changes = _repool(model, pooling)
     if max_seq_length is not None:
-        _set_length(model, max_seq_length, "student")
+        set_max_seq_length(model, max_seq_length, "student")
     return model, changes
 
 
-def load_model(source=None, *, role: str = "encode", pooling: str | None = None, max_seq_length=None, device=None):
+def load_model(
+    source=None, *, role: str = "encode", pooling: str | None = None, max_seq_length=None, device=None, backend: str = "torch"
+):
     """A ``SentenceTransformer`` for ``source`` (path, hub name, loaded model, or ``None``: the embedded MiniLM).
 
     ``role``: ``encode`` / ``teacher`` keep the checkpoint's modules (a twin encodes as the sum of its
@@ -283,6 +292,8 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
     ``max_seq_length``: ``None`` keeps the checkpoint's own, ``"max"`` is the whole position table (no
     truncation, as in SimCSE's evaluation); a value above the position table is clamped to it with a warning.
     ``device``: a torch device string; one torch does not know, or that is absent here, is a ``ValueError``.
+    ``backend``: sentence-transformers' ``torch`` / ``onnx`` / ``openvino`` (the latter two export the
+    checkpoint's transformer through Optimum when it holds no such graph yet; ``encode``/``teacher`` roles only).
     A missing path is a ``FileNotFoundError`` (:class:`~jtcse.errors.ModelNotFoundError`).
     """
     from sentence_transformers.base.modules import Transformer
@@ -291,6 +302,8 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
         raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
     if pooling is not None and pooling not in POOLING_CHOICES:
         raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
+    if role in ("student", "tower") and backend != "torch":
+        raise ValueError(f"a {role} is trained with torch; backend={backend!r} cannot apply")
     if role == "student":
         return load_student(source, pooling=pooling, max_seq_length=max_seq_length, device=device)[0]
     if role == "tower":
@@ -298,7 +311,7 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
             raise ValueError(f"a {role} always pools CLS; pooling={pooling!r} cannot apply")
         return load_cls_tower(source, role=role, max_seq_length=max_seq_length, device=device)[0]
     device = check_device(device)
-    model = _open(resolve_source(source), role, device)
+    model = _open(resolve_source(source), role, device, backend)
     if pooling is not None:
         first = model[0]
         if not isinstance(first, Transformer):
@@ -308,6 +321,6 @@ def load_model(source=None, *, role: str = "encode", pooling: str | None = None,
             )
         model = _repool(model, pooling)[0]
     if max_seq_length is not None:
-        _set_length(model, max_seq_length, role)
+        set_max_seq_length(model, max_seq_length, role)
     model.eval()
     return model

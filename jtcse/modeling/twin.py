@@ -115,7 +115,10 @@ def tokenizer_normalisation(tokenizer) -> dict[str, Any]:
         else:
             flat[prefix] = node
 
-    walk(json.loads(backend.to_str()).get("normalizer"), "normalizer")
+    # the normalizer's own JSON (what pickling it writes): the same as tokenizer.json's "normalizer" entry,
+    # without serialising and parsing the whole vocabulary
+    normalizer = backend.normalizer
+    walk(None if normalizer is None else json.loads(normalizer.__getstate__()), "normalizer")
     return flat
 
 
@@ -132,6 +135,23 @@ def position_capacity(hf_model: nn.Module) -> int | None:
         if isinstance(padding_idx, int) and isinstance(getattr(module, "position_embeddings", None), nn.Embedding):
             return limit - (padding_idx + 1)
     return limit
+
+
+def assemble_tower(transformer: Transformer, pooling: str = "cls", device: str | None = None):
+    """``SentenceTransformer(modules=[transformer, Pooling(pooling)])`` on ``device`` (default: where the
+    transformer's weights are).
+
+    The one place a tower is put together from a ``Transformer`` module (twin export here; CLS towers and
+    pooling overrides in :mod:`jtcse.modeling.loading`). It lives in this module because twin
+    checkpoints carry this file, which must not import jtcse.
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    if device is None:
+        device = str(next(transformer.parameters()).device)
+    pooling_module = Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling)
+    return SentenceTransformer(modules=[transformer, pooling_module], device=device)
 
 
 @dataclass
@@ -375,16 +395,9 @@ class TwinTowers(InputModule):
 
         The result loads with sentence-transformers alone; it does not need jtcse.
         """
-        from sentence_transformers import SentenceTransformer
-        from sentence_transformers.sentence_transformer.modules import Pooling
-
         if index not in (0, 1):
             raise ValueError(f"Tower index must be 0 or 1, not {index!r}.")
-        tower = self.towers[index]
-        pooling = Pooling(tower.get_embedding_dimension(), pooling_mode="cls")
-        device = next(tower.parameters()).device
-        single = SentenceTransformer(modules=[tower, pooling], device=str(device))
-        single.save(str(out_dir))
+        assemble_tower(self.towers[index], "cls").save(str(out_dir))
         return str(out_dir)
 
     def export_towers(self, out_dir: str | Path) -> list[str]:

@@ -8,20 +8,28 @@ reaches ``target_recall`` on corpus rows left out of the k-means sample where po
 faiss-gpu is used when it is installed and sees a GPU; the file on disk is always a CPU index.
 
 Precision: ``float32``; ``binary`` is sentence-transformers' embedding quantization
-(``sentence_transformers.util.quantization``): ``quantize_embeddings(..., "ubinary")`` packs the sign
-bits into a faiss ``IndexBinaryFlat`` (1/32 of float32, Hamming search), and ``semantic_search_faiss``
-over-fetches ``rescore_multiplier × k`` candidates and rescores them as float query · stored bits.
+(``sentence_transformers.util.quantization``) in the layout its embedding-quantization guide recommends,
+binary search with int8 rescoring: ``quantize_embeddings(..., "ubinary")`` packs the sign bits into a
+faiss ``IndexBinaryFlat`` held in memory (1/32 of float32, exact Hamming search), and
+``quantize_embeddings(..., "int8", ranges=...)`` writes one int8 vector per row to ``rescore.npy``
+(1/4 of float32) that stays on disk and is memory-mapped at search time. A query fetches
+``rescore_multiplier × k`` candidates by Hamming distance, and only those rows are read and rescored as
+float query · dequantized int8 vector. (Rescoring against the stored bits, as ``semantic_search_faiss``
+does with a binary index alone, plateaus at recall@10 ≈ 0.57 of float search on MiniLM embeddings of
+wiki12k however many candidates are fetched: the bits cannot order the candidates.)
 ``int8`` is faiss's 8-bit scalar quantizer (``IndexScalarQuantizer``, QT_8bit: 256 steps between each
-dimension's min and max; 1/4 of float32), whose inner products use the decoded vectors, so no rescoring
-is needed. (sentence-transformers' own faiss int8 path keeps uint8 codes in a float ``IndexFlatIP`` and
-ranks candidates by the inner product of offset codes; measured recall@10 of 0.01 at 4× over-fetch on
-random unit vectors, so it is not used.) Quantized indexes are exact (flat).
+dimension's min and max; 1/4 of float32, all in memory), whose inner products use the decoded vectors, so
+no rescoring is needed. (sentence-transformers' own faiss int8 path keeps uint8 codes in a float
+``IndexFlatIP`` and ranks candidates by the inner product of offset codes; measured recall@10 of 0.01 at
+4× over-fetch on random unit vectors, so it is not used.) Quantized indexes are exact (flat).
 
 Index directory (format version 2; version 1 directories still load as float32 without a texts check)::
 
     manifest.json   format, format_version, model, dim, normalized, kind, precision, nlist, nprobe, rows,
                     texts_bytes, texts_sha256, source...
     index.faiss     the faiss index (CPU form; a binary index for precision "binary")
+    rescore.npy     precision "binary" only: int8 vectors for rescoring (memory-mapped, read per candidate)
+    rescore_ranges.npy  their per-dimension (min, max), the int8 quantization ranges
     texts.txt       a copy of the corpus's non-empty lines, stripped, one per line
     rows.npy        per vector row: source line number ("line") and byte offset into texts.txt ("offset")
 
@@ -60,13 +68,15 @@ from jtcse.search.lines import ROW_DTYPE, count_rows, iter_chunks, read_line_at
 INDEX_FORMAT = "jtcse-index"
 INDEX_FORMAT_VERSION = 2
 PRECISIONS = ("float32", "int8", "binary")
-# Our precision names → sentence-transformers' faiss corpus precisions.
-_ST_PRECISION = {"binary": "ubinary"}
-DEFAULT_RESCORE_MULTIPLIER = 4
+# Binary: candidates fetched per hit before int8 rescoring. Chosen by scripts/bench_search.py --quantized
+# (docs/search.md): the smallest tried value with recall@10 >= 0.95 of float search, with a margin, on real embeddings.
+DEFAULT_RESCORE_MULTIPLIER = 50
 MANIFEST = "manifest.json"
 INDEX_FILE = "index.faiss"
 TEXTS_FILE = "texts.txt"
 ROWS_FILE = "rows.npy"
+RESCORE_FILE = "rescore.npy"
+RANGES_FILE = "rescore_ranges.npy"
 EMBEDDINGS_FILE = "embeddings.npy"
 # encode_file's outputs for EMBEDDINGS_FILE: vectors, progress/meta, row table.
 _EMBEDDING_FILES = (EMBEDDINGS_FILE, meta_path_for(EMBEDDINGS_FILE).name, rows_path_for(EMBEDDINGS_FILE).name)
@@ -282,7 +292,8 @@ def check_precision(precision: str) -> str:
 def build_quantized_index(vectors: np.ndarray, precision: str, *, chunk_rows: int = 65_536, seed: int = 0) -> Any:
     """An exact faiss index over ``vectors`` at ``precision`` "binary" or "int8" (see the module docstring).
 
-    ``binary``: ``quantize_embeddings(block, "ubinary")`` (sign bits, 8 per byte) in an ``IndexBinaryFlat``.
+    ``binary``: ``quantize_embeddings(block, "ubinary")`` (sign bits, 8 per byte) in an ``IndexBinaryFlat``;
+    its rescoring vectors come from :func:`write_rescore_vectors`.
     ``int8``: ``IndexScalarQuantizer`` QT_8bit, its per-dimension min/max taken from up to 100k random rows.
     """
     from sentence_transformers.util.quantization import quantize_embeddings
@@ -303,33 +314,80 @@ def build_quantized_index(vectors: np.ndarray, precision: str, *, chunk_rows: in
     return index
 
 
+def write_rescore_vectors(vectors: np.ndarray, codes_path: str | Path, *, chunk_rows: int = 65_536) -> np.ndarray:
+    """Write ``vectors`` as int8 (``quantize_embeddings(..., "int8")``) to the ``.npy`` file ``codes_path``.
+
+    The ranges are each dimension's min and max over all rows (read in chunks); they are returned, and
+    :func:`dequantize` needs them to turn codes back into vectors.
+    """
+    from numpy.lib.format import open_memmap
+    from sentence_transformers.util.quantization import quantize_embeddings
+
+    rows, dim = vectors.shape
+    low = np.full(dim, np.inf, dtype=np.float32)
+    high = np.full(dim, -np.inf, dtype=np.float32)
+    for start in range(0, rows, chunk_rows):
+        block = np.asarray(vectors[start : start + chunk_rows], dtype=np.float32)
+        low, high = np.minimum(low, block.min(axis=0)), np.maximum(high, block.max(axis=0))
+    ranges = np.vstack([low, high])
+    codes = open_memmap(codes_path, mode="w+", dtype=np.int8, shape=(rows, dim))
+    for start in range(0, rows, chunk_rows):
+        block = np.asarray(vectors[start : start + chunk_rows], dtype=np.float32)
+        codes[start : start + len(block)] = quantize_embeddings(block, precision="int8", ranges=ranges)
+    codes.flush()
+    del codes
+    return ranges
+
+
+def dequantize(codes: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    """float32 vectors from ``quantize_embeddings(..., "int8", ranges)`` codes: the middle of each code's step."""
+    steps = (ranges[1] - ranges[0]) / 255
+    steps = np.where(steps == 0, 1, steps).astype(np.float32)
+    return (codes.astype(np.float32) + 128.5) * steps + ranges[0]
+
+
 def search_quantized(
-    index: Any, queries: np.ndarray, k: int, precision: str, *, rescore_multiplier: int = DEFAULT_RESCORE_MULTIPLIER
+    index: Any,
+    queries: np.ndarray,
+    k: int,
+    precision: str,
+    *,
+    rescore: tuple[np.ndarray, np.ndarray] | None = None,
+    rescore_multiplier: int = DEFAULT_RESCORE_MULTIPLIER,
+    block_floats: int = 1 << 22,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (scores, rows) from a :func:`build_quantized_index` index for float ``queries``.
 
-    ``binary``: sentence-transformers' ``semantic_search_faiss``: the binary query fetches
-    ``rescore_multiplier × k`` candidates by Hamming distance, rescored as float query · stored 0/1
-    bits. ``int8``: inner products with the decoded vectors. Rows are -1 (score -inf) past the index size.
+    ``binary``: the binary query fetches ``rescore_multiplier × k`` candidates by Hamming distance; those
+    rows of ``rescore`` = (int8 codes, ranges) from :func:`write_rescore_vectors` (a memmap: only the
+    candidates are read) are dequantized and rescored as float query · vector, queries in blocks of at most
+    ``block_floats`` dequantized numbers. ``int8``: inner products with the decoded vectors.
+    Rows are -1 (score -inf) past the index size.
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     if precision == "int8":
         return index.search(queries, k)
-    from sentence_transformers.util.quantization import semantic_search_faiss
+    if rescore is None:
+        raise ValueError("a binary index needs its int8 rescoring vectors (rescore=(codes, ranges))")
+    from sentence_transformers.util.quantization import quantize_embeddings
 
-    results, _ = semantic_search_faiss(
-        queries,
-        corpus_index=index,
-        corpus_precision=_ST_PRECISION[precision],
-        top_k=k,
-        rescore=True,
-        rescore_multiplier=rescore_multiplier,
-    )
+    codes, ranges = rescore
+    fetch = max(k, min(k * rescore_multiplier, index.ntotal))
+    _, candidates = index.search(quantize_embeddings(queries, precision="ubinary"), fetch)
     scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
     ids = np.full((len(queries), k), -1, dtype=np.int64)
-    for i, hits in enumerate(results):  # per query (at most k entries each), not per corpus row
-        scores[i, : len(hits)] = [hit["score"] for hit in hits]
-        ids[i, : len(hits)] = [hit["corpus_id"] for hit in hits]
+    step = max(1, block_floats // (fetch * codes.shape[1]))
+    for start in range(0, len(queries), step):
+        block = candidates[start : start + step]
+        valid = block >= 0
+        vectors = dequantize(codes[np.where(valid, block, 0).ravel()], ranges).reshape(*block.shape, -1)
+        rescored = np.einsum("qd,qcd->qc", queries[start : start + step], vectors)
+        rescored[~valid] = -np.inf
+        order = np.argsort(-rescored, axis=1, kind="stable")[:, :k]
+        top = np.take_along_axis(rescored, order, axis=1)
+        found = np.where(np.isfinite(top), np.take_along_axis(block, order, axis=1), -1)
+        scores[start : start + step, : order.shape[1]] = top
+        ids[start : start + step, : order.shape[1]] = found
     return scores, ids
 
 
@@ -364,6 +422,7 @@ class IndexManifest:
     calibration: dict = field(default_factory=dict)
     precision: str = "float32"
     rescore_multiplier: int | None = None
+    rescore_precision: str | None = None  # "int8" for binary indexes (rescore.npy)
     texts_bytes: int | None = None  # size and checksum of texts.txt, checked on load (None: format 1)
     texts_sha256: str | None = None
     format: str = INDEX_FORMAT
@@ -436,6 +495,7 @@ class SearchIndex:
                 f"says {self.manifest.rows} {self.manifest.dim}-d ones; rebuild it."
             )
         self.rows = np.load(self.dir / ROWS_FILE, mmap_mode="r")
+        self.rescore = self._load_rescore() if binary else None
         if self.manifest.nprobe:
             set_nprobe(self.index, self.manifest.nprobe)
         if _want_gpu(use_gpu) and self.manifest.precision == "float32":  # pragma: no cover - no GPU in CI
@@ -446,6 +506,27 @@ class SearchIndex:
 
     def __len__(self) -> int:
         return self.manifest.rows
+
+    def _load_rescore(self) -> tuple[np.ndarray, np.ndarray]:
+        """A binary index's int8 rescoring vectors (memory-mapped) and their ranges, checked against the manifest."""
+        paths = (self.dir / RESCORE_FILE, self.dir / RANGES_FILE)
+        if not all(path.is_file() for path in paths):
+            raise JTCSEError(
+                f"Binary index {self.dir} has no {RESCORE_FILE} (int8 rescoring vectors; indexes built by older jtcse "
+                "versions lack them); rebuild it with `jtcse index build --precision binary --overwrite`."
+            )
+        try:
+            codes = np.load(paths[0], mmap_mode="r")
+            ranges = np.load(paths[1])
+        except (OSError, ValueError) as err:
+            raise JTCSEError(f"Cannot read the rescoring vectors of {self.dir} (corrupt or truncated?): {err}") from None
+        rows, dim = self.manifest.rows, self.manifest.dim
+        if codes.shape != (rows, dim) or codes.dtype != np.int8 or ranges.shape != (2, dim):
+            raise JTCSEError(
+                f"Index {self.dir}: {RESCORE_FILE} holds {codes.shape} {codes.dtype} values, the manifest says "
+                f"({rows}, {dim}) int8; rebuild it with `jtcse index build --overwrite`."
+            )
+        return codes, ranges.astype(np.float32)
 
     def _check_texts(self) -> None:
         """texts.txt must be the file written at build time (size and sha256 in the manifest)."""
@@ -469,10 +550,13 @@ class SearchIndex:
         with (self.dir / TEXTS_FILE).open("rb") as handle:
             return read_line_at(handle, self.rows[row]["offset"])
 
-    def search_vectors(self, queries: np.ndarray, k: int = 10, nprobe: int | None = None):
+    def search_vectors(
+        self, queries: np.ndarray, k: int = 10, nprobe: int | None = None, rescore_multiplier: int | None = None
+    ):
         """Top-``k`` (scores, rows) for query vectors ``(n, dim)``; rows are -1 past the index size.
 
-        Queries are L2-normalised when the index was built normalised.
+        Queries are L2-normalised when the index was built normalised. ``nprobe`` (IVF indexes) and
+        ``rescore_multiplier`` (binary indexes) override the index's own for this search.
         """
         queries = np.atleast_2d(np.asarray(queries, dtype=np.float32))
         if queries.shape[1] != self.manifest.dim:
@@ -485,10 +569,20 @@ class SearchIndex:
         queries = np.ascontiguousarray(queries.copy())
         if self.manifest.normalized:
             _faiss().normalize_L2(queries)
+        if rescore_multiplier is not None:
+            if self.manifest.precision != "binary":
+                raise JTCSEError(
+                    f"--rescore-multiplier applies to binary indexes; {self.dir} is a {self.manifest.precision} index."
+                )
+            if rescore_multiplier < 1:
+                raise JTCSEError(f"--rescore-multiplier must be at least 1, not {rescore_multiplier}")
         if self.manifest.precision != "float32":
             if nprobe is not None:
                 raise JTCSEError(f"--nprobe applies to IVF indexes; {self.dir} is an exact {self.manifest.precision} index.")
-            return self._search_quantized(queries, k)
+            multiplier = rescore_multiplier or self.manifest.rescore_multiplier or DEFAULT_RESCORE_MULTIPLIER
+            return search_quantized(
+                self.index, queries, k, self.manifest.precision, rescore=self.rescore, rescore_multiplier=multiplier
+            )
         if nprobe is not None:
             if self.manifest.kind != "ivf":
                 raise JTCSEError(f"--nprobe applies to IVF indexes; {self.dir} is a flat (exact) index.")
@@ -498,15 +592,6 @@ class SearchIndex:
         finally:
             if nprobe is not None and self.manifest.nprobe:
                 set_nprobe(self.index, self.manifest.nprobe)
-
-    def _search_quantized(self, queries: np.ndarray, k: int):
-        return search_quantized(
-            self.index,
-            queries,
-            k,
-            self.manifest.precision,
-            rescore_multiplier=self.manifest.rescore_multiplier or DEFAULT_RESCORE_MULTIPLIER,
-        )
 
     def model(self, model: Any = None, *, model_name: str | None = None, allow_other_model: bool = False, device=None):
         """The SentenceTransformer for queries: the index's own model unless another is given.
@@ -546,6 +631,7 @@ class SearchIndex:
         model_name: str | None = None,
         allow_other_model: bool = False,
         nprobe: int | None = None,
+        rescore_multiplier: int | None = None,
         batch_size: int = 64,
     ) -> list[list[Hit]]:
         """Encode ``queries`` with the index's model and return their top-``k`` hits with sentences."""
@@ -556,7 +642,7 @@ class SearchIndex:
             raise JTCSEError("Give at least one non-empty query.")
         encoder = self.model(model, model_name=model_name, allow_other_model=allow_other_model)
         vectors = encoder.encode(queries, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
-        scores, ids = self.search_vectors(vectors, k, nprobe=nprobe)
+        scores, ids = self.search_vectors(vectors, k, nprobe=nprobe, rescore_multiplier=rescore_multiplier)
         results: list[list[Hit]] = []
         with (self.dir / TEXTS_FILE).open("rb") as handle:
             for row_scores, row_ids in zip(scores, ids):
@@ -622,7 +708,8 @@ def build_index(
     Encoding goes to ``index_dir/embeddings.npy`` through :func:`encode_file`, so an interrupted build
     resumes; that file is removed at the end unless ``keep_embeddings``. The manifest is written last:
     a directory without one is not (yet) an index. ``precision`` "int8"/"binary" quantizes the corpus
-    (exact search; binary rescores ``rescore_multiplier × k`` candidates with the float query).
+    (exact search; binary rescores ``rescore_multiplier × k`` Hamming candidates with the float query
+    against their int8 vectors in ``rescore.npy``).
     """
     check_precision(precision)
     if rescore_multiplier < 1:
@@ -639,7 +726,7 @@ def build_index(
         _require_jtcse_index(index_dir)  # only ever delete what is recognisably a jtcse index
         count_rows(input_path)  # a bad input must not cost the user the old index
     if overwrite:
-        for name in (MANIFEST, INDEX_FILE, TEXTS_FILE, ROWS_FILE, *_EMBEDDING_FILES):
+        for name in (MANIFEST, INDEX_FILE, TEXTS_FILE, ROWS_FILE, RESCORE_FILE, RANGES_FILE, *_EMBEDDING_FILES):
             (index_dir / name).unlink(missing_ok=True)
     index_dir.mkdir(parents=True, exist_ok=True)
     embeddings = index_dir / EMBEDDINGS_FILE
@@ -682,6 +769,7 @@ def build_index(
         built = BuiltIndex(index=quantized, kind="flat")
         if precision == "binary":
             _faiss().write_index_binary(quantized, str(index_dir / INDEX_FILE))
+            np.save(index_dir / RANGES_FILE, write_rescore_vectors(vectors, index_dir / RESCORE_FILE))
         else:
             _faiss().write_index(quantized, str(index_dir / INDEX_FILE))
     del vectors
@@ -700,6 +788,7 @@ def build_index(
         empty_lines=encoded.empty_lines,
         precision=precision,
         rescore_multiplier=int(rescore_multiplier) if precision == "binary" else None,
+        rescore_precision="int8" if precision == "binary" else None,
         texts_bytes=texts_bytes,
         texts_sha256=texts_sha256,
         calibration={**built.calibration, "build_seconds": round(time.perf_counter() - started, 3)},

@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
 from jtcse.training.common import dev_evaluator, read_training_sentences
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, start_stage
+from jtcse.training.stage import Stage, TrainingSettings, run_stage, set_training_length, start_stage
 
 TEACHER_CACHE_SUBDIR = "teacher_cache"
 
@@ -107,31 +108,26 @@ def _projection_checkpoints(loss, resume_from: str | None):
     return ProjectionCheckpoints()
 
 
+DISTILL_SETTINGS = TrainingSettings(eval_steps=250)
+"""``distill``'s training settings by default."""
+
+
+@locks_output("output_dir")
 def distill(
     teacher,
     student=None,
     train_file: str | Path | Sequence[str] | None = None,
     output_dir: str | Path = "runs/distill",
     *,
-    batch_size: int = 64,
-    max_seq_length: int = 64,
-    learning_rate: float = 5e-5,
-    epochs: float = 1,
-    max_steps: int = -1,
-    seed: int = 42,
     dev_file: str | Path | None = None,
-    eval_steps: int = 250,
-    save_steps: int | None = None,
-    logging_steps: int = 50,
     teacher_batch_size: int = 128,
     objective: str = DEFAULT_OBJECTIVE,
     student_pooling: str | None = None,
     resume: bool = True,
     overwrite: bool = False,
-    keep_checkpoints: bool = False,
     callbacks: Sequence[Any] = (),
-    precision: str = "auto",
-    gradient_checkpointing: bool = False,
+    settings: TrainingSettings | None = None,
+    **training: Any,
 ) -> dict[str, Any]:
     """Train ``student`` to reproduce ``teacher``'s embeddings and save it to ``output_dir``.
 
@@ -142,23 +138,26 @@ def distill(
     objective with a teacher of another width trains through a projection that is not saved.
     ``train_file``: one-sentence-a-line file, list of sentences, or ``None`` (embedded prose). Teacher
     embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) keeps
-    the checkpoint with the best dev Spearman. An interrupted run resumes from its last trainer checkpoint
-    when ``resume``.
+    the checkpoint with the best dev Spearman. How long and how it trains: ``settings`` (a
+    :class:`~jtcse.training.stage.TrainingSettings`) and/or its fields as keywords (``batch_size=32,
+    max_steps=100`` ...), on top of :data:`DISTILL_SETTINGS`. An interrupted run resumes from its last
+    trainer checkpoint when ``resume``.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import POOLING_CHOICES, describe_source, load_student
+    from jtcse.training.distributed import main_process_first, pooler_parameters
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
-    settings = TrainingSettings.from_arguments(locals())
+    settings = DISTILL_SETTINGS.given(settings, training, "distill")
     check_objective(objective)
     if student_pooling not in (None, *POOLING_CHOICES):
         raise JTCSEError(f"student pooling must be one of {', '.join(POOLING_CHOICES)}, not {student_pooling!r}.")
     sentences, data = read_training_sentences(train_file, "training corpus")
-    evaluator = dev_evaluator(dev_file, batch_size=batch_size)
+    evaluator = dev_evaluator(dev_file, batch_size=settings.batch_size)
 
     student_source = describe_source(student)
-    config, resume_from = start_stage(
+    plan = start_stage(
         "distill",
         output_dir,
         settings,
@@ -173,35 +172,39 @@ def distill(
         resume=resume,
         overwrite=overwrite,
     )
-
-    targets = teacher_targets(
-        teacher,
-        sentences,
-        Path(output_dir) / TEACHER_CACHE_SUBDIR,
-        batch_size=teacher_batch_size,
-        fingerprint=config["teacher"],
-    )
-    teacher_dim = int(targets.embeddings.shape[1])
+    if plan.finished:
+        return plan.summary
 
     model, changes = load_student(student, pooling=student_pooling)
+    own_length = set_training_length(model, settings, "student")
     student_dim = model.get_embedding_dimension()
-    loss = distillation_loss(model, objective, teacher_dim, seed=seed)
+
+    # under a multi-process launch rank 0 encodes (or finds the cache) and writes it; the others then read it
+    targets = main_process_first(
+        lambda: teacher_targets(
+            teacher,
+            sentences,
+            Path(output_dir) / TEACHER_CACHE_SUBDIR,
+            batch_size=teacher_batch_size,
+            fingerprint=plan.config["teacher"],
+        )
+    )
+    teacher_dim = int(targets.embeddings.shape[1])
+    loss = distillation_loss(model, objective, teacher_dim, seed=settings.seed)
     if loss.projection is not None:
         changes.append(f"trained through a linear projection {student_dim}->{teacher_dim}, not saved (the student keeps its width)")
-        callbacks = [*callbacks, _projection_checkpoints(loss, resume_from)]
+        callbacks = [*callbacks, _projection_checkpoints(loss, plan.resume_from)]
     data.update(teacher_cache=str(targets.cache_path), teacher_cache_hit=targets.cache_hit)
 
     return run_stage(
         Stage(
             name="distill",
-            output_dir=Path(output_dir),
+            plan=plan,
             model=model,
             loss=loss,
             train_dataset=targets_dataset(sentences, targets.embeddings),
             settings=settings,
-            config=config,
             evaluator=evaluator,
-            resume_from=resume_from,
             model_info={
                 "teacher": describe_source(teacher),
                 "student": student_source,
@@ -211,7 +214,9 @@ def distill(
                 "objective": objective,
             },
             data=data,
-            restore_max_seq_length=model.max_seq_length,
+            restore_max_seq_length=own_length,
+            # neither CLS nor mean pooling reads the transformers pooler, so under DDP its parameters get no gradient
+            trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),
             callbacks=callbacks,
         )
     )

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
 
 STAGES = ("warmup_a", "warmup_b", "twin", "ensemble", "distill", "eval")
 FOLDERS = {"warmup_a": "tower_a", "warmup_b": "tower_b", "twin": "twin", "ensemble": "ensemble", "distill": "distilled",
@@ -98,6 +99,7 @@ def run_once(
     return {"output": str(folder), "status": "ran", "seconds": seconds, "summary": summary}
 
 
+@locks_output("output_dir")  # one pipeline per folder; each stage's trainer also locks its own folder
 def run_pipeline(
     output_dir: str | Path,
     *,

@@ -10,7 +10,8 @@ Without a pairs file the positive is the sentence itself and the two dropout pas
 round-trip paraphrase, still under dropout (Zong & Zhang, 2023, EDFSE; the JTCSE warm-up).
 
 The output is a plain sentence-transformers checkpoint, ``Transformer`` + CLS ``Pooling``, usable as a
-tower by ``jtcse train``.
+tower by ``jtcse train``; a training-only head (the NITP regulariser's predictor) is trained and kept in
+the checkpoints but not saved with the final tower, so it loads without jtcse.
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
 from jtcse.training.common import dev_evaluator, read_training_sentences
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, start_stage
+from jtcse.training.stage import (
+    Stage,
+    TrainingSettings,
+    require_negatives,
+    run_stage,
+    set_training_length,
+    start_stage,
+)
 
 
 def simcse_rows(sentences: Sequence[str] | None, pairs=None) -> tuple[list[str], list[str], dict[str, int]]:
@@ -52,31 +61,28 @@ def _fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+SIMCSE_SETTINGS = TrainingSettings(max_seq_length=32, learning_rate=3e-5, eval_steps=125)
+"""``train_simcse``'s training settings by default (SimCSE's unsupervised recipe at MiniLM scale)."""
+
+
+@locks_output("output_dir")
 def train_simcse(
     model=None,
     corpus: str | Path | Sequence[str] | None = None,
     output_dir: str | Path = "runs/simcse",
     *,
     pairs_file: str | Path | None = None,
-    batch_size: int = 64,
-    max_seq_length: int = 32,
-    learning_rate: float = 3e-5,
-    epochs: float = 1,
-    max_steps: int = -1,
-    seed: int = 42,
     temperature: float = 0.05,
     dev_file: str | Path | None = None,
-    eval_steps: int = 125,
-    save_steps: int | None = None,
-    logging_steps: int = 50,
     extra_losses: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
     regularizers: Sequence[str] = (),
     resume: bool = True,
     overwrite: bool = False,
-    keep_checkpoints: bool = False,
     callbacks: Sequence[Any] = (),
-    precision: str = "auto",
-    gradient_checkpointing: bool = False,
+    gather_across_devices: bool = False,
+    mini_batch_size: int | None = None,
+    settings: TrainingSettings | None = None,
+    **training: Any,
 ) -> dict[str, Any]:
     """Warm up one tower with SimCSE and save it to ``output_dir`` as Transformer + CLS Pooling.
 
@@ -86,30 +92,35 @@ def train_simcse(
     unless ``pairs_file`` is given, in which case the pairs alone are the training data).
     ``pairs_file``: ``original<TAB>paraphrase`` TSV; identical pairs are counted and dropped.
     ``dev_file``: STS-B-format file; the checkpoint with the best dev Spearman is kept.
+    How long and how it trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its
+    fields as keywords (``batch_size=32, max_steps=100`` ...), on top of :data:`SIMCSE_SETTINGS`.
     ``extra_losses`` (``{name: fn(features) -> scalar}``) and ``regularizers`` (specs such as
     ``"dispersion:weight=0.1"``, see :mod:`jtcse.losses.registry`) are computed on the token states of
     the SimCSE forward itself (:class:`jtcse.losses.RegularizedLoss`); each is logged as its own term
     next to ``simcse``. Run rules (resume, overwrite, checkpoints, summary) are the stage runner's
-    (:func:`jtcse.training.stage.run_stage`).
+    (:func:`jtcse.training.stage.run_stage`). ``gather_across_devices``: under a multi-process launch,
+    every rank's anchors meet the positives of all ranks (docs/distributed.md). ``mini_batch_size``:
+    train with sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache), this many
+    sentences per forward; not with regularisers or extra losses.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
-    from jtcse.losses.registry import build_regularised_loss, parse_regularizer_spec
+    from jtcse.losses.registry import build_regularised_loss, check_mini_batch_size, parse_regularizer_spec
     from jtcse.modeling.loading import describe_source, load_cls_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
-    settings = TrainingSettings.from_arguments(locals())
+    settings = SIMCSE_SETTINGS.given(settings, training, "train_simcse")
     if temperature <= 0:
         raise JTCSEError(f"temperature must be positive (got {temperature}).")
     regularizers = list(regularizers)
     for spec in regularizers:  # syntax errors fail before anything is loaded or written
         parse_regularizer_spec(spec)
+    check_mini_batch_size(mini_batch_size, regularizers, extra_losses)
 
     sentences, data = (None, {}) if corpus is None and pairs_file is not None else read_training_sentences(corpus)
     pairs = read_paraphrase_pairs(pairs_file) if pairs_file is not None else None
     anchors, positives, counts = simcse_rows(sentences, pairs)
-    if len(anchors) < 2:
-        raise JTCSEError(f"SimCSE needs at least 2 training sentences for in-batch negatives (got {len(anchors)}).")
+    require_negatives(len(anchors), "SimCSE")
     data.update(
         counts,
         pairs_file=str(pairs_file) if pairs_file else None,
@@ -117,10 +128,10 @@ def train_simcse(
         pairs_dropped_identical=pairs.dropped_identical if pairs is not None else 0,
         pairs_dropped_empty=pairs.dropped_empty if pairs is not None else 0,
     )
-    evaluator = dev_evaluator(dev_file, batch_size=batch_size)
+    evaluator = dev_evaluator(dev_file, batch_size=settings.batch_size)
 
     model_source = describe_source(model)
-    config, resume_from = start_stage(
+    plan = start_stage(
         "simcse",
         output_dir,
         settings,
@@ -130,32 +141,47 @@ def train_simcse(
             "temperature": temperature,
             "regularizers": regularizers,
             "extra_losses": sorted(extra_losses or {}),
+            "gather_across_devices": gather_across_devices,
+            "mini_batch_size": mini_batch_size,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,
         overwrite=overwrite,
     )
+    if plan.finished:
+        return plan.summary
 
     from datasets import Dataset
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+
+    from jtcse.training.distributed import pooler_parameters
 
     tower, pooling_changes = load_cls_tower(model, role="tower")
-    base = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature)
+    own_length = set_training_length(tower, settings, "tower")
+    if mini_batch_size is None:
+        base = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature, gather_across_devices=gather_across_devices)
+    else:
+        base = CachedMultipleNegativesRankingLoss(
+            tower, scale=1.0 / temperature, mini_batch_size=mini_batch_size, gather_across_devices=gather_across_devices
+        )
     return run_stage(
         Stage(
             name="simcse",
-            output_dir=Path(output_dir),
+            plan=plan,
             model=tower,
             loss=build_regularised_loss(tower, base, regularizers, extra_terms=extra_losses, base_name="simcse"),
             train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
             settings=settings,
-            config=config,
             evaluator=evaluator,
-            resume_from=resume_from,
             model_info={"source": model_source, "changes": pooling_changes},
             data=data,
-            restore_max_seq_length=tower.max_seq_length,
+            restore_max_seq_length=own_length,
             use_no_duplicates_sampler=True,
+            # CLS pooling never reads the transformers pooler, so under DDP its parameters get no gradient
+            trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(tower))),
             callbacks=callbacks,
         )
     )

@@ -5,30 +5,38 @@ One settings rule (:class:`TrainingSettings`), one set of trainer arguments
 (:func:`~jtcse.training.common.build_training_args`), one checkpoint policy (best-by-dev and last
 while training; deleted after the final save unless ``keep_checkpoints``), one summary schema (see
 ``docs/runs.md``) and one curve plot (:mod:`jtcse.training.curves`).
+
+Every trainer follows the same order, so that a mistake never costs a finished model: hold the output's
+lock (:func:`jtcse.locking.locks_output`), check the settings and data, plan the output directory
+(:func:`start_stage`, reads only; a finished run of the same settings is a no-op), build the model and
+loss (every option is checked here), and only then :func:`run_stage` writes.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.training import distributed
 from jtcse.training.common import (
     DEV_METRIC,
     PRECISIONS,
+    OutputPlan,
     build_training_args,
     checkpoints_dir,
+    discard_failed_start,
     loss_history,
-    prepare_output_dir,
+    open_output_dir,
+    plan_output_dir,
+    remove_checkpoints,
     save_final_model,
     train_guarded,
     write_run_summary,
 )
-from jtcse.model_card import write_run_card
 from jtcse.training.curves import CURVES_FILE, logged_terms, plot_training_curves
 
 MIN_BATCH_SIZE = 2
@@ -88,6 +96,14 @@ class TrainingSettings:
         """The settings among a trainer's arguments (call with ``locals()`` first thing in the trainer)."""
         return cls(**{f.name: arguments[f.name] for f in fields(cls) if f.name in arguments})
 
+    def given(self, settings: TrainingSettings | None, keywords: dict[str, Any], caller: str) -> TrainingSettings:
+        """A trainer's settings: ``settings`` (else these, the trainer's defaults) with the fields given as
+        ``keywords`` on top; a keyword that is not a field is a ``TypeError`` naming ``caller``."""
+        unknown = sorted(set(keywords) - {f.name for f in fields(self)})
+        if unknown:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+        return replace(settings or self, **keywords)
+
     def recorded(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run it continues (lengths may grow)."""
         return {key: getattr(self, key) for key in _RECORDED}
@@ -101,32 +117,53 @@ def start_stage(
     *,
     resume: bool,
     overwrite: bool,
-) -> tuple[dict[str, Any], str | None]:
-    """Record the run's config (``stage``, ``config``, the settings) and apply the output-directory rules
-    (:func:`~jtcse.training.common.prepare_output_dir`); returns ``(config, checkpoint to resume from)``."""
-    config = {"stage": name, **config, **settings.recorded()}
-    return config, prepare_output_dir(output_dir, config, resume=resume, overwrite=overwrite)
+) -> OutputPlan:
+    """The run's config (``stage``, ``config``, the settings, the number of processes) and what to do with
+    the output directory (:func:`~jtcse.training.common.plan_output_dir`). Reads only: nothing is written
+    until :func:`run_stage`. Under a multi-process launch rank 0 plans and every rank gets its plan
+    (:func:`~jtcse.training.distributed.run_on_main`). A trainer returns ``plan.summary`` at once when
+    ``plan.finished``."""
+    config = {"stage": name, **config, **settings.recorded(), "world_size": distributed.world_size()}
+    return distributed.run_on_main(lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite))
+
+
+def require_negatives(count: int, what: str) -> None:
+    """In-batch negatives need at least :data:`MIN_BATCH_SIZE` distinct training rows."""
+    if count < MIN_BATCH_SIZE:
+        raise JTCSEError(
+            f"{what} needs at least {MIN_BATCH_SIZE} distinct training sentences for in-batch negatives (got {count})."
+        )
+
+
+def set_training_length(model, settings: TrainingSettings, role: str) -> int | None:
+    """Set ``model``'s length to ``settings.max_seq_length``, clamped to its position table with a warning
+    (:func:`~jtcse.modeling.loading.set_max_seq_length`); call it when the model is built. Returns the
+    model's own length before, for the final save (``Stage.restore_max_seq_length``)."""
+    from jtcse.modeling.loading import set_max_seq_length
+
+    own = model.max_seq_length
+    set_max_seq_length(model, settings.max_seq_length, role)
+    return own
 
 
 @dataclass
 class Stage:
     """What one training stage trains, on what, and how; run by :func:`run_stage`.
 
-    ``model_info`` / ``data`` describe the model(s) and the data counts for the summary; ``config`` is the
-    recorded config (from :func:`start_stage`). ``restore_max_seq_length``: the model's own length,
-    set back before saving (``None`` keeps the training length). ``trainer_overrides`` are further
-    ``SentenceTransformerTrainingArguments`` fields.
+    ``plan``: the output directory and the recorded config (from :func:`start_stage`). ``model`` is
+    built with its training length already set (:func:`set_training_length`). ``model_info`` /
+    ``data`` describe the model(s) and the data counts for the summary. ``restore_max_seq_length``:
+    the model's own length, set back before saving (``None`` keeps the training length).
+    ``trainer_overrides`` are further ``SentenceTransformerTrainingArguments`` fields.
     """
 
     name: str
-    output_dir: Path
+    plan: OutputPlan
     model: Any
     loss: Any
     train_dataset: Any
     settings: TrainingSettings
-    config: dict[str, Any]
     evaluator: Any = None
-    resume_from: str | None = None
     model_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     restore_max_seq_length: int | None = None
@@ -134,6 +171,18 @@ class Stage:
     trainer_overrides: dict[str, Any] = field(default_factory=dict)
     callbacks: Sequence[Any] = ()
     plot: bool = True
+
+    @property
+    def output_dir(self) -> Path:
+        return self.plan.output_dir
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.plan.config
+
+    @property
+    def resume_from(self) -> str | None:
+        return self.plan.resume_from
 
 
 def _logging_steps(stage: Stage) -> int:
@@ -147,11 +196,51 @@ def _logging_steps(stage: Stage) -> int:
 
 
 def run_stage(stage: Stage) -> dict[str, Any]:
-    """Train ``stage``, save its model in ``stage.output_dir`` and write ``run_summary.json``; return the summary."""
+    """Train ``stage``, save its model in ``stage.output_dir`` and write ``run_summary.json``; return the summary.
+
+    The output directory is first written here, after every check (:func:`start_stage`, the model and
+    loss built by the trainer, the training arguments). A fresh run that fails before its first
+    complete checkpoint removes what it wrote (:func:`~jtcse.training.common.discard_failed_start`).
+    Under a multi-process launch every rank trains (one DDP job) and rank 0 alone writes: it opens the
+    output directory and, after training, saves the model, card and summary while the others wait
+    (:func:`~jtcse.training.distributed.run_on_main`); every rank returns the summary.
+    """
+    args = _training_args(stage)
+    distributed.run_on_main(lambda: open_output_dir(stage.plan))
+    try:
+        trainer, progress = train_guarded(
+            stage.model, args, stage.train_dataset, stage.loss, stage.evaluator,
+            learning_rate=stage.settings.learning_rate, output_dir=stage.output_dir,
+            resume_from=stage.resume_from, at_end=stage.plan.at_end, callbacks=stage.callbacks,
+        )  # fmt: skip
+    except BaseException:
+        if distributed.is_main_process():  # no collective here: the other ranks may be anywhere
+            discard_failed_start(stage.plan)
+        raise
+    return distributed.run_on_main(lambda: _save_and_summarise(stage, trainer, progress))
+
+
+def _save_and_summarise(stage: Stage, trainer, progress) -> dict[str, Any]:
+    """Score and save the final model, write its card, the summary (last: the mark of a finished run) and
+    remove the checkpoints; under a multi-process launch rank 0 alone does this (:func:`run_stage`)."""
+    training_length = stage.model.max_seq_length
+    final_dev = save_final_model(
+        stage.model, stage.output_dir, stage.evaluator,
+        max_seq_length=stage.restore_max_seq_length or training_length,
+    )  # fmt: skip
+    summary = _summary(stage, trainer, progress, final_dev, training_length)
+    from jtcse.model_card import facts_from_run_summary, write_model_card  # imports sentence-transformers: kept out of CLI start-up
+
+    write_model_card(stage.model, stage.output_dir, facts_from_run_summary(summary))
+    write_run_summary(stage.output_dir, summary)  # last: the mark of a finished run
+    if not stage.settings.keep_checkpoints:
+        remove_checkpoints(stage.output_dir)
+    return summary
+
+
+def _training_args(stage: Stage):
     s = stage.settings
-    model = stage.model
-    model.max_seq_length = s.max_seq_length
-    args = build_training_args(
+    return build_training_args(
         stage.output_dir,
         batch_size=s.batch_size,
         learning_rate=s.learning_rate,
@@ -168,33 +257,31 @@ def run_stage(stage: Stage) -> dict[str, Any]:
         gradient_checkpointing=s.gradient_checkpointing,
         **stage.trainer_overrides,
     )
-    started = time.perf_counter()
-    trainer, train_output = train_guarded(
-        model, args, stage.train_dataset, stage.loss, stage.evaluator,
-        learning_rate=s.learning_rate, output_dir=stage.output_dir, resume_from=stage.resume_from,
-        callbacks=stage.callbacks,
-    )
-    seconds = round(time.perf_counter() - started, 2)
-    restore = stage.restore_max_seq_length or s.max_seq_length
-    final_dev = save_final_model(
-        model, stage.output_dir, stage.evaluator, max_seq_length=restore, keep_checkpoints=s.keep_checkpoints
-    )
 
+
+def _summary(stage: Stage, trainer, progress, final_dev: float | None, training_length: int) -> dict[str, Any]:
+    """The run summary (schema: ``docs/runs.md``); loss and time cover the whole run, resumes included."""
+    s = stage.settings
     history = trainer.state.log_history
     last_logged = next((entry for entry in reversed(history) if "loss" in entry), {})
     curves = Path(stage.output_dir) / CURVES_FILE
-    summary = {
+    return {
         "stage": stage.name,
         "output_dir": str(Path(stage.output_dir).resolve()),
         "saved_model": "best checkpoint by dev Spearman" if stage.evaluator is not None else "last step",
         "model": stage.model_info,
         "data": stage.data,
         "loss": {"name": type(stage.loss).__name__, **_config_of(stage.loss)},
-        "settings": asdict(s),
+        "settings": {
+            **asdict(s),
+            "max_seq_length": training_length,
+            "world_size": distributed.world_size(),
+            "global_batch_size": distributed.world_size() * s.batch_size,
+        },
         "resumed_from": stage.resume_from,
         "steps": trainer.state.global_step,
-        "seconds": seconds,
-        "train_loss": train_output.training_loss,
+        "seconds": round(progress.seconds, 2),
+        "train_loss": progress.train_loss,
         **loss_history(history),
         "loss_terms": logged_terms(last_logged),
         "dev_file": stage.evaluator.path if stage.evaluator is not None else None,
@@ -204,9 +291,6 @@ def run_stage(stage: Stage) -> dict[str, Any]:
         "versions": versions(),
         "config": stage.config,
     }
-    write_run_summary(stage.output_dir, summary)
-    write_run_card(stage.output_dir, model)
-    return summary
 
 
 def _config_of(loss) -> dict[str, Any]:

@@ -12,8 +12,6 @@ teacher or corpus never reuses stale targets:
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import atomic_path, atomic_write_json
 
 
 @dataclass
@@ -68,12 +67,14 @@ def teacher_targets(
     batch_size: int = 128,
     show_progress_bar: bool = True,
     fingerprint: str | None = None,
+    save: bool = True,
 ) -> TeacherTargets:
     """Return the teacher's embeddings of ``sentences``, from the cache when it holds them.
 
     ``teacher`` is a path or a ``SentenceTransformer``; it is loaded only on a cache miss. The file is
     written atomically, so an interrupted encode leaves no half cache behind. ``fingerprint`` is
-    :func:`teacher_fingerprint` of ``teacher`` when the caller already has it.
+    :func:`teacher_fingerprint` of ``teacher`` when the caller already has it. ``save=False`` leaves
+    the cache to :func:`save_teacher_targets`, so a caller can check the targets before writing anything.
     """
     from jtcse.modeling.loading import load_model as load_sentence_transformer
 
@@ -98,15 +99,19 @@ def teacher_targets(
         )
     if not np.isfinite(embeddings).all():
         raise JTCSEError("the teacher produced NaN/inf embeddings; check the teacher checkpoint.")
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_path.with_name(cache_path.name + ".part")
-    with tmp.open("wb") as handle:
-        np.save(handle, embeddings)
-    os.replace(tmp, cache_path)
-    cache_path.with_suffix(".json").write_text(
-        json.dumps(
-            {"teacher": fingerprint, "sentences": len(sentences), "dimension": int(embeddings.shape[1])}, indent=2
-        ),
-        encoding="utf-8",
-    )
-    return TeacherTargets(embeddings, cache_path, False, fingerprint)
+    targets = TeacherTargets(embeddings, cache_path, False, fingerprint)
+    if save:
+        save_teacher_targets(targets)
+    return targets
+
+
+def save_teacher_targets(targets: TeacherTargets) -> None:
+    """Write freshly computed ``targets`` to their cache file (nothing to do for a cache hit)."""
+    if targets.cache_hit:
+        return
+    targets.cache_path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(targets.cache_path) as tmp:
+        with tmp.open("wb") as handle:
+            np.save(handle, targets.embeddings)
+    note = {"teacher": targets.teacher_key, "sentences": len(targets.embeddings), "dimension": int(targets.embeddings.shape[1])}
+    atomic_write_json(targets.cache_path.with_suffix(".json"), note)

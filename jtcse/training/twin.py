@@ -14,13 +14,21 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jtcse.locking import locks_output
 from jtcse.training.common import CHECKPOINTS_SUBDIR, RUN_SUMMARY_NAME, dev_evaluator, read_training_sentences
 from jtcse.training.curves import CURVES_FILE
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, start_stage
+from jtcse.training.stage import (
+    Stage,
+    TrainingSettings,
+    require_negatives,
+    run_stage,
+    set_training_length,
+    start_stage,
+)
 
 CHECKPOINT_SUBDIR = CHECKPOINTS_SUBDIR
 SUMMARY_FILE = RUN_SUMMARY_NAME
-__all__ = ["CHECKPOINT_SUBDIR", "CURVES_FILE", "SUMMARY_FILE", "count_truncated", "train_twin"]
+__all__ = ["CHECKPOINT_SUBDIR", "CURVES_FILE", "SUMMARY_FILE", "TWIN_SETTINGS", "count_truncated", "train_twin"]
 
 
 def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk: int = 4096) -> int:
@@ -32,6 +40,12 @@ def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk:
     return truncated
 
 
+TWIN_SETTINGS = TrainingSettings(learning_rate=1.3e-6, logging_steps=None, precision="fp32")
+"""``train_twin``'s training settings by default: the reference recipe (batch 64, length 64, lr 1.3e-6, one
+epoch, dev evaluation every 100 steps; logging about ten times a run)."""
+
+
+@locks_output("output_dir")
 def train_twin(
     tower_a: str | None = None,
     tower_b: str | None = None,
@@ -39,14 +53,7 @@ def train_twin(
     output_dir: str | Path = "runs/jtcse",
     *,
     cael_every: int | None = 2,
-    batch_size: int = 64,
-    max_seq_length: int = 64,
-    learning_rate: float = 1.3e-6,
-    epochs: float = 1,
-    max_steps: int = -1,
-    seed: int = 42,
     dev_file: str | Path | None = None,
-    eval_steps: int = 100,
     resume: bool = True,
     temperature: float = 0.05,
     nce_weight: float = 1.0,
@@ -54,21 +61,21 @@ def train_twin(
     ictm_weight: float = 0.5,
     extra_losses: Mapping[str, Callable] | None = None,
     regularizers: Sequence[str] = (),
-    logging_steps: int | None = None,
-    warmup_ratio: float = 0.0,
-    keep_checkpoints: bool = False,
     device: str | None = None,
     show_progress: bool = True,
     plot: bool = True,
     overwrite: bool = False,
-    precision: str = "fp32",
-    gradient_checkpointing: bool = False,
+    gather_across_devices: bool = False,
+    mini_batch_size: int | None = None,
     callbacks: Sequence[Any] = (),
+    settings: TrainingSettings | None = None,
+    **training: Any,
 ) -> dict[str, Any]:
     """Train a JTCSE twin and write it to ``output_dir``; returns the run summary (also ``run_summary.json``).
 
-    Defaults follow the reference recipe (batch 64, length 64, lr 1.3e-6, k=2, one epoch, dev
-    evaluation every 100 steps keeping the best checkpoint). ``tower_a``/``tower_b`` None: the
+    How long and how it trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its
+    fields as keywords (``batch_size=32, max_steps=100`` ...), on top of :data:`TWIN_SETTINGS` (the
+    reference recipe); with a dev file the best checkpoint by dev Spearman is kept. ``tower_a``/``tower_b`` None: the
     embedded MiniLM; ``corpus`` None: the standard library's prose. ``cael_every`` None trains
     without cross-attention (TNCSE). ``extra_losses``: ``{name: fn(outputs) -> scalar}`` on the twin's
     own training-mode outputs (``token_embeddings``, ``cls_1`` ...), and ``regularizers``: specs such
@@ -76,12 +83,21 @@ def train_twin(
     :class:`jtcse.losses.RegularizedLoss` and are logged by name. Run rules (resume, overwrite,
     checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`);
     ``precision``/``gradient_checkpointing`` are for GPUs. ``callbacks``: extra ``TrainerCallback``s.
+    ``gather_across_devices``: under a multi-process launch, every rank's anchors meet the candidates of
+    all ranks (docs/distributed.md). ``mini_batch_size``: train with :class:`jtcse.losses.CachedJTCSELoss`
+    (GradCache), this many sentences per forward; not with regularisers or extra losses.
+    A ``max_seq_length`` above the towers' position table is clamped to it (with a warning; the summary
+    records the length used).
     """
-    settings = TrainingSettings.from_arguments(locals())
+    from jtcse.losses.registry import check_mini_batch_size
+
+    settings = TWIN_SETTINGS.given(settings, training, "train_twin")
+    check_mini_batch_size(mini_batch_size, regularizers, extra_losses)
     output_dir = Path(output_dir)
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
+    require_negatives(len(sentences), "a JTCSE twin")
     evaluator = dev_evaluator(dev_file)
-    config, resume_from = start_stage(
+    plan = start_stage(
         "twin",
         output_dir,
         settings,
@@ -94,36 +110,44 @@ def train_twin(
             "loss_weights": [nce_weight, icnce_weight, ictm_weight],
             "extra_losses": sorted(extra_losses or {}),
             "regularizers": list(regularizers),
+            "gather_across_devices": gather_across_devices,
+            "mini_batch_size": mini_batch_size,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,
         overwrite=overwrite,
     )
+    if plan.finished:
+        return plan.summary
 
     from datasets import Dataset
 
-    from jtcse.losses import JTCSELoss
+    from jtcse.losses import CachedJTCSELoss, JTCSELoss
     from jtcse.losses.registry import build_regularised_loss
     from jtcse.modeling.build import build_twin
+    from jtcse.training.distributed import pooler_parameters
 
-    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=max_seq_length, device=device)
-    data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, max_seq_length)
-    base = JTCSELoss(
-        model, temperature=temperature, nce_weight=nce_weight, icnce_weight=icnce_weight,
-        ictm_weight=ictm_weight, seed=seed,
+    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, device=device)
+    set_training_length(model, settings, "twin")
+    data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
+    terms = dict(
+        temperature=temperature, nce_weight=nce_weight, icnce_weight=icnce_weight, ictm_weight=ictm_weight,
+        seed=settings.seed, gather_across_devices=gather_across_devices,
     )
+    if mini_batch_size is None:
+        base = JTCSELoss(model, **terms)
+    else:
+        base = CachedJTCSELoss(model, mini_batch_size=mini_batch_size, **terms)
     twin = model[0]
     return run_stage(
         Stage(
             name="twin",
-            output_dir=output_dir,
+            plan=plan,
             model=model,
             loss=build_regularised_loss(model, base, list(regularizers), extra_terms=extra_losses),
             train_dataset=Dataset.from_dict({"text": sentences}),
             settings=settings,
-            config=config,
             evaluator=evaluator,
-            resume_from=resume_from,
             model_info={
                 "towers": [str(t) if t else "embedded MiniLM" for t in (tower_a, tower_b)],
                 "cael_every": twin.cael_every,
@@ -131,14 +155,16 @@ def train_twin(
                 "num_layers": twin.num_layers,
             },
             data=data,
-            # a dev score and a logged loss before any update; whole batches only (ICNCE/ICTM pair rows
-            # across a batch)
+            # a dev score and a logged loss before any update (not again on a resume); whole batches only
+            # (ICNCE/ICTM pair rows across a batch)
             trainer_overrides=dict(
                 logging_first_step=True,
-                eval_on_start=evaluator is not None,
-                dataloader_drop_last=len(sentences) > batch_size,
+                eval_on_start=evaluator is not None and plan.resume_from is None,
+                dataloader_drop_last=len(sentences) > settings.batch_size,
                 disable_tqdm=not show_progress,
                 use_cpu=device == "cpu",
+                # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
+                ddp_find_unused_parameters=not ictm_weight and bool(pooler_parameters(model)),
             ),
             callbacks=callbacks,
             plot=plot,

@@ -1,0 +1,118 @@
+"""Run the jtcse CLI and record what this process did, for tests that launch it under torchrun.
+
+Usage: ``torchrun --nproc_per_node 2 tests/helpers/ddp_probe.py LOG_DIR train|simcse|distill ARGS...``.
+Each rank appends JSON lines to ``LOG_DIR/rank<RANK>.jsonl``:
+
+* ``train_begin``: the trainer's parallel mode, world size, process index, ``ddp_find_unused_parameters``;
+* ``batch``: the distinct sentences (token ids without padding) of the training forwards of a step;
+* ``step``: after every optimizer step, a digest of all trained parameters;
+* ``trained``: the class of the trainer's wrapped model and the checkpoint it resumed from;
+* ``save`` / ``summary``: every ``SentenceTransformer.save`` and ``run_summary.json`` write, with the path;
+* ``teacher``: each call for the distillation targets, and whether it found them cached.
+
+With ``PROBE_KILL_AFTER_SAVE=N`` every rank SIGKILLs itself once the checkpoint of step N is on disk
+(all ranks past the save), as a crash would. It observes through a ``TrainerCallback`` with a forward
+pre-hook and wraps the writers; the command itself runs unchanged (``jtcse.cli.main``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+LOG_DIR = Path(sys.argv[1])
+
+
+def log(event: str, **fields) -> None:
+    rank = os.environ.get("RANK", "0")
+    with (LOG_DIR / f"rank{rank}.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"event": event, **fields}) + "\n")
+
+
+def install() -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import TrainerCallback
+
+    import jtcse.training.stage as stage
+    import jtcse.training.teacher_cache as teacher_cache
+
+    class Probe(TrainerCallback):
+        def __init__(self) -> None:
+            self.rows: set[str] = set()
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            log(
+                "train_begin",
+                parallel_mode=str(args.parallel_mode),
+                world_size=args.world_size,
+                process_index=args.process_index,
+                find_unused=args.ddp_find_unused_parameters,
+            )
+            model.register_forward_pre_hook(self.record_rows)
+
+        def record_rows(self, module, inputs):
+            if not module.training:  # encodes outside the steps (model card, evaluator)
+                return
+            features = inputs[0]
+            for ids, mask in zip(features["input_ids"], features["attention_mask"]):
+                self.rows.add(hashlib.sha1(ids[mask.bool()].numpy().tobytes()).hexdigest()[:12])
+
+        def on_save(self, args, state, control, **kwargs):
+            if state.global_step == int(os.environ.get("PROBE_KILL_AFTER_SAVE", "0")):
+                torch.distributed.barrier()  # every rank has written its part of the checkpoint
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+            log("batch", step=state.global_step, rows=sorted(self.rows))
+            log("step", step=state.global_step, params=hashlib.sha1(flat.numpy().tobytes()).hexdigest())
+            self.rows = set()
+
+    train_guarded = stage.train_guarded
+
+    def observed_train_guarded(*args, callbacks=(), **kwargs):
+        trainer, output = train_guarded(*args, callbacks=[*callbacks, Probe()], **kwargs)
+        log("trained", wrapped=type(trainer.model_wrapped).__name__, resumed_from=kwargs.get("resume_from"))
+        return trainer, output
+
+    stage.train_guarded = observed_train_guarded
+
+    save = SentenceTransformer.save
+
+    def observed_save(self, path, *args, **kwargs):
+        log("save", path=str(path))
+        return save(self, path, *args, **kwargs)
+
+    SentenceTransformer.save = observed_save
+
+    write_run_summary = stage.write_run_summary
+
+    def observed_write_run_summary(output_dir, summary):
+        log("summary", path=str(output_dir))
+        return write_run_summary(output_dir, summary)
+
+    stage.write_run_summary = observed_write_run_summary
+
+    teacher_targets = teacher_cache.teacher_targets
+
+    def observed_teacher_targets(*args, **kwargs):
+        targets = teacher_targets(*args, **kwargs)
+        log("teacher", cache_hit=targets.cache_hit)
+        return targets
+
+    teacher_cache.teacher_targets = observed_teacher_targets
+
+
+if __name__ == "__main__":
+    from jtcse.cli import main
+    from jtcse.training.distributed import quiet_replica
+
+    quiet_replica()  # as jtcse.cli.main does, before the libraries are imported
+    install()
+    sys.argv = ["jtcse", *sys.argv[2:]]
+    main()
