@@ -36,7 +36,7 @@ KINDS = {
     "twin": "JTCSE twin: two encoder towers, coupled by cross-attention while training, whose [CLS] vectors are summed",
     "warmup": "SimCSE warm-up tower: one encoder trained with the unsupervised SimCSE objective",
     "distilled": "distilled student: one encoder trained to reproduce a teacher's embeddings (MSE)",
-    "ensemble": "ensemble: several encoders whose embeddings are combined into one vector",
+    "ensemble": "jtcse ensemble: several encoders whose L2-normalised embeddings are weighted and concatenated (or summed) into one vector",
 }
 
 RECIPES = {
@@ -46,9 +46,15 @@ RECIPES = {
     "warmup": "Unsupervised SimCSE: each sentence is its own positive through dropout noise (or its paraphrase, "
     "when pairs are given), the rest of the batch are negatives; InfoNCE with temperature τ "
     "(sentence-transformers MultipleNegativesRankingLoss with scale 1/τ).",
-    "distilled": "Embedding distillation: the student's embedding of each sentence regresses the teacher's "
-    "(sentence-transformers MSELoss); the teacher's embeddings are computed once and cached.",
-    "ensemble": "The member encoders' embeddings are combined into one vector; no further training.",
+    "distilled": "Embedding distillation: on unlabeled sentences the student learns to reproduce the teacher, "
+    "with the objective named in the settings (similarity: the in-batch cosine-similarity matrix; cosine, "
+    "mse-normalized, mse: each embedding, through a training-only projection when the widths differ); the "
+    "teacher's embeddings are computed once and cached. The student keeps its own architecture, pooling and width.",
+    "ensemble": "Each member encodes the sentence with its own tokenizer, truncation and pooling; the members' "
+    "L2-normalised embeddings, each times its weight, are concatenated (or summed) into one vector, with no further "
+    "training. With equal weights the cosine of two concatenated embeddings is the mean of the members' cosines. "
+    "This is the \"+UC\" ensemble of the JTCSE paper (Table I): a JTCSE twin combined with an independently trained "
+    "checkpoint.",
 }
 
 SIMCSE_CITATION = """
@@ -107,6 +113,8 @@ def default_citations(kind: str) -> dict[str, str]:
         return {"SimCSE": SIMCSE_CITATION}
     if kind == "distilled":
         return {"MSELoss (distillation)": MSELoss.citation.fget(None), "JTCSE (teacher)": jtcse}
+    if kind == "ensemble":
+        return {"JTCSE (+UC ensembles)": jtcse}
     return {"JTCSELoss": jtcse} if kind == "twin" else {}
 
 
@@ -150,6 +158,9 @@ def describe_pooling(model) -> str:
         name = type(module).__name__
         if name == "TwinTowers":
             parts.append("sum of the two towers' last-layer [CLS] vectors")
+        elif name == "Ensemble":
+            how = "concatenated" if module.combine == "concat" else "summed"
+            parts.append(f"each member pools for itself; the members' L2-normalised embeddings, weighted, {how}")
         elif hasattr(module, "pooling_mode"):
             mode = module.pooling_mode
             parts.append(f"{'+'.join(mode) if isinstance(mode, tuple) else mode} pooling")
@@ -268,12 +279,12 @@ class JTCSEModelCardData(SentenceTransformerModelCardData):
         # the folder as an absolute path, so the snippet runs from any directory
         folder = str(Path(self.save_dir).resolve()) if self.save_dir else "path/to/model"
         path = (self.facts.model_path if self.facts else None) or self.model_id or folder
-        if self.facts is not None and self.facts.kind == "twin":
+        if self.facts is not None and self.facts.kind in ("twin", "ensemble"):
             remote = self._snippet_lines(
                 [
                     "from sentence_transformers import SentenceTransformer",
                     "",
-                    "# the twin's module code is loaded from the checkpoint folder",
+                    f"# the {self.facts.kind}'s module code is loaded from the checkpoint folder",
                     f"model = SentenceTransformer({str(path)!r}, trust_remote_code=True)",
                 ]
             )
@@ -340,16 +351,9 @@ def check_writable(folder: str | Path, *, card: bool = False) -> Path:
     return folder
 
 
-def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
-    """Render the card of ``model`` (a ``SentenceTransformer``) with ``facts`` and write ``<output_dir>/README.md``.
-
-    The model keeps the :class:`JTCSEModelCardData`, so a card sentence-transformers regenerates is this one.
-    """
-    from sentence_transformers.base.model_card import generate_model_card
-
-    from jtcse.locking import atomic_write_text
-
-    output_dir = check_writable(output_dir)
+def attach_card_data(model, facts: CardFacts) -> JTCSEModelCardData:
+    """Give ``model`` a :class:`JTCSEModelCardData` holding ``facts``: from then on the card
+    sentence-transformers writes when it saves the model (``model.save(path)``) is jtcse's."""
     old = model.model_card_data
     # sentence-transformers names a model after its class when it saves it; that default gives way to ours
     named = old.model_name and not old.model_name.startswith(type(model).__name__)
@@ -364,8 +368,23 @@ def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
     )
     data.add_tags("jtcse")
     data.register_model(model)
-    data.save_dir = str(output_dir)
     model.model_card_data = data
+    return data
+
+
+def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
+    """Render the card of ``model`` (a ``SentenceTransformer``) with ``facts`` and write ``<output_dir>/README.md``.
+
+    The model keeps the :class:`JTCSEModelCardData` (:func:`attach_card_data`), so a card
+    sentence-transformers regenerates is this one.
+    """
+    from sentence_transformers.base.model_card import generate_model_card
+
+    from jtcse.locking import atomic_write_text
+
+    output_dir = check_writable(output_dir)
+    data = attach_card_data(model, facts)
+    data.save_dir = str(output_dir)
     return atomic_write_text(output_dir / CARD_NAME, generate_model_card(model))
 
 
@@ -408,7 +427,8 @@ def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str
 _STAGE_KINDS = {"simcse": "warmup", "warmup": "warmup", "distill": "distilled", "twin": "twin"}
 _SETTING_KEYS = (
     "batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "temperature",
-    "cael_every", "num_layers", "loss_weights", "warmup_ratio", "eval_steps", "project", "dev_file",
+    "cael_every", "num_layers", "loss_weights", "warmup_ratio", "eval_steps", "project", "objective",
+    "student_pooling", "dev_file",
 )  # fmt: skip
 _DATA_KEYS = {
     "corpus": "corpus",
@@ -509,6 +529,28 @@ def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> 
         final_dev_spearman=summary.get("final_dev_spearman"),
         citations=citations,
         base_model=EMBEDDED_MINILM_HUB_ID if towers and all("all-MiniLM-L6-v2" in t for t in towers) else None,
+    )
+
+
+def ensemble_card_facts(model, sources) -> CardFacts:
+    """:class:`CardFacts` of an ensemble ``model`` (a ``SentenceTransformer`` whose module is an ``Ensemble``)
+    built from ``sources`` (the paths or models it was given): each member with its pooling, width and weight."""
+    from jtcse.modeling.loading import describe_source
+
+    ensemble = model[0]
+    members = [
+        f"`{describe_source(source)}`: {describe_pooling(member)}; {width} dimensions, weight {weight:g}"
+        for source, member, width, weight in zip(sources, ensemble.members, ensemble.widths, ensemble.weights)
+    ]
+    return CardFacts(
+        kind="ensemble",
+        towers=members,
+        settings={
+            "combine": ensemble.combine,
+            "weights": list(ensemble.weights),
+            "member widths": list(ensemble.widths),
+            "output width": ensemble.get_embedding_dimension(),
+        },
     )
 
 

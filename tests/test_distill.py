@@ -1,4 +1,5 @@
-"""Distillation (``jtcse distill``): MSE to cached teacher targets, plain-loadable CLS student, resume."""
+"""Distillation (``jtcse distill``): the objectives, cached teacher targets, a student that keeps its own pooling
+and width and loads without jtcse, a training-only projection for wider teachers, resume."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(sp
 
     out = tmp_path / "student"
     summary = distill(
-        spread_roberta, tiny_bert, TRAIN, out, batch_size=16, max_steps=16, learning_rate=1e-3, logging_steps=2
+        spread_roberta, tiny_bert, TRAIN, out, batch_size=16, max_steps=16, learning_rate=1e-3, logging_steps=2,
+        objective="mse",
     )
     assert summary["first_logged_loss"] > 2 * summary["last_logged_loss"], summary
     after = _mse(_encode(out, HELD_OUT), teacher_held_out)
@@ -78,7 +80,7 @@ def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(sp
     # Rerun: the cached teacher targets are reused, the cache file is not rewritten.
     cache = Path(summary["data"]["teacher_cache"])
     stamp = cache.stat().st_mtime_ns
-    again = distill(spread_roberta, tiny_bert, TRAIN, out, batch_size=16, max_steps=1, overwrite=True)
+    again = distill(spread_roberta, tiny_bert, TRAIN, out, batch_size=16, max_steps=1, overwrite=True, objective="mse")
     assert again["data"]["teacher_cache_hit"] and again["data"]["teacher_cache"] == str(cache)
     assert cache.stat().st_mtime_ns == stamp
 
@@ -107,20 +109,110 @@ def test_teacher_is_encoded_once_and_only_for_new_sentences(tiny_roberta, tiny_b
     np.testing.assert_allclose(cached, teacher.encode(TRAIN[:32], convert_to_numpy=True), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.slow
-def test_width_mismatch_is_an_error_unless_a_projection_is_asked_for(tiny_bert, tmp_path):
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_objective_losses_follow_their_equations(tiny_bert):
+    """Each objective's value on fixed vectors equals its equation computed by hand (no training)."""
+    import torch
     from sentence_transformers import SentenceTransformer
 
+    from jtcse.training.distill import OBJECTIVES, distillation_loss
+
+    model = SentenceTransformer(tiny_bert, device="cpu")
+    g = torch.Generator().manual_seed(0)
+    s, t = torch.randn(5, 32, generator=g), torch.randn(5, 32, generator=g)
+    sn, tn = _unit(s.numpy()), _unit(t.numpy())
+    expected = {
+        "mse": float(((s - t) ** 2).mean()),
+        "mse-normalized": float(((sn - tn) ** 2).mean()),
+        "cosine": float((1 - (sn * tn).sum(1)).mean()),
+        "similarity": float(((sn @ sn.T - tn @ tn.T) ** 2).sum() / (5 * 4)),
+    }
+    for objective in OBJECTIVES:
+        loss = distillation_loss(model, objective, 32)
+        assert loss.projection is None
+        value = float(loss.compute_loss_from_embeddings([s], [t]))
+        assert value == pytest.approx(expected[objective], rel=1e-5), objective
+    # on unit vectors normalised MSE is (2 / d) * (1 - cos): the same optimum as the cosine objective
+    assert expected["mse-normalized"] == pytest.approx(2 / 32 * expected["cosine"], rel=1e-5)
+    # a wider teacher: per-vector objectives get a learned projection, the similarity objective needs none
+    for objective in OBJECTIVES:
+        loss = distillation_loss(model, objective, 80, seed=3)
+        if objective == "similarity":
+            assert loss.projection is None
+            assert float(loss.compute_loss_from_embeddings([s], [torch.randn(5, 80, generator=g)])) > 0
+        else:
+            assert (loss.projection.in_features, loss.projection.out_features) == (32, 80)
+    same = [distillation_loss(model, "cosine", 80, seed=3).projection.weight for _ in range(2)]
+    assert torch.equal(*same)  # the projection starts from the seed, so reruns and resumes agree
+    with pytest.raises(JTCSEError, match="objective must be one of mse, mse-normalized, cosine, similarity"):
+        distillation_loss(model, "kl", 32)
+
+
+@pytest.fixture(scope="module")
+def mean_tower(tiny_bert, tmp_path_factory) -> str:
+    """tiny_bert saved as Transformer + mean Pooling + Normalize, as the shipped MiniLM is."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+
+    base = SentenceTransformer(tiny_bert, device="cpu")
+    path = tmp_path_factory.mktemp("mean") / "tower"
+    SentenceTransformer(modules=[base[0], Pooling(32, pooling_mode="mean"), Normalize()], device="cpu").save(str(path))
+    return str(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["similarity", "cosine"])
+def test_wider_teacher_teaches_a_student_that_keeps_its_pooling_and_width(objective, spread_roberta, mean_tower, tmp_path):
+    """An 80-wide concat ensemble teaches a 32-wide mean-pooled student; nothing of the projection is saved."""
+    from sentence_transformers import SentenceTransformer
+
+    from jtcse.modeling.build import build_ensemble
     from jtcse.testing import make_tiny_tower
 
     wide = make_tiny_tower(tmp_path / "wide", "bert", hidden=48, seed=5)
-    with pytest.raises(JTCSEError, match="teacher embeddings have 48 dimensions but the student's have 32"):
-        distill(wide, tiny_bert, TRAIN[:32], tmp_path / "s1", batch_size=16, max_steps=1)
-    summary = distill(wide, tiny_bert, TRAIN[:32], tmp_path / "s2", batch_size=16, max_steps=2, project=True)
-    assert summary["model"]["changes"] == ["added a linear Dense projection 32->48"]
-    student = SentenceTransformer(str(tmp_path / "s2"))
-    assert [type(m).__name__ for m in student] == ["Transformer", "Pooling", "Dense"]
-    assert student.encode(["one sentence"]).shape == (1, 48)
+    teacher_dir = tmp_path / "ensemble"
+    build_ensemble([spread_roberta, wide], device="cpu").save(str(teacher_dir))
+    teacher = SentenceTransformer(str(teacher_dir), trust_remote_code=True, device="cpu")
+    assert teacher.get_embedding_dimension() == 80
+    t = _unit(_encode(teacher, HELD_OUT))
+
+    def gap(model) -> float:  # how far the student's cosine matrix is from the teacher's, on unseen sentences
+        s = _unit(_encode(model, HELD_OUT))
+        return float(np.abs(s @ s.T - t @ t.T).mean())
+
+    before = gap(SentenceTransformer(mean_tower, device="cpu"))
+    out = tmp_path / "student"
+    summary = distill(str(teacher_dir), mean_tower, TRAIN, out, batch_size=16, max_steps=24, learning_rate=2e-3,
+                      objective=objective, logging_steps=4)  # fmt: skip
+    assert summary["first_logged_loss"] > summary["last_logged_loss"], summary
+    assert (summary["model"]["teacher_dimension"], summary["model"]["student_dimension"]) == (80, 32)
+    assert summary["config"]["objective"] == summary["model"]["objective"] == objective
+    assert summary["loss"]["name"] == {"similarity": "SimilarityMatrixLoss", "cosine": "EmbedDistillLoss"}[objective]
+    student = SentenceTransformer(str(out), device="cpu")
+    assert [type(m).__name__ for m in student] == ["Transformer", "Pooling", "Normalize"]
+    assert student[1].pooling_mode == "mean" and student.get_embedding_dimension() == 32
+    assert not list(out.glob("*projection*")) and not (out / "2_Dense").exists()
+    if objective == "similarity":
+        assert summary["model"]["changes"] == []
+        assert gap(student) < 0.8 * before, (before, gap(student))
+    else:
+        assert summary["model"]["changes"] == ["trained through a linear projection 32->80, not saved (the student keeps its width)"]
+
+
+@pytest.mark.slow
+def test_student_pooling_replaces_the_students_own(mean_tower, tiny_roberta, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    summary = distill(tiny_roberta, mean_tower, TRAIN[:32], tmp_path / "s", batch_size=16, max_steps=1,
+                      student_pooling="cls")  # fmt: skip
+    assert summary["model"]["changes"] == ["replaced 'mean' pooling by CLS pooling", "dropped Normalize"]
+    student = SentenceTransformer(str(tmp_path / "s"))
+    assert [type(m).__name__ for m in student] == ["Transformer", "Pooling"] and student[1].pooling_mode == "cls"
+    with pytest.raises(JTCSEError, match="student pooling must be one of cls, mean"):
+        distill(tiny_roberta, mean_tower, TRAIN[:32], tmp_path / "s2", student_pooling="max")
 
 
 class _Interrupt(TrainerCallback):
@@ -149,6 +241,38 @@ def test_interrupted_distillation_resumes_from_its_last_checkpoint(tiny_roberta,
     assert not (out / "checkpoints").exists()
 
 
+class _ProjectionAtFirstStep(TrainerCallback):
+    """Records the (80 x 32) projection weight the optimizer holds when the first step of a run begins."""
+
+    weight = None
+
+    def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
+        if self.weight is None:
+            (self.weight,) = [p.detach().clone() for g in optimizer.param_groups for p in g["params"] if p.shape == (80, 32)]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_continues_the_training_only_projection(spread_roberta, tiny_bert, tmp_path):
+    from safetensors.torch import load_file
+
+    from jtcse.modeling.build import build_ensemble
+    from jtcse.testing import make_tiny_tower
+    from jtcse.training.distill import PROJECTION_FILE
+
+    teacher = tmp_path / "ensemble"
+    build_ensemble([spread_roberta, make_tiny_tower(tmp_path / "wide", hidden=48, seed=5)]).save(str(teacher))
+    out = tmp_path / "student"
+    settings = dict(batch_size=16, max_steps=5, save_steps=2, learning_rate=1e-2, objective="mse")
+    with pytest.raises(KeyboardInterrupt):
+        distill(str(teacher), tiny_bert, TRAIN, out, callbacks=[_Interrupt(3)], **settings)
+    saved = load_file(out / "checkpoints" / "checkpoint-2" / PROJECTION_FILE)["weight"]
+    first = _ProjectionAtFirstStep()
+    resumed = distill(str(teacher), tiny_bert, TRAIN, out, callbacks=[first], **settings)
+    assert resumed["resumed_from"].endswith("checkpoint-2") and resumed["steps"] == 5
+    assert first.weight is not None and bool((first.weight == saved).all())
+    assert not list(out.glob("**/*projection*"))  # dropped with the checkpoints; never part of the student
+
+
 def test_bad_inputs_are_clear_errors(tiny_bert, tmp_path):
     with pytest.raises(JTCSEError, match="teacher model not found"):
         distill(tmp_path / "nope", tiny_bert, TRAIN[:8], tmp_path / "o1")
@@ -161,6 +285,19 @@ def test_bad_inputs_are_clear_errors(tiny_bert, tmp_path):
     empty.write_text("\n\n", encoding="utf-8")
     with pytest.raises(JTCSEError, match="has no sentences"):
         distill(tiny_bert, tiny_bert, empty, tmp_path / "o3")
+    with pytest.raises(JTCSEError, match="objective must be one of"):
+        distill(tiny_bert, tiny_bert, TRAIN[:8], tmp_path / "o4", objective="kl")
+    assert not (tmp_path / "o4").exists()
+
+
+def test_cli_default_objective_is_the_librarys():
+    import inspect
+
+    from jtcse.commands.distill import distill as command
+    from jtcse.training.distill import DEFAULT_OBJECTIVE, OBJECTIVES
+
+    assert inspect.signature(command).parameters["objective"].default.default == DEFAULT_OBJECTIVE
+    assert inspect.signature(distill).parameters["objective"].default == DEFAULT_OBJECTIVE in OBJECTIVES
 
 
 @pytest.mark.slow

@@ -57,7 +57,7 @@ def twin_dir(tiny_bert, tiny_bert_b, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def ensemble_dir(twin_dir, narrow_roberta, mean_bert, tmp_path_factory) -> str:
     """A saved 3-member concat ensemble: a twin, a RoBERTa of width 16, a mean-pooled BERT; weights 1, 2, 0.5."""
-    from jtcse.modeling.ensemble import build_ensemble
+    from jtcse.modeling.build import build_ensemble
 
     out = tmp_path_factory.mktemp("ensemble") / "ens"
     build_ensemble([twin_dir, narrow_roberta, mean_bert], weights=[1, 2, 0.5], device="cpu").save(str(out))
@@ -75,7 +75,7 @@ def _encode(model, sentences=SENTENCES) -> np.ndarray:
 def test_concat_sum_and_weights_match_the_members_own_encodes(
     twin_dir, tiny_bert, tiny_roberta, narrow_roberta, mean_bert
 ):
-    from jtcse.modeling.ensemble import build_ensemble
+    from jtcse.modeling.build import build_ensemble
     from jtcse.modeling.loading import load_model
 
     twin, bert, roberta, narrow, mean = (
@@ -103,7 +103,7 @@ def test_concat_sum_and_weights_match_the_members_own_encodes(
 
 
 def test_each_member_tokenises_for_itself(tiny_bert, narrow_roberta):
-    from jtcse.modeling.ensemble import build_ensemble
+    from jtcse.modeling.build import build_ensemble
 
     model = build_ensemble([tiny_bert, narrow_roberta], device="cpu")
     features = model.preprocess(SENTENCES[:2])
@@ -119,7 +119,7 @@ def test_each_member_tokenises_for_itself(tiny_bert, narrow_roberta):
 
 
 def test_gradients_reach_every_member(tiny_bert, narrow_roberta):
-    from jtcse.modeling.ensemble import build_ensemble
+    from jtcse.modeling.build import build_ensemble
 
     model = build_ensemble([tiny_bert, narrow_roberta], device="cpu")
     model.train()
@@ -213,14 +213,17 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
     expected = spearmanr((a * b).sum(1), [p[2] for p in pairs]).statistic
     assert json.loads(report.read_text())["details"]["STSB"]["spearman"] == pytest.approx(expected, abs=1e-6)
 
-    # Distillation into a single tower; the 80-wide concat ensemble teaches a 32-wide student through --project.
-    for teacher, extra in ((ens, []), (ensemble_dir, ["--project"])):
-        student = tmp_path / f"student_{len(extra)}"
+    # Distillation into a single tower (UCD); the 80-wide concat ensemble teaches a 32-wide student, which
+    # keeps its width (the default objective matches cosine matrices; cosine goes through a dropped projection).
+    for teacher, extra in ((ens, []), (ensemble_dir, []), (ensemble_dir, ["--objective", "cosine"])):
+        student = tmp_path / f"student_{len(list(tmp_path.glob('student_*')))}"
         args = ["distill", "--teacher", str(teacher), "--student", tiny_bert, "-o", str(student),
                 "--train-file", str(corpus), "--max-steps", "2", "--batch-size", "4", *extra]  # fmt: skip
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
-        assert json.loads((student / "run_summary.json").read_text())["model"]["teacher_dimension"] == (32 if not extra else 80)
+        model_info = json.loads((student / "run_summary.json").read_text())["model"]
+        assert model_info["teacher_dimension"] == (32 if teacher == ens else 80)
+        assert load_model(student).get_embedding_dimension() == 32
 
 
 @pytest.mark.slow
@@ -252,7 +255,8 @@ def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert
 
 
 def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta, ensemble_dir):
-    from jtcse.modeling.ensemble import Ensemble, build_ensemble, check_weights
+    from jtcse.modeling.build import build_ensemble
+    from jtcse.modeling.ensemble import Ensemble, check_weights
     from jtcse.modeling.loading import load_model
 
     bert, narrow = load_model(tiny_bert, device="cpu"), load_model(narrow_roberta, device="cpu")
@@ -267,3 +271,55 @@ def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta, ensemb
     for bad in ([0, 1], [float("nan"), 1], ["x", 1]):
         with pytest.raises(ValueError):
             check_weights(bad, 2)
+
+
+def test_fresh_process_without_jtcse_opens_the_ensemble_from_its_own_code(ensemble_dir, tmp_path):
+    """The checkpoint carries ensemble.py (+ the twin member's code): plain sentence-transformers opens it."""
+    from jtcse.modeling.loading import load_model
+
+    assert json.loads(open(f"{ensemble_dir}/modules.json", encoding="utf-8").read())[0]["type"] == "ensemble.Ensemble"
+    out = tmp_path / "plain.npy"
+    code = (
+        "import numpy as np\n"
+        "from sentence_transformers import SentenceTransformer\n"
+        f"m = SentenceTransformer({ensemble_dir!r}, trust_remote_code=True, device='cpu')\n"
+        "assert type(m[0]).__name__ == 'Ensemble' and type(m[0]).__module__ == 'ensemble', type(m[0]).__module__\n"
+        f"np.save({str(out)!r}, m.encode({SENTENCES!r}, convert_to_numpy=True, batch_size=3))\n"
+    )
+    result = run_python(code, hide_jtcse=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    np.testing.assert_allclose(np.load(out), _encode(load_model(ensemble_dir, device="cpu")), atol=1e-5)
+
+
+def test_saved_ensemble_has_a_jtcse_model_card_whose_remote_snippet_runs_without_jtcse(ensemble_dir, twin_dir):
+    from tests.test_model_card import check_snippet_output, split_card, table_value, usage_snippets
+
+    meta, body = split_card(open(f"{ensemble_dir}/README.md", encoding="utf-8").read())
+    assert "jtcse" in meta["tags"] and body.startswith("\n# jtcse ensemble\n")
+    members = body.split("- **Members:**\n", 1)[1].split("\n- **", 1)[0].splitlines()
+    assert len(members) == 3 and members[0].startswith(f"  1. `{twin_dir}`: sum of the two towers' last-layer [CLS]")
+    assert members[1].endswith("16 dimensions, weight 2") and "mean pooling" in members[2]
+    assert table_value(body, "combine") == "`concat`" and table_value(body, "weights") == "1, 2, 0.5"
+    assert table_value(body, "output width") == "80"
+    assert '"+UC" ensemble of the JTCSE paper' in body and "@article{zong2025jtcse" in body
+    remote, local = usage_snippets(body)
+    assert f"SentenceTransformer({ensemble_dir!r}, trust_remote_code=True)" in remote
+    assert f"load_model({ensemble_dir!r})" in local
+    run = run_python(remote, hide_jtcse=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    check_snippet_output(remote, run.stdout)
+
+
+@pytest.mark.slow
+def test_eval_mteb_scores_an_ensemble_like_our_spearman(ensemble_dir, tmp_path):
+    from jtcse.evaluation.mteb_runner import run_mteb
+    from jtcse.evaluation.sts import STSPairs, cosine_spearman
+    from jtcse.modeling.loading import load_model
+
+    rows = [(SENTENCES[i], SENTENCES[j], float((3 * i + j) % 5)) for i, j in ((0, 1), (2, 3), (4, 5), (6, 7), (1, 4), (3, 6))]
+    local = tmp_path / "ens_sts.tsv"
+    local.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows), encoding="utf-8")
+    model = load_model(ensemble_dir, device="cpu")
+    summary = run_mteb(model, (), tmp_path / "out", local_tasks=[local], batch_size=4, cache_dir=tmp_path / "cache")
+    pairs = STSPairs([a for a, _, _ in rows], [b for _, b, _ in rows], np.array([s for *_, s in rows]))
+    assert summary["tasks"]["Local_ens_sts"]["main_score"] == pytest.approx(cosine_spearman(model, pairs), abs=1e-6)

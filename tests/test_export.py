@@ -41,7 +41,7 @@ def twin_dir(tmp_path_factory, tiny_bert, tiny_bert_b):
 
 @pytest.fixture(scope="module")
 def ensemble_dir(tmp_path_factory, tiny_bert, tiny_bert_b):
-    from jtcse.modeling.ensemble import build_ensemble
+    from jtcse.modeling.build import build_ensemble
 
     path = tmp_path_factory.mktemp("ensemble") / "ens"
     build_ensemble([tiny_bert, tiny_bert_b], device="cpu").save(str(path))

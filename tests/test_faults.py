@@ -368,7 +368,7 @@ def finished_runs(uninterrupted, tiny_bert, tmp_path):
 
 
 def test_rejected_overwrite_leaves_the_finished_model_as_it_was(finished_runs, tiny_bert, tiny_bert_b, corpus, tmp_path):
-    """Everything is checked (model, regulariser, device, widths) before the output is touched."""
+    """Everything is checked (model, regulariser, device, objective) before the output is touched."""
     from jtcse.testing import make_tiny_tower
     from jtcse.training.distill import distill
     from jtcse.training.simcse import train_simcse
@@ -386,7 +386,8 @@ def test_rejected_overwrite_leaves_the_finished_model_as_it_was(finished_runs, t
         (lambda: train_twin(tiny_bert, tiny_bert_b, corpus, twin, device="tpu9", overwrite=True), "unknown device 'tpu9'"),
         (lambda: train_simcse(str(tmp_path / "nope"), SENTENCES, tower, overwrite=True), "model not found"),
         (lambda: train_simcse(tiny_bert, SENTENCES, tower, regularizers=["nitp:shallow_layer=9"], overwrite=True), "shallow_layer"),
-        (lambda: distill(wide, tiny_bert, SENTENCES, student, overwrite=True), "teacher embeddings have 48 dimensions"),
+        (lambda: distill(wide, tiny_bert, SENTENCES, student, objective="kl", overwrite=True), "objective must be one of"),
+        (lambda: distill(wide, tiny_bert, SENTENCES, student, student_pooling="max", overwrite=True), "student pooling must be"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -44,14 +44,26 @@ def test_encode_roles_keep_the_checkpoints_modules(mean_normalized_tower, role):
     np.testing.assert_allclose(model.encode(SENTENCES), expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("role", ["student", "tower"])
-def test_tower_roles_become_cls_towers(mean_normalized_tower, role):
-    model = load_model(mean_normalized_tower, role=role)
+@pytest.mark.parametrize("role, pooling", [("tower", None), ("student", "cls")])
+def test_tower_role_and_a_cls_student_become_cls_towers(mean_normalized_tower, role, pooling):
+    model = load_model(mean_normalized_tower, role=role, pooling=pooling)
     assert [type(m).__name__ for m in model] == ["Transformer", "Pooling"]
     hidden, _ = _hidden(model, SENTENCES)
     np.testing.assert_allclose(model.encode(SENTENCES), hidden[:, 0].numpy(), atol=1e-5)
     _, changes = load_cls_tower(mean_normalized_tower, role=role)
     assert changes == ["replaced 'mean' pooling by CLS pooling", "dropped Normalize"]
+
+
+def test_student_keeps_its_own_modules_unless_told(mean_normalized_tower, tiny_bert):
+    from jtcse.modeling.loading import load_student
+
+    student, changes = load_student(mean_normalized_tower)
+    assert [type(m).__name__ for m in student] == ["Transformer", "Pooling", "Normalize"] and changes == []
+    np.testing.assert_allclose(student.encode(SENTENCES), load_model(mean_normalized_tower).encode(SENTENCES), atol=1e-6)
+    _, changes = load_student(tiny_bert, pooling="mean")
+    assert changes == ["replaced 'cls' pooling by mean pooling"]
+    with pytest.raises(ValueError, match="student pooling must be one of cls, mean"):
+        load_student(tiny_bert, pooling="max")
 
 
 def test_pooling_override_replaces_the_checkpoints_pooling(mean_normalized_tower):

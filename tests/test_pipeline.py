@@ -1,4 +1,6 @@
-"""``jtcse pipeline``: stages run in order, finished stages are skipped on rerun, one summary table."""
+"""``jtcse pipeline``: stages run in order, per-stage options reach the trainers, the ensemble stage and the
+distillation into the starting model, finished stages skipped on rerun (refused when their settings changed),
+one summary table with the starting model as the row to beat."""
 
 from __future__ import annotations
 
@@ -44,6 +46,12 @@ def test_warmup_stages_run_once_and_are_skipped_on_rerun(tiny_bert, tiny_bert_b,
 def test_bad_pipeline_settings_are_clear_errors(tmp_path):
     with pytest.raises(JTCSEError, match="--until must be one of"):
         run_pipeline(tmp_path, until="everything")
+    with pytest.raises(JTCSEError, match="the ensemble stage needs --ensemble-with"):
+        run_pipeline(tmp_path, until="ensemble")
+    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):
+        run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_weights=[1])
+    with pytest.raises(JTCSEError, match="without models to ensemble with"):
+        run_pipeline(tmp_path, until="twin", ensemble_weights=[1, 1])
     with pytest.raises(JTCSEError, match="the eval stage needs --dev-file"):
         run_pipeline(tmp_path)
     with pytest.raises(JTCSEError, match="dev file not found"):
@@ -61,12 +69,72 @@ def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_f
         warmup_settings=settings, twin_settings=settings, distill_settings=settings,
     )
     first = run_pipeline(tmp_path / "recipe", **kwargs)
-    assert [row["status"] for row in first["table"]] == ["ran"] * 5
+    assert [(row["stage"], row["status"]) for row in first["table"]] == [
+        ("start", "starting model (its own pooling)"), ("start_b", "starting model (its own pooling)"),
+        ("warmup_a", "ran"), ("warmup_b", "ran"), ("twin", "ran"), ("distill", "ran"), ("eval", "ran"),
+    ]  # fmt: skip
     scores = first["stages"]["eval"]["dev_spearman"]
-    assert set(scores) == {"warmup_a", "warmup_b", "twin", "distill"}
+    assert set(scores) == {"start", "start_b", "warmup_a", "warmup_b", "twin", "distill"}
+    distilled = first["stages"]["distill"]
+    assert distilled["model"]["student"] == tiny_bert and distilled["model"]["teacher"].endswith("twin")
     trained = [first["stages"][stage] for stage in ("warmup_a", "warmup_b", "twin", "distill")]
     assert len({frozenset(summary) for summary in trained}) == 1  # one summary schema for every stage
     assert [summary["stage"] for summary in trained] == ["simcse", "simcse", "twin", "distill"]
     second = run_pipeline(tmp_path / "recipe", **kwargs)
-    assert [row["status"] for row in second["table"]] == ["skipped (done)"] * 5
+    assert [row["status"] for row in second["table"][2:]] == ["skipped (done)"] * 5
     assert second["stages"]["eval"]["dev_spearman"] == scores
+    with pytest.raises(JTCSEError, match="twin finished with other settings \\(learning_rate differ\\)"):
+        run_pipeline(tmp_path / "recipe", **{**kwargs, "twin_settings": {**settings, "learning_rate": 1e-4}})
+
+
+@pytest.mark.slow
+@pytest.mark.cli
+def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into_the_start(
+    tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data
+):
+    from helpers.cli import run_cli
+
+    dev = tmp_path / "dev.csv"
+    lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:40]
+    dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "recipe"
+    args = [
+        "pipeline", "-o", out, "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus_file,
+        "--dev-file", dev, "--batch-size", 8, "--eval-steps", 2,
+        "--warmup-steps", 2, "--warmup-learning-rate", 1e-3, "--warmup-max-seq-length", 12,
+        "--twin-steps", 3, "--twin-learning-rate", 2e-4, "--twin-batch-size", 4, "--twin-max-seq-length", 16,
+        "--twin-cael-every", 0, "--twin-ictm-weight", 0.25, "--twin-icnce-weight", 0.5,
+        "--ensemble-with", tiny_bert, "--ensemble-weights", "1,0.5",
+        "--distill-steps", 2, "--distill-learning-rate", 3e-4, "--distill-batch-size", 6, "--objective", "cosine",
+    ]  # fmt: skip
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "pipeline_summary.json").read_text())
+    stages = summary["stages"]
+    assert [row["stage"] for row in summary["table"]] == [
+        "start", "start_b", "warmup_a", "warmup_b", "twin", "ensemble", "distill", "eval"
+    ]  # fmt: skip
+    warm = stages["warmup_b"]["settings"]
+    assert (warm["max_steps"], warm["learning_rate"], warm["max_seq_length"], warm["batch_size"]) == (2, 1e-3, 12, 8)
+    twin = stages["twin"]
+    assert (twin["steps"], twin["settings"]["learning_rate"], twin["settings"]["batch_size"]) == (3, 2e-4, 4)
+    assert twin["settings"]["max_seq_length"] == 16 and twin["model"]["cael_every"] is None
+    assert twin["config"]["loss_weights"] == [1.0, 0.5, 0.25]
+    ens = json.loads((out / "ensemble" / "ensemble_config.json").read_text())
+    assert ens["weights"] == [1.0, 0.5] and stages["ensemble"]["members"] == [str(out / "twin"), tiny_bert]
+    distilled = stages["distill"]
+    assert distilled["model"]["teacher"] == str(out / "ensemble") and distilled["model"]["student"] == tiny_bert
+    assert (distilled["steps"], distilled["settings"]["learning_rate"], distilled["settings"]["batch_size"]) == (2, 3e-4, 6)
+    assert distilled["model"]["objective"] == "cosine" and distilled["model"]["teacher_dimension"] == 64
+    assert distilled["model"]["student_dimension"] == 32  # the width it started with; the projection is not saved
+
+    table = (out / "pipeline_summary.md").read_text()
+    start = summary["stages"]["eval"]["dev_spearman"]["start"]
+    assert f"| start | starting model (its own pooling) | 0.0 | {100 * start:.2f} | – | {tiny_bert} |" in table
+    ens_score = summary["stages"]["eval"]["dev_spearman"]["ensemble"]
+    assert "| ensemble | ran |" in table and f"| {100 * ens_score:.2f} | {100 * (ens_score - start):+.2f} |" in table
+    assert "Δ vs start" in result.stdout
+
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "| twin | skipped (done) |" in again.stdout and "| distill | skipped (done) |" in again.stdout

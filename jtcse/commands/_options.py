@@ -40,6 +40,37 @@ def pooling_option():
     return typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean.")
 
 
+def student_pooling_option():
+    return typer.Option(
+        None, "--student-pooling",
+        help="Replace the distillation student's pooling by cls or mean. Default: keep its own (e.g. MiniLM's mean).",
+    )  # fmt: skip
+
+
+def objective_option():
+    return typer.Option(
+        "similarity", "--objective",
+        help="Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, "
+        "mse-normalized or mse (vectors; a training-only projection when widths differ).",
+    )  # fmt: skip
+
+
+def ensemble_weights_option(flag: str = "--weights"):
+    return typer.Option(
+        None, flag, help="One positive weight per ensemble member, comma-separated (e.g. 1,0.5). Default: all 1."
+    )
+
+
+def parse_weights(text: str | None, flag: str = "--weights") -> list[float] | None:
+    """``"1,0.5"`` -> ``[1.0, 0.5]``; None stays None."""
+    if text is None:
+        return None
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise JTCSEError(f"{flag} must be comma-separated numbers such as 1,0.5; got {text!r}.") from None
+
+
 def batch_size_option(default: int = 64):
     return typer.Option(default, "--batch-size", help="Sentences per batch (training: in-batch negatives).")
 

@@ -1,4 +1,4 @@
-"""``jtcse distill``: distil a teacher encoder (the JTCSE twin) into one CLS tower with MSE."""
+"""``jtcse distill``: distil a teacher encoder (a JTCSE twin, an ensemble, any encoder) into one student."""
 
 from __future__ import annotations
 
@@ -10,27 +10,30 @@ import typer
 from jtcse.commands import _options as opts
 
 
-SHORT_HELP = "Distil a teacher (the twin) into one CLS tower with MSE (JTCSE-D)."
+SHORT_HELP = "Distil a teacher (a twin, an ensemble, any encoder) into one student encoder (JTCSE-D, UCD)."
 HELP = (
-    "Distil a teacher (e.g. a JTCSE twin: sum of the towers' CLS) into one tower: the student is "
-    "trained with MSE to the teacher's embeddings of unlabeled sentences (JTCSE-D). Teacher "
-    "embeddings are computed once and cached in OUTPUT_DIR/teacher_cache, reused on rerun. The "
-    "student tokenizes for itself (teacher and student tokenizers may differ) and is saved as "
-    "Transformer + CLS Pooling, loadable with plain sentence-transformers. Widths must match "
-    "unless --project adds a trained linear Dense layer. An interrupted run resumes; --overwrite keeps "
-    "the teacher cache.\n\n"
-    "Example: jtcse distill --teacher runs/twin --student runs/tower_de --corpus wiki1m.txt "
-    "--dev-file sts-dev.csv --output-dir runs/distilled"
+    "Distil a teacher (a JTCSE twin, an ensemble from jtcse ensemble, any encoder) into one student: the "
+    "student is trained to reproduce the teacher on unlabeled sentences (JTCSE-D; UCD when the teacher is an "
+    "ensemble). Teacher embeddings are computed once and cached in OUTPUT_DIR/teacher_cache, reused on rerun. "
+    "The student keeps its own architecture, pooling and width (default: the embedded MiniLM with its mean "
+    "pooling; --student-pooling cls for a CLS tower), tokenizes for itself (teacher and student tokenizers "
+    "may differ) and loads with plain sentence-transformers. --objective similarity (default) matches the "
+    "in-batch cosine-similarity matrices, so any teacher width works; mse, mse-normalized and cosine compare "
+    "vectors, through a training-only projection (not saved) when the widths differ. An interrupted run "
+    "resumes; --overwrite keeps the teacher cache.\n\n"
+    "Example: jtcse distill --teacher runs/ensemble --student all-MiniLM-L6-v2-dir --corpus wiki1m.txt "
+    "--dev-file sts-dev.csv --output-dir runs/ucd"
 )
 
 
 def distill(
     teacher: str = typer.Option(
-        ..., "--teacher", "-t", help="Teacher model dir (a twin checkpoint or any encoder)."
+        ..., "--teacher", "-t", help="Teacher model dir: a twin, an ensemble (jtcse ensemble) or any encoder."
     ),
     output_dir: Path = opts.output_dir_option("the student, its run summary and the teacher cache"),
     student: Optional[str] = typer.Option(
-        None, "--student", "-s", help="Student initialisation (a tower / pretrained dir). Default: embedded MiniLM."
+        None, "--student", "-s",
+        help="Student initialisation (any single encoder, kept with its own pooling). Default: embedded MiniLM.",
     ),
     corpus: Optional[Path] = opts.corpus_option(),
     train_file_alias: Optional[Path] = opts.alias_option("--train-file", "--corpus"),
@@ -44,9 +47,8 @@ def distill(
     eval_steps: int = opts.eval_steps_option(250),
     save_steps: Optional[int] = opts.save_steps_option(),
     logging_steps: int = opts.logging_steps_option(),
-    project: bool = typer.Option(
-        False, "--project", help="Learn a linear student->teacher projection if widths differ."
-    ),
+    objective: str = opts.objective_option(),
+    student_pooling: Optional[str] = opts.student_pooling_option(),
     seed: int = opts.seed_option(),
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
@@ -65,7 +67,8 @@ def distill(
         settings=opts.training_settings(locals()),
         dev_file=dev_file,
         teacher_batch_size=teacher_batch_size,
-        project=project,
+        objective=objective,
+        student_pooling=student_pooling,
         resume=resume,
         overwrite=overwrite,
     )

@@ -12,18 +12,6 @@ import typer
 from jtcse.commands import _options as opts
 
 
-def parse_weights(text: str | None) -> list[float] | None:
-    """``"1,0.5"`` -> ``[1.0, 0.5]``; None stays None."""
-    from jtcse.errors import JTCSEError
-
-    if text is None:
-        return None
-    try:
-        return [float(part) for part in text.split(",")]
-    except ValueError:
-        raise JTCSEError(f"--weights must be comma-separated numbers such as 1,0.5; got {text!r}.") from None
-
-
 def register(app: typer.Typer) -> None:
     app.command("ensemble")(ensemble)
 
@@ -34,28 +22,28 @@ def ensemble(
     ),
     output_dir: Path = opts.output_dir_option("the ensemble checkpoint"),
     combine: str = typer.Option("concat", help="concat (any widths) or sum (members of one width)."),
-    weights: Optional[str] = typer.Option(
-        None, help="One positive weight per member, comma-separated (e.g. 1,0.5). Default: all 1."
-    ),
+    weights: Optional[str] = opts.ensemble_weights_option(),
     overwrite: bool = opts.overwrite_option(),
 ) -> None:
     """Combine models into one checkpoint: each member keeps its own tokenizer and pooling.
 
     The embedding is the members' L2-normalised embeddings, each times its weight, concatenated
     (default) or summed. The result loads like any jtcse checkpoint (jtcse eval sts, encode,
-    index build, distill --teacher); see docs/ensemble.md.
+    index build, distill --teacher) and, with trust_remote_code=True, like any sentence-transformers
+    model without jtcse. README.md is a model card listing the members and weights; see docs/ensemble.md.
 
     Example: jtcse ensemble runs/twin all-MiniLM-L6-v2-dir -o runs/ensemble
     """
     from jtcse.errors import JTCSEError
     from jtcse.locking import output_lock
-    from jtcse.modeling.ensemble import COMBINE_CHOICES, build_ensemble, check_weights
+    from jtcse.modeling.build import build_ensemble
+    from jtcse.modeling.ensemble import COMBINE_CHOICES, check_weights
 
     if combine not in COMBINE_CHOICES:
         raise JTCSEError(f"--combine must be one of {', '.join(COMBINE_CHOICES)}, not {combine!r}.")
     if len(models) < 2:
         raise JTCSEError(f"An ensemble needs at least two models; got {len(models)}.")
-    parsed = check_weights(parse_weights(weights), len(models))
+    parsed = check_weights(opts.parse_weights(weights), len(models))
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise JTCSEError(f"{output_dir} is a file, not a folder.")
@@ -63,6 +51,7 @@ def ensemble(
         raise JTCSEError(f"{output_dir} already exists and is not empty; pass --overwrite to replace it.")
     with output_lock(output_dir):
         model = build_ensemble(models, combine=combine, weights=parsed, device="cpu")
+        model.model_card_data.facts.model_path = str(output_dir.resolve())  # the card's snippet names the final folder
         tmp = output_dir.with_name(f".{output_dir.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         model.save(str(tmp))

@@ -1,4 +1,4 @@
-"""``jtcse pipeline``: warm-up of two towers → twin → distillation → dev evaluation, resumable."""
+"""``jtcse pipeline``: warm-up of two towers → twin → (ensemble) → distillation → dev evaluation, resumable."""
 
 from __future__ import annotations
 
@@ -10,18 +10,44 @@ import typer
 from jtcse.commands import _options as opts
 
 
-SHORT_HELP = "Whole recipe: warm up two towers, train the twin, distil, evaluate (resumable)."
+SHORT_HELP = "Whole recipe: warm up two towers, train the twin, ensemble, distil, evaluate (resumable)."
 HELP = (
     "Run the JTCSE recipe end to end in OUTPUT_DIR: SimCSE warm-up of tower I (tower_a/) and tower II "
     "(tower_b/, another seed; each with its own RTT pairs when given), JTCSE twin training on them "
-    "(twin/), distillation of the twin into warmed-up tower I (distilled/), and STS-B dev Spearman of "
-    "every model (eval/). A stage that has finished (stage_done.json in its folder) is skipped on "
-    "rerun; an interrupted stage resumes from its checkpoints. One summary table is printed and "
-    "written to OUTPUT_DIR/pipeline_summary.md (and .json). Every stage uses --batch-size, --eval-steps and "
-    "--seed (tower II's warm-up: seed+1); the eval stage needs --dev-file.\n\n"
-    "Example: jtcse pipeline -o runs/recipe --corpus wiki1m.txt --pairs-a rtt_de.tsv --pairs-b rtt_fr.tsv "
-    "--dev-file sts-dev.csv"
+    "(twin/), with --ensemble-with an ensemble of the twin and those models (ensemble/, JTCSE+UC), "
+    "distillation of the ensemble (else the twin) into the model tower I started from, which keeps its own "
+    "pooling (distilled/; --student and --student-pooling choose another), and STS-B dev Spearman of every "
+    "model and of the starting model as it is, the row to beat (eval/). A stage that has finished "
+    "(stage_done.json in its folder) is skipped on rerun, and refused if its settings changed; an "
+    "interrupted stage resumes from its checkpoints. One summary table is printed and written to "
+    "OUTPUT_DIR/pipeline_summary.md (and .json).\n\n"
+    "Each stage has its own --{warmup,twin,distill}-{steps,learning-rate,batch-size,max-seq-length} "
+    "(unset: --batch-size, and each trainer's own default lr and length); --eval-steps and --seed are "
+    "shared (tower II's warm-up: seed+1); the eval stage needs --dev-file.\n\n"
+    "Example: jtcse pipeline -o runs/recipe --corpus wiki1m.txt --dev-file sts-dev.csv "
+    "--twin-learning-rate 3e-5 --twin-steps 200 --ensemble-with all-MiniLM-L6-v2-dir"
 )
+
+
+def _stage_option(stage: str, what: str, kind: str):
+    helps = {
+        "steps": "Max steps of the {stage} (-1: one epoch).",
+        "learning-rate": "AdamW learning rate of the {stage} (default: its trainer's).",
+        "batch-size": "Batch size of the {stage} (default: --batch-size).",
+        "max-seq-length": "Training length in tokens of the {stage} (default: its trainer's).",
+    }
+    default = -1 if what == "steps" else None
+    return typer.Option(default, f"--{stage}-{what}", help=helps[what].format(stage=kind))
+
+
+def _settings(steps: int, learning_rate, batch_size, max_seq_length, shared_batch: int, eval_steps: int) -> dict:
+    """One stage's trainer settings: the options given, the shared ones otherwise (unset ones left to the trainer)."""
+    settings = {"max_steps": steps, "batch_size": batch_size or shared_batch, "eval_steps": eval_steps}
+    if learning_rate is not None:
+        settings["learning_rate"] = learning_rate
+    if max_seq_length is not None:
+        settings["max_seq_length"] = max_seq_length
+    return settings
 
 
 def pipeline(
@@ -32,17 +58,47 @@ def pipeline(
     pairs_a: Optional[Path] = typer.Option(None, help="RTT pairs (original<TAB>paraphrase) for tower I."),
     pairs_b: Optional[Path] = typer.Option(None, help="RTT pairs for tower II (another pivot language)."),
     dev_file: Optional[Path] = opts.dev_file_option(),
-    until: str = typer.Option("eval", help="Last stage to run: warmup, twin, distill or eval."),
-    warmup_steps: int = typer.Option(-1, help="Max steps per warm-up (-1: one epoch)."),
-    twin_steps: int = typer.Option(-1, help="Max steps of twin training (-1: one epoch)."),
-    distill_steps: int = typer.Option(-1, help="Max steps of distillation (-1: one epoch)."),
+    until: str = typer.Option("eval", help="Last stage to run: warmup, twin, ensemble, distill or eval."),
+    warmup_steps: int = _stage_option("warmup", "steps", "warm-ups"),
+    warmup_learning_rate: Optional[float] = _stage_option("warmup", "learning-rate", "warm-ups"),
+    warmup_batch_size: Optional[int] = _stage_option("warmup", "batch-size", "warm-ups"),
+    warmup_max_seq_length: Optional[int] = _stage_option("warmup", "max-seq-length", "warm-ups"),
+    twin_steps: int = _stage_option("twin", "steps", "twin training"),
+    twin_learning_rate: Optional[float] = _stage_option("twin", "learning-rate", "twin training"),
+    twin_batch_size: Optional[int] = _stage_option("twin", "batch-size", "twin training"),
+    twin_max_seq_length: Optional[int] = _stage_option("twin", "max-seq-length", "twin training"),
+    twin_cael_every: int = typer.Option(
+        2, help="Cross-attention (CAEL) after every k-th layer of the twin (a divisor of the layer count); 0: none."
+    ),
+    twin_nce_weight: float = typer.Option(1.0, help="Twin loss weight of each tower's InfoNCE."),
+    twin_icnce_weight: float = typer.Option(1.0, help="Twin loss weight of the inter-tower InfoNCE (ICNCE)."),
+    twin_ictm_weight: float = typer.Option(0.5, help="Twin loss weight of the tensor-modulus constraint (ICTM)."),
+    ensemble_with: list[str] = typer.Option(
+        [], "--ensemble-with", metavar="MODEL",
+        help="Repeatable: a model joined to the trained twin in an ensemble (JTCSE+UC), which then teaches the student.",
+    ),  # fmt: skip
+    ensemble_weights: Optional[str] = opts.ensemble_weights_option("--ensemble-weights"),
+    student: Optional[str] = typer.Option(
+        None, "--student", help="Distillation student. Default: the model tower I started from (--tower-a)."
+    ),
+    student_pooling: Optional[str] = opts.student_pooling_option(),
+    distill_steps: int = _stage_option("distill", "steps", "distillation"),
+    distill_learning_rate: Optional[float] = _stage_option("distill", "learning-rate", "distillation"),
+    distill_batch_size: Optional[int] = _stage_option("distill", "batch-size", "distillation"),
+    distill_max_seq_length: Optional[int] = _stage_option("distill", "max-seq-length", "distillation"),
+    objective: str = opts.objective_option(),
     batch_size: int = opts.batch_size_option(),
     eval_steps: int = opts.eval_steps_option(125),
     seed: int = opts.seed_option(),
 ) -> None:
     from jtcse.training.pipeline import format_table, run_pipeline
 
-    common = {"batch_size": batch_size, "eval_steps": eval_steps}
+    twin = _settings(twin_steps, twin_learning_rate, twin_batch_size, twin_max_seq_length, batch_size, eval_steps)
+    twin.update(cael_every=twin_cael_every or None, nce_weight=twin_nce_weight, icnce_weight=twin_icnce_weight,
+                ictm_weight=twin_ictm_weight)  # fmt: skip
+    distill = _settings(
+        distill_steps, distill_learning_rate, distill_batch_size, distill_max_seq_length, batch_size, eval_steps
+    )
     result = run_pipeline(
         output_dir,
         tower_a=tower_a,
@@ -53,9 +109,15 @@ def pipeline(
         dev_file=dev_file,
         until=until,
         seed=seed,
-        warmup_settings={**common, "max_steps": warmup_steps},
-        twin_settings={**common, "max_steps": twin_steps},
-        distill_settings={**common, "max_steps": distill_steps},
+        warmup_settings=_settings(
+            warmup_steps, warmup_learning_rate, warmup_batch_size, warmup_max_seq_length, batch_size, eval_steps
+        ),
+        twin_settings=twin,
+        distill_settings={**distill, "objective": objective},
+        ensemble_with=ensemble_with,
+        ensemble_weights=opts.parse_weights(ensemble_weights, "--ensemble-weights"),
+        student=student,
+        student_pooling=student_pooling,
     )
     typer.echo(format_table(result["table"]))
     typer.echo(f"Summary: {output_dir / 'pipeline_summary.md'} and {output_dir / 'pipeline_summary.json'}")

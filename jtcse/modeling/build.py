@@ -1,4 +1,4 @@
-"""Build a JTCSE twin ``SentenceTransformer`` from two tower checkpoints."""
+"""Build jtcse's composite models from checkpoints: a JTCSE twin from two towers, an ensemble from any encoders."""
 
 from __future__ import annotations
 
@@ -21,3 +21,25 @@ def build_twin(tower_a=None, tower_b=None, *, cael_every: int | None = 2, max_se
     towers = [load_cls_tower(t, role="tower")[0][0] for t in (tower_a, tower_b)]
     twin = TwinTowers(towers[0], towers[1], cael_every=cael_every, max_seq_length=max_seq_length)
     return SentenceTransformer(modules=[twin], device=device)
+
+
+def build_ensemble(models, combine: str = "concat", weights=None, device: str | None = None):
+    """A ``SentenceTransformer`` whose only module is an :class:`~jtcse.modeling.ensemble.Ensemble` of ``models``.
+
+    ``models``: ``SentenceTransformer`` objects or checkpoint paths/names, opened with
+    :func:`jtcse.modeling.loading.load_model` as they encode (a twin as its towers' summed CLS, a hub
+    encoder with its own pooling). The model carries a jtcse model card (members, weights, combination;
+    :func:`jtcse.model_card.ensemble_card_facts`), so ``model.save(path)`` writes ``README.md`` with it.
+    """
+    from sentence_transformers import SentenceTransformer
+    from torch import nn
+
+    from jtcse.model_card import attach_card_data, ensemble_card_facts
+    from jtcse.modeling.ensemble import Ensemble
+    from jtcse.modeling.loading import check_device, load_model
+
+    device = check_device(device)
+    members = [model if isinstance(model, nn.Module) else load_model(model, device=device) for model in models]
+    model = SentenceTransformer(modules=[Ensemble(members, combine=combine, weights=weights)], device=device)
+    attach_card_data(model, ensemble_card_facts(model, models))
+    return model

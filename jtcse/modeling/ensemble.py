@@ -12,10 +12,11 @@ independently trained checkpoint. With equal weights, the cosine of two concaten
 is the mean of the members' cosines.
 
 This file and ``portable.py`` are saved into every ensemble checkpoint (see
-:mod:`jtcse.modeling.portable`), so it imports only torch, sentence-transformers and ``portable``, and
-raises plain ``ValueError``: ``SentenceTransformer(path, trust_remote_code=True)`` opens an ensemble
-without jtcse. With jtcse installed, members are opened by its loader (installed classes, never code
-read from the checkpoint).
+:mod:`jtcse.modeling.portable`), so it imports only torch, sentence-transformers and ``portable`` (jtcse
+only inside ``try``, which transformers' remote-code import check skips) and raises plain ``ValueError``:
+``SentenceTransformer(path, trust_remote_code=True)`` opens an ensemble where jtcse is not installed.
+With jtcse installed, members are opened by its loader (installed classes, never code read from the
+checkpoint). Building one from checkpoint paths is :func:`jtcse.modeling.build.build_ensemble`.
 """
 
 from __future__ import annotations
@@ -68,24 +69,6 @@ def check_weights(weights: Any, count: int) -> list[float]:
     if bad:
         raise ValueError(f"Ensemble weights must be positive finite numbers; got {bad}.")
     return values
-
-
-def build_ensemble(models, combine: str = "concat", weights=None, device: str | None = None):
-    """A ``SentenceTransformer`` whose only module is an :class:`Ensemble` of ``models``.
-
-    ``models``: ``SentenceTransformer`` objects or checkpoint paths/names (opened with jtcse's
-    ``load_model``, so twin checkpoints work).
-    """
-    from sentence_transformers import SentenceTransformer
-
-    members = []
-    for model in models:
-        if not isinstance(model, nn.Module):
-            from jtcse.modeling.loading import load_model
-
-            model = load_model(model, device=device)
-        members.append(model)
-    return SentenceTransformer(modules=[Ensemble(members, combine=combine, weights=weights)], device=device)
 
 
 def _is_ensemble(module: nn.Module) -> bool:

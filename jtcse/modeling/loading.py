@@ -2,11 +2,12 @@
 model) for a role, with optional pooling, length and device.
 
 * :func:`resolve_source` is the only place where ``None`` becomes the embedded MiniLM tower.
-* :func:`load_model` opens a checkpoint for encoding (``encode``/``teacher``) or as a CLS tower
-  (``student``/``tower``).
+* :func:`load_model` opens a checkpoint for encoding (``encode``/``teacher``), as a distillation student
+  that keeps its own pooling (``student``, :func:`load_student`) or as a CLS tower (``tower``).
 * :func:`load_cls_tower` opens a checkpoint as ``Transformer`` + CLS ``Pooling``, the shape of every
-  warmed-up tower, distilled student and twin tower (put together by
-  :func:`jtcse.modeling.twin.assemble_tower`, the one place for that, which twin checkpoints carry).
+  warmed-up tower and twin tower (and of a JTCSE-D student, which starts from a warmed-up tower); every
+  tower is put together by :func:`jtcse.modeling.twin.assemble_tower`, the one place for that, which twin
+  checkpoints carry.
 * jtcse's own module classes (twin, ensemble) are opened with the installed classes, never with code
   read from the checkpoint (:mod:`jtcse.modeling.checkpoint_code`); :func:`needs_jtcse_classes` refuses
   a checkpoint that mixes them with foreign module classes or asks ``transformers`` for remote code
@@ -193,6 +194,59 @@ def set_max_seq_length(model, max_seq_length, role: str) -> int:
     return max_seq_length
 
 
+def _refuse_twin(source) -> None:
+    from jtcse.modeling.twin import TOWER_DIRS
+
+    twin = twin_folder(source)
+    if twin is not None:
+        raise JTCSEError(
+            f"{twin} is a JTCSE twin checkpoint, not a single tower. Use one of its tower folders "
+            f"({twin / TOWER_DIRS[0]}, {twin / TOWER_DIRS[1]}) or export them with TwinTowers.export_towers."
+        )
+
+
+def _single_encoder(source, role: str, device: str | None):
+    """``source`` opened as one encoder (first module a ``Transformer``); twins and ensembles are refused."""
+    from sentence_transformers.base.modules import Transformer
+
+    device = check_device(device)
+    source = resolve_source(source)
+    _refuse_twin(source)
+    model = _open(source, role, device)
+    modules = list(model)
+    if not modules or not isinstance(modules[0], Transformer):
+        first = type(modules[0]).__name__ if modules else "nothing"
+        raise JTCSEError(
+            f"the {role} must start with a sentence-transformers Transformer module (found {first}); "
+            "a twin or ensemble checkpoint cannot be used as a single tower — pass one of its towers or a plain encoder."
+        )
+    return model
+
+
+def _repool(model, pooling: str) -> tuple:
+    """``(model, changes)``: ``model``'s first module (a Transformer) followed by ``pooling`` pooling only.
+
+    Whatever followed the Transformer (another pooling, ``Normalize``, ``Dense`` ...) is replaced; ``changes``
+    says so in words (empty when the model already was exactly that)."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from jtcse.modeling.twin import assemble_tower
+
+    transformer, rest = model[0], list(model)[1:]
+    if len(rest) == 1 and isinstance(rest[0], Pooling) and rest[0].pooling_mode == pooling:
+        return model, []
+    label = "CLS" if pooling == "cls" else pooling
+    changes: list[str] = []
+    for module in rest:
+        if isinstance(module, Pooling):
+            changes.append(f"replaced {module.pooling_mode!r} pooling by {label} pooling")
+        else:
+            changes.append(f"dropped {type(module).__name__}")
+    if not any(isinstance(module, Pooling) for module in rest):
+        changes.append(f"added {label} pooling")
+    return assemble_tower(transformer, pooling, device=str(model.device)), changes
+
+
 def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, device: str | None = None):
     """Return ``(model, changes)``: ``source`` rebuilt as ``Transformer`` + CLS ``Pooling``.
 
@@ -201,40 +255,27 @@ def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, dev
     such change in words (empty when it already was a CLS tower). A twin checkpoint is refused: it is not
     one tower. ``max_seq_length`` as in :func:`load_model`.
     """
-    from sentence_transformers.base.modules import Transformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
-
-    from jtcse.modeling.twin import TOWER_DIRS, assemble_tower
-
-    device = check_device(device)
-    source = resolve_source(source)
-    twin = twin_folder(source)
-    if twin is not None:
-        raise JTCSEError(
-            f"{twin} is a JTCSE twin checkpoint, not a single tower. Use one of its tower folders "
-            f"({twin / TOWER_DIRS[0]}, {twin / TOWER_DIRS[1]}) or export them with TwinTowers.export_towers."
-        )
-    model = _open(source, role, device)
-    modules = list(model)
-    if not modules or not isinstance(modules[0], Transformer):
-        first = type(modules[0]).__name__ if modules else "nothing"
-        raise JTCSEError(
-            f"the {role} must start with a sentence-transformers Transformer module (found {first}); "
-            "a twin checkpoint cannot be used as a single tower — pass one of its towers or a plain encoder."
-        )
-    transformer, rest = modules[0], modules[1:]
-    changes: list[str] = []
-    if not (len(rest) == 1 and isinstance(rest[0], Pooling) and rest[0].pooling_mode == "cls"):
-        for module in rest:
-            if isinstance(module, Pooling):
-                changes.append(f"replaced {module.pooling_mode!r} pooling by CLS pooling")
-            else:
-                changes.append(f"dropped {type(module).__name__}")
-        if not any(isinstance(module, Pooling) for module in rest):
-            changes.append("added CLS pooling")
-        model = assemble_tower(transformer, "cls", device=str(model.device))
+    model, changes = _repool(_single_encoder(source, role, device), "cls")
     if max_seq_length is not None:
         set_max_seq_length(model, max_seq_length, role)
+    return model, changes
+
+
+def load_student(source=None, *, pooling: str | None = None, max_seq_length=None, device: str | None = None):
+    """Return ``(model, changes)``: ``source`` as a distillation student, one encoder kept as it is.
+
+    The student keeps its architecture, pooling, ``Normalize``/``Dense`` modules and width (the embedded
+    MiniLM: mean pooling, normalised), unless ``pooling`` (``cls`` | ``mean``) asks for that pooling instead,
+    which replaces whatever followed its Transformer (``changes`` says what). Twins and ensembles are refused.
+    """
+    if pooling not in (None, *POOLING_CHOICES):
+        raise JTCSEError(f"student pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
+    model = _single_encoder(source, "student", device)
+    changes: list[str] = []
+    if pooling is not None:
+        model, changes = _repool(model, pooling)
+    if max_seq_length is not None:
+        set_max_seq_length(model, max_seq_length, "student")
     return model, changes
 
 
@@ -244,7 +285,8 @@ def load_model(
     """A ``SentenceTransformer`` for ``source`` (path, hub name, loaded model, or ``None``: the embedded MiniLM).
 
     ``role``: ``encode`` / ``teacher`` keep the checkpoint's modules (a twin encodes as the sum of its
-    towers' CLS); ``student`` / ``tower`` rebuild it as a CLS tower (:func:`load_cls_tower`). The role also
+    towers' CLS); ``student`` keeps them too but must be one encoder (:func:`load_student`; ``pooling``
+    replaces its pooling); ``tower`` rebuilds it as a CLS tower (:func:`load_cls_tower`). The role also
     names the model in error messages.
     ``pooling`` (``cls`` | ``mean``) replaces the checkpoint's pooling after its Transformer.
     ``max_seq_length``: ``None`` keeps the checkpoint's own, ``"max"`` is the whole position table (no
@@ -256,15 +298,15 @@ def load_model(
     """
     from sentence_transformers.base.modules import Transformer
 
-    from jtcse.modeling.twin import assemble_tower
-
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
     if pooling is not None and pooling not in POOLING_CHOICES:
         raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
-    if role in ("student", "tower"):
-        if backend != "torch":
-            raise ValueError(f"a {role} is trained with torch; backend={backend!r} cannot apply")
+    if role in ("student", "tower") and backend != "torch":
+        raise ValueError(f"a {role} is trained with torch; backend={backend!r} cannot apply")
+    if role == "student":
+        return load_student(source, pooling=pooling, max_seq_length=max_seq_length, device=device)[0]
+    if role == "tower":
         if pooling not in (None, "cls"):
             raise ValueError(f"a {role} always pools CLS; pooling={pooling!r} cannot apply")
         return load_cls_tower(source, role=role, max_seq_length=max_seq_length, device=device)[0]
@@ -277,7 +319,7 @@ def load_model(
                 f"--pooling needs a checkpoint whose first module is a Transformer; {describe_source(source)!r} "
                 f"starts with {type(first).__name__}, which pools by itself."
             )
-        model = assemble_tower(first, pooling, device=str(model.device))
+        model = _repool(model, pooling)[0]
     if max_seq_length is not None:
         set_max_seq_length(model, max_seq_length, role)
     model.eval()

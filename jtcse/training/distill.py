@@ -1,12 +1,25 @@
-"""Distillation of a teacher encoder (the JTCSE twin: sum of the towers' CLS) into one CLS tower (JTCSE-D).
+"""Distillation of a teacher encoder (a JTCSE twin, an ensemble, any encoder) into one student (JTCSE-D, UCD).
 
-    L = mean_i ‖f_student(x_i) − f_teacher(x_i)‖² / d        (sentence-transformers ``MSELoss``)
+The student is trained on unlabeled sentences to reproduce the teacher's embeddings (EDFSE / JTCSE "-D"
+models, after Reimers & Gurevych, 2020), with one of these objectives (``s_i``, ``t_i``: the student's and
+the teacher's embedding of sentence ``i``; ``n`` sentences a batch, width ``d``):
 
-on unlabeled sentences (EDFSE / JTCSE "-D" models, after Reimers & Gurevych, 2020). Teacher
-embeddings are computed once and cached (:mod:`jtcse.training.teacher_cache`); the student tokenizes the
-text itself, so teacher and student may use different tokenizers. The saved student is a plain
-``Transformer`` + CLS ``Pooling`` checkpoint (plus a ``Dense`` projection only when asked for with
-``project=True`` because the widths differ) that loads with sentence-transformers alone.
+==================  ===================================================  ==========================================
+objective           loss                                                 class
+==================  ===================================================  ==========================================
+``mse``             ``mean_i ‖s_i − t_i‖² / d``                          sentence-transformers ``MSELoss``
+``mse-normalized``  ``mean_i ‖s_i/‖s_i‖ − t_i/‖t_i‖‖² / d``              :class:`~jtcse.losses.NormalizedMSELoss`
+``cosine``          ``mean_i (1 − cos(s_i, t_i))``                       ``EmbedDistillLoss(distance_metric="cosine")``
+``similarity``      ``mean_{i≠j} (cos(s_i, s_j) − cos(t_i, t_j))²``      :class:`~jtcse.losses.SimilarityMatrixLoss`
+==================  ===================================================  ==========================================
+
+``similarity`` (the default; it scored best side by side, see ``docs/warmup_and_distill.md``) imitates the
+teacher's cosines only, so a teacher of any width teaches a student of any width. The three per-vector objectives
+need one width: when the teacher is wider or narrower, the student's embedding goes through a learned linear map
+to the teacher's width while training (sentence-transformers' ``projection_dim``), and that map is **not** saved:
+the student keeps its own architecture, pooling and width. Teacher embeddings are computed once and cached
+(:mod:`jtcse.training.teacher_cache`); the student tokenizes the text itself, so teacher and student may use
+different tokenizers. The saved student loads with sentence-transformers alone.
 """
 
 from __future__ import annotations
@@ -40,15 +53,59 @@ def targets_dataset(sentences: Sequence[str], embeddings: np.ndarray):
     return Dataset(table).with_format("torch", columns=["label"], output_all_columns=True)
 
 
-def _add_projection(student, teacher_dim: int):
-    """Append a linear ``Dense`` (student width → teacher width, identity activation) to ``student``."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Dense
-    from torch import nn
+OBJECTIVES = ("mse", "mse-normalized", "cosine", "similarity")
+DEFAULT_OBJECTIVE = "similarity"
+PROJECTION_FILE = "distill_projection.safetensors"
+"""The training-only projection's weights, kept in each trainer checkpoint so a resumed run continues it."""
 
-    modules = list(student)
-    dense = Dense(student.get_embedding_dimension(), teacher_dim, activation_function=nn.Identity())
-    return SentenceTransformer(modules=[*modules, dense], device=str(student.device))
+
+def check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise JTCSEError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}.")
+    return objective
+
+
+def distillation_loss(model, objective: str, teacher_dim: int, *, seed: int = 42):
+    """The sentence-transformers loss for ``objective`` (see the module docstring) on ``model``.
+
+    A per-vector objective with a teacher of another width gets a learned projection of the student to
+    ``teacher_dim`` (initialised from ``seed``), which lives on the loss and is never saved with the model.
+    """
+    import torch
+    from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss, MSELoss
+
+    from jtcse.losses.distillation import NormalizedMSELoss, SimilarityMatrixLoss
+
+    if check_objective(objective) == "similarity":
+        return SimilarityMatrixLoss(model)
+    projection = teacher_dim if teacher_dim != model.get_embedding_dimension() else None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if objective == "mse":
+            return MSELoss(model, projection_dim=projection)
+        if objective == "mse-normalized":
+            return NormalizedMSELoss(model, projection_dim=projection)
+        return EmbedDistillLoss(model, distance_metric="cosine", projection_dim=projection)
+
+
+def _projection_checkpoints(loss, resume_from: str | None):
+    """A ``TrainerCallback`` that saves the loss's projection into every trainer checkpoint and, when the run
+    resumes from ``resume_from``, loads it back before the first step (the trainer saves only the model)."""
+    from transformers import TrainerCallback
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    class ProjectionCheckpoints(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            saved = Path(resume_from) / PROJECTION_FILE if resume_from else None
+            if saved is not None and saved.is_file():
+                loss.load_projection(saved)
+
+        def on_save(self, args, state, control, **kwargs):
+            folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            if folder.is_dir():
+                loss.save_projection(folder / PROJECTION_FILE)
+
+    return ProjectionCheckpoints()
 
 
 DISTILL_SETTINGS = TrainingSettings(eval_steps=250)
@@ -64,32 +121,38 @@ def distill(
     *,
     dev_file: str | Path | None = None,
     teacher_batch_size: int = 128,
-    project: bool = False,
+    objective: str = DEFAULT_OBJECTIVE,
+    student_pooling: str | None = None,
     resume: bool = True,
     overwrite: bool = False,
     callbacks: Sequence[Any] = (),
     settings: TrainingSettings | None = None,
     **training: Any,
 ) -> dict[str, Any]:
-    """Train ``student`` to reproduce ``teacher``'s embeddings (MSE) and save it to ``output_dir``.
+    """Train ``student`` to reproduce ``teacher``'s embeddings and save it to ``output_dir``.
 
-    ``teacher``: path or ``SentenceTransformer`` (e.g. a JTCSE twin checkpoint). ``student``: path,
-    ``SentenceTransformer`` or ``None`` (embedded MiniLM); its pooling is set to CLS (changes listed in
-    the summary). ``train_file``: one-sentence-a-line file, list of sentences, or ``None`` (embedded
-    prose). Teacher embeddings are cached in ``<output_dir>/teacher_cache`` and reused. Different
-    widths are an error unless ``project=True``, which appends a trained linear ``Dense`` layer.
-    ``dev_file`` (STS-B format) keeps the checkpoint with the best dev Spearman. How long and how it
-    trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its fields as keywords
-    (``batch_size=32, max_steps=100`` ...), on top of :data:`DISTILL_SETTINGS`. An interrupted run
-    resumes from its last trainer checkpoint when ``resume``.
+    ``teacher``: path or ``SentenceTransformer`` (a JTCSE twin, an ensemble, any encoder). ``student``: path,
+    ``SentenceTransformer`` or ``None`` (the embedded MiniLM), kept as it is (architecture, pooling, width);
+    ``student_pooling`` (``cls`` | ``mean``) replaces its pooling, as JTCSE-D's CLS towers want (changes
+    listed in the summary). ``objective``: one of :data:`OBJECTIVES` (module docstring); a per-vector
+    objective with a teacher of another width trains through a projection that is not saved.
+    ``train_file``: one-sentence-a-line file, list of sentences, or ``None`` (embedded prose). Teacher
+    embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) keeps
+    the checkpoint with the best dev Spearman. How long and how it trains: ``settings`` (a
+    :class:`~jtcse.training.stage.TrainingSettings`) and/or its fields as keywords (``batch_size=32,
+    max_steps=100`` ...), on top of :data:`DISTILL_SETTINGS`. An interrupted run resumes from its last
+    trainer checkpoint when ``resume``.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
-    from jtcse.modeling.loading import describe_source, load_cls_tower
+    from jtcse.modeling.loading import POOLING_CHOICES, describe_source, load_student
     from jtcse.training.distributed import main_process_first, pooler_parameters
-    from jtcse.training.teacher_cache import save_teacher_targets, sentences_digest, teacher_fingerprint, teacher_targets
+    from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
     settings = DISTILL_SETTINGS.given(settings, training, "distill")
+    check_objective(objective)
+    if student_pooling not in (None, *POOLING_CHOICES):
+        raise JTCSEError(f"student pooling must be one of {', '.join(POOLING_CHOICES)}, not {student_pooling!r}.")
     sentences, data = read_training_sentences(train_file, "training corpus")
     evaluator = dev_evaluator(dev_file, batch_size=settings.batch_size)
 
@@ -102,7 +165,8 @@ def distill(
             "teacher": teacher_fingerprint(teacher),
             "student": student_source,
             "data": sentences_digest(sentences)[:16],
-            "project": project,
+            "objective": objective,
+            "student_pooling": student_pooling,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,
@@ -111,45 +175,33 @@ def distill(
     if plan.finished:
         return plan.summary
 
-    model, changes = load_cls_tower(student, role="student")
+    model, changes = load_student(student, pooling=student_pooling)
     own_length = set_training_length(model, settings, "student")
     student_dim = model.get_embedding_dimension()
 
-    def checked_targets():
-        targets = teacher_targets(
+    # under a multi-process launch rank 0 encodes (or finds the cache) and writes it; the others then read it
+    targets = main_process_first(
+        lambda: teacher_targets(
             teacher,
             sentences,
             Path(output_dir) / TEACHER_CACHE_SUBDIR,
             batch_size=teacher_batch_size,
             fingerprint=plan.config["teacher"],
-            save=False,  # written once every check has passed
         )
-        teacher_dim = int(targets.embeddings.shape[1])
-        if student_dim != teacher_dim and not project:
-            raise JTCSEError(
-                f"teacher embeddings have {teacher_dim} dimensions but the student's have {student_dim}. "
-                "Use a student of the teacher's width, or pass --project to learn a linear projection "
-                "(a Dense layer saved with the student)."
-            )
-        save_teacher_targets(targets)
-        return targets
-
-    # under a multi-process launch rank 0 encodes (or finds the cache), checks and writes it; the others then read it
-    targets = main_process_first(checked_targets)
+    )
     teacher_dim = int(targets.embeddings.shape[1])
-    if student_dim != teacher_dim:
-        model = _add_projection(model, teacher_dim)
-        changes.append(f"added a linear Dense projection {student_dim}->{teacher_dim}")
+    loss = distillation_loss(model, objective, teacher_dim, seed=settings.seed)
+    if loss.projection is not None:
+        changes.append(f"trained through a linear projection {student_dim}->{teacher_dim}, not saved (the student keeps its width)")
+        callbacks = [*callbacks, _projection_checkpoints(loss, plan.resume_from)]
     data.update(teacher_cache=str(targets.cache_path), teacher_cache_hit=targets.cache_hit)
-
-    from sentence_transformers.sentence_transformer.losses import MSELoss
 
     return run_stage(
         Stage(
             name="distill",
             plan=plan,
             model=model,
-            loss=MSELoss(model),
+            loss=loss,
             train_dataset=targets_dataset(sentences, targets.embeddings),
             settings=settings,
             evaluator=evaluator,
@@ -159,10 +211,11 @@ def distill(
                 "changes": changes,
                 "teacher_dimension": teacher_dim,
                 "student_dimension": student_dim,
+                "objective": objective,
             },
             data=data,
             restore_max_seq_length=own_length,
-            # CLS pooling never reads the transformers pooler, so under DDP its parameters get no gradient
+            # neither CLS nor mean pooling reads the transformers pooler, so under DDP its parameters get no gradient
             trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),
             callbacks=callbacks,
         )
