@@ -273,6 +273,7 @@ def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta, ensemb
             check_weights(bad, 2)
 
 
+@pytest.mark.slow
 def test_fresh_process_without_jtcse_opens_the_ensemble_from_its_own_code(ensemble_dir, tmp_path):
     """The checkpoint carries ensemble.py (+ the twin member's code): plain sentence-transformers opens it."""
     from jtcse.modeling.loading import load_model
@@ -291,6 +292,7 @@ def test_fresh_process_without_jtcse_opens_the_ensemble_from_its_own_code(ensemb
     np.testing.assert_allclose(np.load(out), _encode(load_model(ensemble_dir, device="cpu")), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_saved_ensemble_has_a_jtcse_model_card_whose_remote_snippet_runs_without_jtcse(ensemble_dir, twin_dir):
     from tests.test_model_card import check_snippet_output, split_card, table_value, usage_snippets
 

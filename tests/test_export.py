@@ -61,6 +61,7 @@ def _nothing_written(out) -> bool:
 
 
 @pytest.mark.cli
+@pytest.mark.slow
 def test_cli_bad_inputs_are_one_line_and_write_nothing(tmp_path, tiny_bert, twin_dir, ensemble_dir, calibration):
     out = tmp_path / "out"
     not_model = tmp_path / "not_a_model"
