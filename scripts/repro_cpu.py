@@ -248,8 +248,9 @@ class Runner:
             out = self.work / f"{prefix}_s{seed}"
             self.trained(
                 f"{prefix}_s{seed}",
-                lambda: distill(str(teacher), str(self.tower_dir(a)), self.corpus, out, seed=seed, logging_steps=5,
-                                **self.cfg["distill"]),
+                # JTCSE-D as measured in REPRODUCTION.md: MSE to the twin's vectors (same width, CLS student)
+                lambda: distill(str(teacher), str(self.tower_dir(a)), self.corpus, out, objective="mse", seed=seed,
+                                logging_steps=5, **self.cfg["distill"]),
                 lambda: load_model(out, device="cpu"),
                 group="headline" if prefix == "distilled" else "long", seed=seed,
                 teacher=f"{teacher_prefix}_s{seed}", student=f"W{a}",
