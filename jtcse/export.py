@@ -21,12 +21,11 @@ import csv
 import importlib.util
 import json
 import random
-import shutil
 import tempfile
 from pathlib import Path
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import output_lock
+from jtcse.locking import atomic_folder, output_lock
 
 FORMATS = ("onnx", "openvino")
 QUANTIZATIONS = ("none", "int8")
@@ -240,9 +239,7 @@ def export_model(
         if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
             raise JTCSEError(f"{output_dir} is not empty; pass --overwrite to replace it.")
         check_backend(format)
-        tmp = output_dir.with_name(output_dir.name + ".export-tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
+        with atomic_folder(output_dir) as tmp:
             _convert(source, tmp, format, quantize, sentences)
             record = {
                 "source": str(source.resolve()),
@@ -252,9 +249,4 @@ def export_model(
                 "calibration": None if calibration is None else {"file": str(Path(calibration).resolve()), "sentences": len(sentences)},
             }
             (tmp / EXPORT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-            if output_dir.exists():
-                shutil.rmtree(output_dir)
-            tmp.replace(output_dir)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return output_dir

@@ -20,6 +20,7 @@ import inspect
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -191,6 +192,29 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A fresh sibling folder of ``path`` to fill; on success it replaces ``path`` (a folder already there is
+    removed first), on an exception it is removed and ``path`` is left as it was.
+
+    Its name is fixed (``<name>.tmp``), so call it under the output's lock (:func:`output_lock`): a leftover
+    from a killed earlier attempt is cleared before the new one starts::
+
+        with output_lock(out), atomic_folder(out) as tmp:
+            model.save(str(tmp))
+    """
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        tmp.replace(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -15,6 +15,7 @@ from helpers.cli import run_python, start_python
 from jtcse.errors import JTCSEError
 from jtcse.locking import (
     OutputLockedError,
+    atomic_folder,
     atomic_path,
     atomic_write_json,
     crash_point,
@@ -117,6 +118,24 @@ def test_atomic_path_replaces_whole_or_not_at_all(tmp_path):
             raise RuntimeError("crash mid-write")
     assert json.loads(target.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]  # no temporary left
+
+
+def test_atomic_folder_replaces_the_folder_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    (tmp_path / "model.tmp").mkdir()  # left by a killed earlier attempt: cleared first
+    (tmp_path / "model.tmp" / "stale.txt").write_text("stale")
+    with pytest.raises(RuntimeError):
+        with atomic_folder(target) as tmp:
+            tmp.mkdir()
+            (tmp / "half.txt").write_text("half")
+            raise RuntimeError("crash mid-save")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"] and os.listdir(target) == ["old.txt"]
+    with atomic_folder(target) as tmp:
+        tmp.mkdir()
+        (tmp / "new.txt").write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"] and os.listdir(target) == ["new.txt"]
 
 
 def test_crash_point_kills_at_the_chosen_pass():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Optional
 
@@ -35,7 +34,7 @@ def ensemble(
     Example: jtcse ensemble runs/twin all-MiniLM-L6-v2-dir -o runs/ensemble
     """
     from jtcse.errors import JTCSEError
-    from jtcse.locking import output_lock
+    from jtcse.locking import atomic_folder, output_lock
     from jtcse.modeling.build import build_ensemble
     from jtcse.modeling.ensemble import COMBINE_CHOICES, check_weights
 
@@ -47,17 +46,13 @@ def ensemble(
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise JTCSEError(f"{output_dir} is a file, not a folder.")
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-        raise JTCSEError(f"{output_dir} already exists and is not empty; pass --overwrite to replace it.")
     with output_lock(output_dir):
+        if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
+            raise JTCSEError(f"{output_dir} already exists and is not empty; pass --overwrite to replace it.")
         model = build_ensemble(models, combine=combine, weights=parsed, device="cpu")
         model.model_card_data.facts.model_path = str(output_dir.resolve())  # the card's snippet names the final folder
-        tmp = output_dir.with_name(f".{output_dir.name}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save(str(tmp))
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        tmp.rename(output_dir)
+        with atomic_folder(output_dir) as tmp:
+            model.save(str(tmp))
     summary = {
         "output_dir": str(output_dir),
         "members": [str(m) for m in models],

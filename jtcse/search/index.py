@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import locks_output
+from jtcse.locking import atomic_write_text, locks_output
 from jtcse.search.encode import (
     encode_file,
     meta_path_for,
@@ -793,9 +793,7 @@ def build_index(
         texts_sha256=texts_sha256,
         calibration={**built.calibration, "build_seconds": round(time.perf_counter() - started, 3)},
     )
-    tmp = index_dir / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, index_dir / MANIFEST)
+    atomic_write_text(index_dir / MANIFEST, json.dumps(manifest.to_dict(), indent=2) + "\n")
     index = SearchIndex(index_dir, use_gpu=use_gpu)
     index._models[identity] = model
     return index

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import locks_output
+from jtcse.locking import atomic_write_json, locks_output
 
 STAGES = ("warmup_a", "warmup_b", "twin", "ensemble", "distill", "eval")
 FOLDERS = {"warmup_a": "tower_a", "warmup_b": "tower_b", "twin": "twin", "ensemble": "ensemble", "distill": "distilled",
@@ -54,9 +54,7 @@ def _stage_done(folder: Path) -> dict[str, Any] | None:
 
 
 def _mark_done(folder: Path, summary: dict[str, Any]) -> None:
-    tmp = folder / (STAGE_DONE + ".tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-    tmp.replace(folder / STAGE_DONE)
+    atomic_write_json(folder / STAGE_DONE, summary)
 
 
 def run_once(
