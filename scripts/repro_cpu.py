@@ -166,12 +166,13 @@ class Runner:
                          "first_loss": summary["first_logged_loss"], "last_loss": summary["last_logged_loss"],
                          "last_loss_terms": summary["loss_terms"]})
 
-    def dev_spearman(self, model) -> tuple[float, float]:
+    def dev_spearman(self, model, pairs=None) -> tuple[float, float]:
+        """``(Spearman, seconds)`` of ``model`` on ``pairs`` (default: the dev pairs) at the evaluation length."""
         from jtcse.evaluation.sts import cosine_spearman
 
         model.max_seq_length = self.cfg["eval_max_seq_length"]
         started = time.perf_counter()
-        rho = cosine_spearman(model, self.dev, batch_size=64)
+        rho = cosine_spearman(model, self.dev if pairs is None else pairs, batch_size=64)
         return float(rho), round(time.perf_counter() - started, 2)
 
     # -- stages ------------------------------------------------------------------------------------

@@ -76,6 +76,14 @@ SHIPPED = "minilm_mean"
 """The row to beat: the shipped MiniLM with its own mean pooling."""
 
 
+def best_on_selection(rows: dict) -> object | None:
+    """The key of ``rows`` (key -> row or ``None``) whose row scores best on the selection split; ``None``
+    while any row is missing."""
+    if not rows or any(row is None for row in rows.values()):
+        return None
+    return max(rows, key=lambda key: rows[key]["select_spearman"])
+
+
 class UCDRunner(Runner):
     """:class:`repro_cpu.Runner` plus the selection split and the ensemble / distillation stages."""
 
@@ -99,20 +107,14 @@ class UCDRunner(Runner):
 
     def score(self, name: str, load, **record) -> dict:
         """Dev and selection-split Spearman of a saved model (row ``name``; the row file is updated in place)."""
-        from scipy.stats import spearmanr
-
-        path = self.result_path(name)
-        row = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        row = self.row(name) or {}
         if "select_spearman" in row and "dev_spearman" in row:
             return row
         model = load()
         out = {}
         for split, pairs in (("dev", self.dev), ("select", self.select)):
-            if f"{split}_spearman" in row:
-                continue
-            started = time.perf_counter()
-            out[f"{split}_spearman"] = float(spearmanr(self.pair_cosines(model, pairs), pairs.scores).statistic)
-            out[f"{split}_eval_seconds"] = round(time.perf_counter() - started, 2)
+            if f"{split}_spearman" not in row:
+                out[f"{split}_spearman"], out[f"{split}_eval_seconds"] = self.dev_spearman(model, pairs)
         row = {k: v for k, v in row.items() if k not in ("name", "threads")}
         return self.save(name, {**row, **record, **out})
 
@@ -166,17 +168,18 @@ class UCDRunner(Runner):
         for lr in self.cfg["twin_lrs"]:
             self.twin(lr, self.cfg["seeds"][0])
 
-    def best_on_selection(self, names: dict, stage: str):
-        """The key of ``names`` (key -> row name) whose row scores best on the selection split."""
+    def chosen(self, names: dict, stage: str):
+        """:func:`best_on_selection` over the rows ``names`` (key -> row name); a missing row stops the driver."""
         rows = {key: self.row(name) for key, name in names.items()}
-        missing = [name for key, name in names.items() if rows[key] is None]
-        if missing:
+        best = best_on_selection(rows)
+        if best is None:
+            missing = [names[key] for key, row in rows.items() if row is None]
             raise SystemExit(f"run the {stage} stage first (missing rows {missing})")
-        return max(rows, key=lambda key: rows[key]["select_spearman"])
+        return best
 
     def tuned_lr(self) -> float:
         """The probed lr whose seed-1 twin scores best on the selection split."""
-        return self.best_on_selection({lr: self.twin_name(lr, self.cfg["seeds"][0]) for lr in self.cfg["twin_lrs"]}, "probe")
+        return self.chosen({lr: self.twin_name(lr, self.cfg["seeds"][0]) for lr in self.cfg["twin_lrs"]}, "probe")
 
     def twins(self) -> None:
         lr = self.tuned_lr()
@@ -213,9 +216,9 @@ class UCDRunner(Runner):
             out = self.work / name
             model = build_ensemble([default_tower_path(), str(twin_dir)], weights=[1.0, best], device="cpu")
             model.save(str(out))
+            equal = grid.get(1.0) or {"select": combined("select", 1.0), "dev": combined("dev", 1.0)}
             self.save(f"ensemble_eq_s{seed}", {"group": "ensemble_equal", "seed": seed, "weights": [1.0, 1.0],
-                                               "dev_spearman": grid.get(1.0, {}).get("dev", combined("dev", 1.0)),
-                                               "select_spearman": combined("select", 1.0),
+                                               "dev_spearman": equal["dev"], "select_spearman": equal["select"],
                                                "note": "computed from the members' cosines (exact for concat)"})
             self.score(name, lambda: load_model(out, device="cpu"), group="ensemble", seed=seed, weights=[1.0, best],
                        twin=self.twin_name(lr, seed), weight_grid={str(w): v for w, v in grid.items()},
@@ -245,7 +248,7 @@ class UCDRunner(Runner):
 
     def best_objective(self) -> str:
         """The distillation objective whose seed-1 student scores best on the selection split."""
-        return self.best_on_selection({o: f"ucd_{o}_s{self.cfg['seeds'][0]}" for o in self.cfg["objectives"]}, "objectives")
+        return self.chosen({o: f"ucd_{o}_s{self.cfg['seeds'][0]}" for o in self.cfg["objectives"]}, "objectives")
 
     def ucd(self) -> None:
         objective = self.best_objective()
@@ -296,11 +299,9 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
     seeds = cfg["seeds"]
     get = lambda name, key="dev_spearman": rows.get(name, {}).get(key)  # noqa: E731
     lr_rows = {lr: rows.get(f"twin_lr{lr:g}_s{seeds[0]}") for lr in cfg["twin_lrs"]}
-    probed = {lr: r for lr, r in lr_rows.items() if r}
-    tuned = max(probed, key=lambda lr: probed[lr]["select_spearman"]) if len(probed) == len(lr_rows) else None
+    tuned = best_on_selection(lr_rows)
     obj_rows = {o: rows.get(f"ucd_{o}_s{seeds[0]}") for o in cfg["objectives"]}
-    done_obj = {o: r for o, r in obj_rows.items() if r}
-    best_obj = max(done_obj, key=lambda o: done_obj[o]["select_spearman"]) if len(done_obj) == len(obj_rows) else None
+    best_obj = best_on_selection(obj_rows)
 
     def seeded(prefix: str, key: str = "dev_spearman") -> list[float]:
         return [rows[f"{prefix}_s{s}"][key] for s in seeds if f"{prefix}_s{s}" in rows]
