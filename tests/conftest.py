@@ -15,6 +15,8 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 
 import pytest
 
+from helpers.sts import write_stsb
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_DATA = SHARED / "data"
 
@@ -55,6 +57,12 @@ def minilm_path() -> str:
     from jtcse.defaults import default_tower_path
 
     return default_tower_path()
+
+
+@pytest.fixture(scope="session")
+def dev_file(tmp_path_factory) -> Path:
+    """A six-pair STS-B-format dev file (:mod:`helpers.sts`)."""
+    return write_stsb(tmp_path_factory.mktemp("data") / "sts-dev.csv")
 
 
 @pytest.fixture(scope="session")

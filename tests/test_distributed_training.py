@@ -23,7 +23,6 @@ import torch
 
 from helpers.cli import REPO, one_error_line, run_cli, subprocess_env
 from helpers.files import snapshot
-from helpers.sts import write_stsb
 from jtcse.errors import JTCSEError
 from jtcse.locking import lock_path_for
 
@@ -42,11 +41,6 @@ def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "corpus.txt"
     path.write_text("\n".join(sentences) + "\n", encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="module")
-def dev_file(tmp_path_factory) -> Path:
-    return write_stsb(tmp_path_factory.mktemp("data") / "sts-dev.csv")
 
 
 def torchrun_command(tmp_path: Path, args: tuple, probe: bool = True) -> list[str]:

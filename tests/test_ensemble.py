@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.cli import one_error_line, run_cli, run_python
+from helpers.cli import one_error_line, run_cli, run_python
 
 SENTENCES = [
     "A man is playing a guitar.",

@@ -25,8 +25,8 @@ from jtcse.model_card import (
     write_model_card,
     write_run_card,
 )
-from tests.helpers.cli import one_error_line, run_cli, run_python
-from tests.helpers.sts import write_stsb
+from helpers.cli import one_error_line, run_cli, run_python
+from helpers.sts import write_stsb
 
 SECTIONS = [
     "## Model Details",

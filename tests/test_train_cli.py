@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from helpers.cli import run_cli
-from helpers.sts import write_stsb
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.modeling.loading import load_model
@@ -26,11 +25,6 @@ def corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "corpus.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="module")
-def dev_file(tmp_path_factory) -> Path:
-    return write_stsb(tmp_path_factory.mktemp("data") / "sts-dev.csv")
 
 
 @pytest.mark.slow
