@@ -16,7 +16,6 @@ that makes a checkpoint complete): that is where the crash point ``checkpoint-sa
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from torch import nn
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 from jtcse.locking import crash_point
-from jtcse.training.common import TRAINER_STATE_FILE
+from jtcse.training.common import checkpoint_state
 
 
 class RunProgress(TrainerCallback, ExportableState):
@@ -50,11 +49,8 @@ class RunProgress(TrainerCallback, ExportableState):
     @classmethod
     def from_checkpoint(cls, loss: nn.Module, checkpoint: str | Path | None) -> RunProgress:
         """A :class:`RunProgress` on ``loss`` that continues the one saved in ``checkpoint`` (None: from step 0)."""
-        restored = {}
-        if checkpoint is not None:
-            saved = json.loads((Path(checkpoint) / TRAINER_STATE_FILE).read_text(encoding="utf-8"))
-            restored = saved.get("stateful_callbacks", {}).get(cls.__name__, {}).get("attributes", {})
-        return cls(loss, restored)
+        saved = (checkpoint_state(checkpoint) or {}) if checkpoint is not None else {}
+        return cls(loss, saved.get("stateful_callbacks", {}).get(cls.__name__, {}).get("attributes", {}))
 
     def _record(self, module: nn.Module, args, output) -> None:
         values = output.values() if isinstance(output, dict) else [output]

@@ -67,14 +67,12 @@ def teacher_targets(
     batch_size: int = 128,
     show_progress_bar: bool = True,
     fingerprint: str | None = None,
-    save: bool = True,
 ) -> TeacherTargets:
     """Return the teacher's embeddings of ``sentences``, from the cache when it holds them.
 
     ``teacher`` is a path or a ``SentenceTransformer``; it is loaded only on a cache miss. The file is
     written atomically, so an interrupted encode leaves no half cache behind. ``fingerprint`` is
-    :func:`teacher_fingerprint` of ``teacher`` when the caller already has it. ``save=False`` leaves
-    the cache to :func:`save_teacher_targets`, so a caller can check the targets before writing anything.
+    :func:`teacher_fingerprint` of ``teacher`` when the caller already has it.
     """
     from jtcse.modeling.loading import load_model as load_sentence_transformer
 
@@ -100,15 +98,12 @@ def teacher_targets(
     if not np.isfinite(embeddings).all():
         raise JTCSEError("the teacher produced NaN/inf embeddings; check the teacher checkpoint.")
     targets = TeacherTargets(embeddings, cache_path, False, fingerprint)
-    if save:
-        save_teacher_targets(targets)
+    _write_cache(targets)
     return targets
 
 
-def save_teacher_targets(targets: TeacherTargets) -> None:
-    """Write freshly computed ``targets`` to their cache file (nothing to do for a cache hit)."""
-    if targets.cache_hit:
-        return
+def _write_cache(targets: TeacherTargets) -> None:
+    """Write freshly computed ``targets`` and their note (teacher key, count, width) to the cache."""
     targets.cache_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(targets.cache_path) as tmp:
         with tmp.open("wb") as handle:
