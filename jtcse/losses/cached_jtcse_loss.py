@@ -79,16 +79,16 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
 
     def feature_keys(self) -> list[str]:
         """The per-sentence twin outputs the loss reads, in packing order."""
-        keys = ["cls_1", "cls_2"]
+        keys = ["pooled_1", "pooled_2"]
         if self.icnce_weight and self.twin[0].cael_every is not None:
-            keys += ["cross_cls_1", "cross_cls_2"]
+            keys += ["cross_pooled_1", "cross_pooled_2"]
         if self.ictm_weight:
             keys += ["pooler_1", "pooler_2"]
         return keys
 
     def pack(self, outputs: dict[str, Any]) -> Tensor:
         """``(m, k·d)``: the :meth:`feature_keys` outputs of one mini-batch side by side."""
-        if "cls_1" not in outputs:
+        if "pooled_1" not in outputs:
             raise JTCSEError("CachedJTCSELoss needs the twin's training-mode outputs (call model.train() first).")
         if self.ictm_weight and "pooler_1" not in outputs:
             raise JTCSEError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")

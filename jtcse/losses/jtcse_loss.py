@@ -9,7 +9,8 @@ Contrastive Learning of Sentence Embeddings" (2025), with TNCSE (AAAI 2025) as i
     ICTM    = mean_s [ -log max(cos(h_I^a, h_II^b), eps) TMC(p_I^a, p_II^b)
                      + -log max(cos(h_II^a, h_I^b), eps) TMC(p_II^a, p_I^b) ]
 
-``h`` primitive CLS, ``c`` cross-stream CLS (absent without CAELs), ``p`` pooler output,
+``h`` the primitive stream's pooled vector (CLS or mean, as the twin pools), ``c`` the cross stream's
+(absent without CAELs), ``p`` the pooler head of ``h`` (:meth:`jtcse.modeling.twin.TwinTowers.pooler_heads`),
 ``a``/``b`` the two dropout views, ``R`` in {0, 1} drawn per forward from a Python RNG seeded with
 ``(seed, training step, draw within the step)``, so a resumed run draws the same ``R`` as an uninterrupted one.
 """
@@ -194,15 +195,15 @@ class JTCSELoss(nn.Module):
 
     def compute_loss_from_outputs(self, outputs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The weighted loss terms from a training-mode twin forward over a [view a; view b] batch."""
-        if "cls_1" not in outputs:
+        if "pooled_1" not in outputs:
             raise JTCSEError("JTCSELoss needs the twin's training-mode outputs (call model.train() first).")
-        half = outputs["cls_1"].shape[0] // 2
+        half = outputs["pooled_1"].shape[0] // 2
 
         def views(key: str) -> tuple[Tensor, Tensor]:
             value = outputs[key]
             return value[:half], value[half:]
 
-        h = {1: views("cls_1"), 2: views("cls_2")}
+        h = {1: views("pooled_1"), 2: views("pooled_2")}
         tau = self.temperature
         gather = self._gather()
         losses: dict[str, Tensor] = {}
@@ -212,8 +213,8 @@ class JTCSELoss(nn.Module):
         if self.icnce_weight:
             x, y = (1, 2) if self._tower_one_anchors() else (2, 1)
             term = icnce(*h[x], *h[y], temperature=tau, gather=gather)
-            if "cross_cls_1" in outputs:
-                c = {1: views("cross_cls_1"), 2: views("cross_cls_2")}
+            if "cross_pooled_1" in outputs:
+                c = {1: views("cross_pooled_1"), 2: views("cross_pooled_2")}
                 term = term + icnce(*c[x], *c[y], temperature=tau, gather=gather)
             losses["icnce"] = self.icnce_weight * term
         if self.ictm_weight:
