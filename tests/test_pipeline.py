@@ -144,17 +144,22 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     assert "| twin | skipped (done) |" in again.stdout and "| distill | skipped (done) |" in again.stdout
 
 
-def test_selection_file_must_not_share_pairs_with_the_dev_file(tmp_path):
+def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_left_out(tmp_path, caplog):
     from helpers.sts import DEV_PAIRS, write_stsb
 
+    from jtcse.training.pipeline import selection_pairs
+
     dev = write_stsb(tmp_path / "dev.csv")
+    with pytest.raises(JTCSEError, match="shares 6 of its 6 sentence pairs with the dev file"):
+        run_pipeline(tmp_path / "out", until="twin", dev_file=dev, selection_file=dev)
     selection = tmp_path / "selection.csv"
     a, b, score = DEV_PAIRS[2]
-    rows = [("Two birds sing.", "Birds are singing.", 4.5), (b, a, score)]  # the second is a dev pair, swapped
+    rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(12)] + [(b, a, score)]  # swapped
     selection.write_text("".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)),
                          encoding="utf-8")
-    with pytest.raises(JTCSEError, match="shares 1 sentence pair\\(s\\) with the dev file"):
-        run_pipeline(tmp_path / "out", until="twin", dev_file=dev, selection_file=selection)
+    kept = selection_pairs(selection, dev)
+    assert len(kept) == 12 and a not in kept.sentences1 + kept.sentences2
+    assert "1 pair(s) of the selection file" in caplog.text
     with pytest.raises(JTCSEError, match="STS-B file not found"):
         run_pipeline(tmp_path / "out", until="twin", dev_file=dev, selection_file=tmp_path / "nope.csv")
     with pytest.raises(JTCSEError, match="a twin learning rate was given and a selection file"):

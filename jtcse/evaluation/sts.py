@@ -96,6 +96,19 @@ def read_stsb_file(path: str | Path) -> STSPairs:
     return pairs
 
 
+def pair_keys(pairs: STSPairs) -> list[tuple[str, str]]:
+    """Each pair as an order-free key (the two sentences sorted), to compare the pairs of two files."""
+    return [tuple(sorted(pair)) for pair in zip(pairs.sentences1, pairs.sentences2)]
+
+
+def without_pairs_of(pairs: STSPairs, other: STSPairs) -> tuple[STSPairs, int]:
+    """``(pairs without those that also occur in other, how many were dropped)``; a pair is the same in either
+    order. STS-B itself repeats 7 pairs of dev in train, so a split drawn from train is made disjoint this way."""
+    seen = set(pair_keys(other))
+    keep = [i for i, key in enumerate(pair_keys(pairs)) if key not in seen]
+    return pairs.take(keep), len(pairs) - len(keep)
+
+
 def encode_unique(model, sentences: list[str], batch_size: int = 64, show_progress_bar: bool = False) -> dict[str, np.ndarray]:
     """Encode each distinct sentence once (sorted by length so batches pad little)."""
     unique = sorted(set(sentences), key=len)

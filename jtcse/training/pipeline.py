@@ -125,26 +125,35 @@ def is_sentence_encoder(source) -> bool:
     return has_own_modules(resolve_source(source))
 
 
-def check_selection_file(selection_file, dev_file) -> None:
-    """Refuse a selection file that is missing or shares sentence pairs with the dev file: a choice made on
-    it would be made on what is reported."""
-    from jtcse.evaluation.sts import read_stsb_file
+SELECTION_OVERLAP_LIMIT = 0.1
+"""A selection file sharing more than this fraction of its pairs with the dev file is refused."""
+
+
+def selection_pairs(selection_file, dev_file):
+    """The labelled pairs of ``selection_file`` that the dev file does not hold (STS-B train repeats 7 pairs of
+    dev: those are dropped, with a warning). A selection file that largely *is* the dev file (more than
+    :data:`SELECTION_OVERLAP_LIMIT` of its pairs shared) is refused: a choice made on it would be made on what is
+    reported."""
+    import logging
+
+    from jtcse.evaluation.sts import read_stsb_file, without_pairs_of
 
     selection = read_stsb_file(selection_file)  # a missing or malformed file is its own one-line error
     if dev_file is None:
-        return
+        return selection
     dev = read_stsb_file(dev_file)
-
-    def pairs(p) -> set:
-        return {tuple(sorted(pair)) for pair in zip(p.sentences1, p.sentences2)}
-
-    shared = pairs(selection) & pairs(dev)
-    if shared:
-        example = " / ".join(next(iter(sorted(shared))))
+    kept, shared = without_pairs_of(selection, dev)
+    if shared > SELECTION_OVERLAP_LIMIT * len(selection) or not len(kept):
         raise JTCSEError(
-            f"the selection file {selection_file} shares {len(shared)} sentence pair(s) with the dev file {dev_file} "
-            f"(e.g. {example!r}); choose on data that is not reported (e.g. STS-B train for STS-B dev)."
+            f"the selection file {selection_file} shares {shared} of its {len(selection)} sentence pairs with the dev "
+            f"file {dev_file} ({len(dev)} pairs); choose on data that is not reported (e.g. STS-B train for STS-B dev)."
         )
+    if shared:
+        logging.getLogger(__name__).warning(
+            "%d pair(s) of the selection file %s also occur in the dev file; they are left out of the selection.",
+            shared, selection_file,
+        )
+    return kept
 
 
 @locks_output("output_dir")  # one pipeline per folder; each stage's trainer also locks its own folder
@@ -220,7 +229,7 @@ def run_pipeline(
     if dev_file is not None and not Path(dev_file).is_file():
         raise JTCSEError(f"dev file not found: {dev_file}")
     if selection_file is not None:
-        check_selection_file(selection_file, dev_file)
+        selection_pairs(selection_file, dev_file)  # refused before anything trains
     if member_sources:
         from jtcse.modeling.ensemble import COMBINE_CHOICES, check_weights
 
@@ -268,10 +277,10 @@ def run_pipeline(
                           **{**twin_kwargs, **overrides})
 
     def run_probe() -> dict:
-        from jtcse.evaluation.sts import cosine_spearman, read_stsb_file
+        from jtcse.evaluation.sts import cosine_spearman
         from jtcse.modeling.loading import load_model
 
-        pairs = read_stsb_file(selection_file)
+        pairs = selection_pairs(selection_file, dev_file)
         scores = {}
         for lr in probe_learning_rates:
             folder = folders["probe"] / f"lr_{lr:g}"
