@@ -91,10 +91,17 @@ SHIPPED = "shipped"
 ABLATIONS = {"_noictm": {"ictm_weight": 0.0}, "_nceonly": {"icnce_weight": 0.0, "ictm_weight": 0.0},
              "_nocael": {"cael_every": None}}
 """Twin loss variants tried on seed 1 (name suffix -> train_twin keywords)."""
+KIND_LABELS = {
+    "twin": "the final twin alone", "start+twin": "shipped + final twin", "start+2twins": "shipped + twin_s + twin_s+1",
+    "start+twin+warmups": "shipped + twin_s + W_s + W_s+1", "start+control": "shipped + W_s",
+    "start+2controls": "shipped + W_s + W_s+1", "2controls": "W_s + W_s+1",
+    "start+untrained": "shipped + untrained twin (W_s + W_s+1 summed)",
+    "start+jtcse": "shipped + the full-JTCSE-loss twin (seed 1)",
+}
 LOSS_LABELS = {"": "full JTCSE loss", "_noictm": "no ICTM", "_nocael": "no CAEL (TNCSE)",
                "_nceonly": "NCE only (two SimCSE towers side by side)"}
 JTCSE_KINDS = ("twin", "start+twin", "start+2twins", "start+twin+warmups")
-SIMCSE_KINDS = ("start+control", "start+2controls", "2controls")
+SIMCSE_KINDS = ("start+control", "start+2controls", "2controls", "start+untrained")
 """Ensembles with a JTCSE twin, and their same-budget controls built from the SimCSE warm-ups alone."""
 SPLITS = ("dev", "select")
 STAGES = ("rescore", "baselines", "controls", "corpus_size", "untrained", "terms", "ablation", "probe", "twins", "ensembles", "distill", "speed", "cls",
@@ -329,6 +336,12 @@ class DefaultsRunner(Runner):
     def twin_loss(self) -> str:
         return self.tuned()[0]
 
+    def full_loss_twin(self) -> str:
+        """Seed 1's twin with the full JTCSE loss at its best probe lr (the JTCSE twin proper, whatever loss won)."""
+        seed, steps = self.cfg["seeds"][0], self.cfg["probe_steps"]
+        lr = self.chosen({lr: self.twin_name("mean", lr, steps, seed) for lr in self.cfg["twin_lrs"]}, "probe")
+        return self.twin_name("mean", lr, steps, seed)
+
     def tuned_lr(self) -> float:
         return self.tuned()[1]
 
@@ -357,16 +370,21 @@ class DefaultsRunner(Runner):
         for seed in seeds:
             self.twin("mean", lr, steps, seed, variant, **ABLATIONS.get(variant, {}))
 
-    def untrained(self) -> None:
-        """The mean-pooled twin of (W_s, W_s+1) before any twin training: what the summed warm-ups give alone."""
+    def untrained_twin(self, seed: int):
+        """The mean-pooled twin of (W_s, W_s+1) before any twin training."""
         from jtcse.modeling.build import build_twin
 
         seeds = self.cfg["seeds"]
+        a, b = seed, seeds[(seeds.index(seed) + 1) % len(seeds)]
+        return build_twin(str(self.tower(a, "mean")), str(self.tower(b, "mean")), pooling="mean", device="cpu")
+
+    def untrained(self) -> None:
+        """The untrained twin of every seed: what the summed warm-ups give alone."""
+        seeds = self.cfg["seeds"]
         for seed in seeds:
-            a, b = seed, seeds[(seeds.index(seed) + 1) % len(seeds)]
-            self.score(f"twin_untrained_s{seed}",
-                       lambda: build_twin(str(self.tower(a, "mean")), str(self.tower(b, "mean")), pooling="mean", device="cpu"),
-                       group="twin_untrained", seed=seed, towers=[f"W{a}", f"W{b}"], pooling="mean")
+            b = seeds[(seeds.index(seed) + 1) % len(seeds)]
+            self.score(f"twin_untrained_s{seed}", lambda: self.untrained_twin(seed),
+                       group="twin_untrained", seed=seed, towers=[f"W{seed}", f"W{b}"], pooling="mean")
 
     def terms(self) -> None:
         """What drives a twin's update: each JTCSE term's value and the norm of its gradient over the towers'
@@ -420,6 +438,8 @@ class DefaultsRunner(Runner):
             "start+control": [SHIPPED, f"control_s{seed}"],
             "start+2controls": [SHIPPED, f"control_s{seed}", f"control_s{nxt}"],
             "2controls": [f"control_s{seed}", f"control_s{nxt}"],
+            "start+untrained": [SHIPPED, f"twin_untrained_s{seed}"],
+            **({"start+jtcse": [SHIPPED, self.full_loss_twin()]} if seed == seeds[0] else {}),
         }
 
     def weight_options(self, kind: str) -> list[tuple[float, ...]]:
@@ -509,6 +529,9 @@ class DefaultsRunner(Runner):
             return self.work / row["members"][0]
         out = self.work / f"teacher_{kind}_s{seed}"
         if not (out / "modules.json").is_file():
+            for member in row["members"]:  # an untrained twin was scored in memory: save it for the ensemble
+                if member.startswith("twin_untrained_") and not (self.work / member / "modules.json").is_file():
+                    self.untrained_twin(int(member.rsplit("_s", 1)[1])).save(str(self.work / member))
             paths = [default_tower_path() if m == SHIPPED else str(self.work / m) for m in row["members"]]
             build_ensemble(paths, weights=row["weights"], device="cpu").save(str(out))
         return out
@@ -550,6 +573,8 @@ class DefaultsRunner(Runner):
         seeds, first = self.cfg["seeds"], self.cfg["distill_epochs"][0]
         for kind in dict.fromkeys([self.best_kind(JTCSE_KINDS), self.best_kind(SIMCSE_KINDS)]):
             self.distilled(kind, first, seeds[0])
+        if self.row(f"ens_start+jtcse_s{seeds[0]}") is not None:  # the full JTCSE loss, for comparison
+            self.distilled("start+jtcse", first, seeds[0])
         kind = self.teacher_kind()
         for epochs in self.cfg["distill_epochs"]:
             self.distilled(kind, epochs, seeds[0])
@@ -667,6 +692,7 @@ class Report:
             ("ensemble: start + control W_s (no twin)", "ens_start+control_s{seed}", "concat"),
             ("ensemble: start + W_s + W_s+1 (no twin)", "ens_start+2controls_s{seed}", "concat"),
             ("ensemble: W_s + W_s+1 (no twin, no start)", "ens_2controls_s{seed}", "concat"),
+            ("ensemble: start + untrained twin (W_s + W_s+1 summed; no twin training)", "ens_start+untrained_s{seed}", "concat"),
             ("ensemble: start + twin_s", "ens_start+twin_s{seed}", "concat"),
             ("ensemble: start + twin_s + twin_s+1", "ens_start+2twins_s{seed}", "concat"),
             ("ensemble: start + twin_s + W_s + W_s+1", "ens_start+twin+warmups_s{seed}", "concat"),
@@ -813,16 +839,19 @@ class Report:
 
     def ensemble_table(self) -> None:
         lines = []
-        for kind in SIMCSE_KINDS + JTCSE_KINDS:
+        for kind in (*SIMCSE_KINDS, *JTCSE_KINDS, "start+jtcse"):
             pattern = f"ens_{kind}_s{{seed}}"
-            if not self.seeded(pattern):
+            names = self.names(pattern)
+            if not names:
                 continue
-            weights = "; ".join("(" + ", ".join(f"{w:g}" for w in self.rows[pattern.format(seed=s)]["weights"]) + ")"
-                                for s in self.seeds if pattern.format(seed=s) in self.rows)
-            lines.append([kind, _ms(self.seeded(pattern, "select_spearman")), _ms(self.seeded(pattern)), weights])
-        self.table("Ensemble members (concat; the shipped MiniLM has weight 1, the others' weights chosen per seed on the "
-                   "selection split; the teacher kind is the best mean on the selection split)",
-                   ["members", "selection split", "dev", "weights per seed"], lines)
+            weights = "; ".join("(" + ", ".join(f"{w:g}" for w in self.rows[n]["weights"]) + ")" for n in names)
+            safe = "".join("✓" if self.rows[n].get("genre_safe") else "✗" for n in names)
+            lines.append([f"{kind}: {KIND_LABELS[kind]}", str(len(names)), _ms(self.seeded(pattern, "select_spearman")),
+                          _ms(self.seeded(pattern)), *(_ms(self.genres_seeded(pattern, g)) for g in GENRES), safe, weights])
+        self.table("Teachers: ensembles (concat; weights chosen per seed on the selection split among the weights that lose "
+                   "no genre of it to the shipped MiniLM, if any: ✓; the shipped MiniLM's weight is 1)",
+                   ["members", "seeds", "selection split", "dev", *(f"dev {g}" for g in GENRES), "genre-safe", "weights"],
+                   lines)
 
     def distill_table(self, c: dict) -> None:
         seed = self.seeds[0]
