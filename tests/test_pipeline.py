@@ -47,7 +47,7 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path):
     with pytest.raises(JTCSEError, match="--until must be one of"):
         run_pipeline(tmp_path, until="everything")
     with pytest.raises(JTCSEError, match="the ensemble stage needs --ensemble-with"):
-        run_pipeline(tmp_path, until="ensemble", ensemble=False)
+        run_pipeline(tmp_path, until="ensemble", ensemble=False, twin=True)
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):
         run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_weights=[1])
     with pytest.raises(JTCSEError, match="without models to ensemble with"):
@@ -147,11 +147,11 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
 def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_left_out(tmp_path, caplog):
     from helpers.sts import DEV_PAIRS, write_stsb
 
-    from jtcse.training.pipeline import selection_pairs
+    from jtcse.training.selection import selection_pairs
 
     dev = write_stsb(tmp_path / "dev.csv")
     with pytest.raises(JTCSEError, match="shares 6 of its 6 sentence pairs with the dev file"):
-        run_pipeline(tmp_path / "out", until="twin", dev_file=dev, selection_file=dev)
+        run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=dev)
     selection = tmp_path / "selection.csv"
     a, b, score = DEV_PAIRS[2]
     rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(12)] + [(b, a, score)]  # swapped
@@ -161,9 +161,9 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
     assert len(kept) == 12 and a not in kept.sentences1 + kept.sentences2
     assert "1 pair(s) of the selection file" in caplog.text
     with pytest.raises(JTCSEError, match="STS-B file not found"):
-        run_pipeline(tmp_path / "out", until="twin", dev_file=dev, selection_file=tmp_path / "nope.csv")
+        run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=tmp_path / "nope.csv")
     with pytest.raises(JTCSEError, match="a twin learning rate was given and a selection file"):
-        run_pipeline(tmp_path / "out", until="twin", selection_file=selection, twin_settings={"learning_rate": 1e-5})
+        run_pipeline(tmp_path / "out", until="twin", twin=True, selection_file=selection, twin_settings={"learning_rate": 1e-5})
 
 
 def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny_bert, tmp_path):
@@ -171,15 +171,21 @@ def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny
 
     assert is_sentence_encoder(None) and is_sentence_encoder(tiny_bert)
     assert not is_sentence_encoder(str(tiny_bert) + ".hf")  # a plain transformers folder (make_tiny_tower's source)
-    # weights for (twin, start) are checked before anything trains
-    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):
-        run_pipeline(tmp_path, tower_a=tiny_bert, until="twin", ensemble_weights=[1])
-    assert len(ENSEMBLE_WEIGHTS) == 2
+    # by default: warm-up I, warm-up II and the start, no twin; weights are checked before anything trains
+    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 3 ensemble members"):
+        run_pipeline(tmp_path, tower_a=tiny_bert, until="ensemble", ensemble_weights=[1])
+    with pytest.raises(JTCSEError, match="--until must be one of warmup, warmup_a, warmup_b, ensemble, distill, eval"):
+        run_pipeline(tmp_path, tower_a=tiny_bert, until="twin")  # no twin by default for a sentence encoder
+    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):  # twin + start
+        run_pipeline(tmp_path, tower_a=tiny_bert, until="ensemble", twin=True, ensemble_weights=[1])
+    assert len(ENSEMBLE_WEIGHTS["warmups"]) == 3 and len(ENSEMBLE_WEIGHTS["twin"]) == 2
 
 
 @pytest.mark.slow
-def test_probe_default_ensemble_and_genres(tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data):
-    from jtcse.training.pipeline import ENSEMBLE_WEIGHTS
+def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_probe(
+    tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data
+):
+    from jtcse.training.selection import WEIGHT_GRID
 
     dev, selection = tmp_path / "dev.csv", tmp_path / "selection.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
@@ -187,24 +193,30 @@ def test_probe_default_ensemble_and_genres(tiny_bert, tiny_bert_b, corpus_file, 
     train = (shared_data / "stsbenchmark" / "sts-train.csv").read_text(encoding="utf-8").splitlines()
     selection.write_text("\n".join(train[:40]) + "\n", encoding="utf-8")
     settings = {"batch_size": 8, "max_steps": 2}
-    result = run_pipeline(
-        tmp_path / "recipe", tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, dev_file=dev,
-        selection_file=selection, probe_learning_rates=(1e-5, 1e-3), probe_steps=2,
-        warmup_settings=settings, twin_settings={"batch_size": 4, "max_steps": 2}, distill_settings=settings,
-    )  # fmt: skip
-    stages = result["stages"]
+    common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, dev_file=dev, selection_file=selection,
+                  warmup_settings=settings, twin_settings={"batch_size": 4, "max_steps": 2}, distill_settings=settings)
+    result = run_pipeline(tmp_path / "recipe", **common)
+    stages, out = result["stages"], tmp_path / "recipe"
     assert [row["stage"] for row in result["table"]] == [
-        "start", "start_b", "warmup_a", "warmup_b", "probe", "twin", "ensemble", "distill", "eval"
+        "start", "start_b", "warmup_a", "warmup_b", "ensemble", "distill", "eval"
     ]  # fmt: skip
-    probe = stages["probe"]
-    assert set(probe["selection_spearman"]) == {"1e-05", "0.001"}
-    best = max((1e-5, 1e-3), key=lambda lr: probe["selection_spearman"][f"{lr:g}"])
-    assert probe["learning_rate"] == best and stages["twin"]["settings"]["learning_rate"] == best
-    assert stages["twin"]["model"]["pooling"] == "cls"  # the towers' own
-    assert stages["ensemble"]["members"][1] == tiny_bert and stages["ensemble"]["weights"] == list(ENSEMBLE_WEIGHTS)
+    ens = stages["ensemble"]
+    assert ens["members"] == [str(out / "tower_a"), str(out / "tower_b"), tiny_bert]
+    scores = ens["selection_spearman"]
+    assert list(scores) == [f"{w:g}" for w in WEIGHT_GRID]
+    best = max(WEIGHT_GRID, key=lambda w: scores[f"{w:g}"])
+    assert ens["weights"] == [best, best, 1.0]  # the start at 1, the warm-ups at the weight best on the selection
+    assert stages["distill"]["model"]["teacher"] == str(out / "ensemble")
     genres = stages["eval"]["dev_spearman_by_genre"]
     assert set(genres["start"]) == {"main-captions", "main-news", "main-forums"}
-    assert set(genres) == set(stages["eval"]["dev_spearman"]) == {"start", "start_b", "warmup_a", "warmup_b", "twin",
+    assert set(genres) == set(stages["eval"]["dev_spearman"]) == {"start", "start_b", "warmup_a", "warmup_b",
                                                                    "ensemble", "distill"}
-    summary = (tmp_path / "recipe" / "pipeline_summary.md").read_text()
-    assert "| stage | main-captions ×100 (Δ vs start) |" in summary
+    assert "| stage | main-captions ×100 (Δ vs start) |" in (out / "pipeline_summary.md").read_text()
+
+    probed = run_pipeline(tmp_path / "twin", **common, twin=True, until="twin", probe_learning_rates=(1e-5, 1e-3),
+                          probe_steps=2)
+    probe = probed["stages"]["probe"]
+    assert set(probe["selection_spearman"]) == {"1e-05", "0.001"}
+    lr = max((1e-5, 1e-3), key=lambda lr: probe["selection_spearman"][f"{lr:g}"])
+    assert probe["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
+    assert probed["stages"]["twin"]["model"]["pooling"] == "cls"  # the towers' own

@@ -15,11 +15,12 @@ stage      folder          what
 =========  ==============  ==========================================================================
 warmup_a   ``tower_a/``    SimCSE on tower I (positives from ``pairs_a`` when given), its own pooling kept
 warmup_b   ``tower_b/``    SimCSE on tower II (``pairs_b``; another seed), so the towers differ
-probe      ``probe/``      only with ``selection_file``: short twins at each of ``probe_learning_rates``,
+probe      ``probe/``      with a twin and ``selection_file``: short twins at each of ``probe_learning_rates``,
                            scored on that file; the best learning rate trains the twin
-twin       ``twin/``       JTCSE twin training on the two warmed-up towers
-ensemble   ``ensemble/``   the twin + the starting model (on by default when that is a sentence-transformers
-                           model) and/or ``ensemble_with``, in one checkpoint (JTCSE+UC)
+twin       ``twin/``       JTCSE twin training on the two warmed-up towers (by default not for a sentence-
+                           transformers start, whose ensemble holds the warm-ups instead)
+ensemble   ``ensemble/``   the twin (else the two warm-ups) + the starting model (on by default when that is a
+                           sentence-transformers model) and/or ``ensemble_with``, in one checkpoint (UC)
 distill    ``distilled/``  the ensemble (else the twin) teaches the student: by default the model tower I
                            started from, with its own pooling (UCD; JTCSE-D for a twin teacher)
 eval       ``eval/``       dev Spearman (all pairs and per genre) of every model above and of the starting model(s)
@@ -45,14 +46,16 @@ FOLDERS = {"warmup_a": "tower_a", "warmup_b": "tower_b", "probe": "probe", "twin
            "distill": "distilled", "eval": "eval"}
 STAGE_DEFAULTS: dict[str, dict[str, Any]] = {
     "warmup": {"batch_size": 32, "max_seq_length": 32, "learning_rate": 3e-5, "epochs": 1},
-    "twin": {"batch_size": 16, "max_seq_length": 32, "learning_rate": 3e-5, "max_steps": 300},
-    "distill": {"batch_size": 64, "max_seq_length": 32, "learning_rate": 2e-5, "epochs": 1},
+    "twin": {"batch_size": 16, "max_seq_length": 32, "learning_rate": 1e-5, "max_steps": 100},
+    "distill": {"batch_size": 64, "max_seq_length": 32, "learning_rate": 2e-5, "epochs": 2},
 }
 """Each stage's training settings unless the caller gives them: the CPU recipe of ``evaluation/DEFAULTS.md``
-(a warm-up is one pass of plain SimCSE; the twin trains at a learning rate that moves pre-trained towers in a
-few hundred steps; the distillation is one pass over the corpus). The trainers' own defaults are the paper's."""
-ENSEMBLE_WEIGHTS = (0.75, 1.0)
-"""The default ensemble's weights: (the twin, the starting model), chosen on the selection split."""
+(a warm-up is one pass of plain SimCSE; the twin trains briefly at a low learning rate, which measured least
+harmful to pre-trained towers; the distillation is two passes over the corpus). The trainers' own defaults are
+the paper's."""
+ENSEMBLE_WEIGHTS = {"warmups": (1.25, 1.25, 1.0), "twin": (2.0, 1.0)}
+"""The default ensemble's weights, chosen on the selection split: (warm-up I, warm-up II, the starting model)
+without a twin, (the twin, the starting model) with one."""
 PROBE_LEARNING_RATES = (1e-5, 3e-5, 1e-4)
 """The twin learning rates the probe stage tries (with ``selection_file``)."""
 PROBE_STEPS = 100
@@ -125,37 +128,6 @@ def is_sentence_encoder(source) -> bool:
     return has_own_modules(resolve_source(source))
 
 
-SELECTION_OVERLAP_LIMIT = 0.1
-"""A selection file sharing more than this fraction of its pairs with the dev file is refused."""
-
-
-def selection_pairs(selection_file, dev_file):
-    """The labelled pairs of ``selection_file`` that the dev file does not hold (STS-B train repeats 7 pairs of
-    dev: those are dropped, with a warning). A selection file that largely *is* the dev file (more than
-    :data:`SELECTION_OVERLAP_LIMIT` of its pairs shared) is refused: a choice made on it would be made on what is
-    reported."""
-    import logging
-
-    from jtcse.evaluation.sts import read_stsb_file, without_pairs_of
-
-    selection = read_stsb_file(selection_file)  # a missing or malformed file is its own one-line error
-    if dev_file is None:
-        return selection
-    dev = read_stsb_file(dev_file)
-    kept, shared = without_pairs_of(selection, dev)
-    if shared > SELECTION_OVERLAP_LIMIT * len(selection) or not len(kept):
-        raise JTCSEError(
-            f"the selection file {selection_file} shares {shared} of its {len(selection)} sentence pairs with the dev "
-            f"file {dev_file} ({len(dev)} pairs); choose on data that is not reported (e.g. STS-B train for STS-B dev)."
-        )
-    if shared:
-        logging.getLogger(__name__).warning(
-            "%d pair(s) of the selection file %s also occur in the dev file; they are left out of the selection.",
-            shared, selection_file,
-        )
-    return kept
-
-
 @locks_output("output_dir")  # one pipeline per folder; each stage's trainer also locks its own folder
 def run_pipeline(
     output_dir: str | Path,
@@ -172,6 +144,7 @@ def run_pipeline(
     warmup_settings: dict[str, Any] | None = None,
     twin_settings: dict[str, Any] | None = None,
     distill_settings: dict[str, Any] | None = None,
+    twin: bool | None = None,
     ensemble: bool | None = None,
     ensemble_with: Sequence[str] = (),
     ensemble_weights: Sequence[float] | None = None,
@@ -190,36 +163,56 @@ def run_pipeline(
     :func:`~jtcse.training.simcse.train_simcse`, :func:`~jtcse.training.twin.train_twin` and
     :func:`~jtcse.training.distill.distill` on top of :data:`STAGE_DEFAULTS` (e.g. ``{"max_steps": 100}``;
     ``cael_every`` and the loss weights for the twin, ``objective`` for the distillation).
-    ``ensemble``: join the trained twin and the starting model (``tower_a``) in an ensemble that teaches the
-    student (UCD); ``None``: on when the start is a sentence-transformers model (:func:`is_sentence_encoder`)
-    and no ``ensemble_with`` names the members.
-    ``ensemble_with``: other models to join (weights: the twin's first, then the starting model's when the
-    ensemble includes it, then one per model; ``None``: :data:`ENSEMBLE_WEIGHTS` for twin + start, else all 1).
-    ``ensemble=False`` with ``ensemble_with`` is an error.
-    ``selection_file``: an STS-B-format labelled file (e.g. STS-B train) that must not share pairs with
-    ``dev_file``; a probe stage trains a twin for ``probe_steps`` at each of ``probe_learning_rates`` and the
-    best on this file trains the twin (not with a twin ``learning_rate`` given).
+
+    ``twin``: train the JTCSE twin on the two warm-ups. ``None``: off when the start is a pre-trained sentence
+    encoder (:func:`is_sentence_encoder`) that joins the ensemble, which then holds the two warm-ups instead
+    (on a pre-trained encoder the twin stage measured no better than the warm-ups it starts from,
+    ``evaluation/DEFAULTS.md``); on otherwise (the paper's recipe for BERT/RoBERTa, and JTCSE-D).
+    ``ensemble``: put the starting model (``tower_a``) in the ensemble that teaches the student (UCD); ``None``:
+    on for a sentence-encoder start unless ``ensemble_with`` names the members. The ensemble holds the twin (or,
+    without a twin, the two warm-ups), then the start, then ``ensemble_with``; ``ensemble=False`` with
+    ``ensemble_with`` is an error. Without a twin there is always an ensemble (the warm-ups at least).
+    ``ensemble_weights``: one per member in that order; ``None``: chosen on ``selection_file`` when given
+    (:func:`~jtcse.training.selection.choose_weights`), else :data:`ENSEMBLE_WEIGHTS` for the default members,
+    else all 1.
+    ``selection_file``: an STS-B-format labelled file (e.g. STS-B train), checked against ``dev_file``
+    (:func:`~jtcse.training.selection.selection_pairs`); with a twin, a probe stage trains one for ``probe_steps``
+    at each of ``probe_learning_rates`` and the best on this file trains the twin (not with a twin
+    ``learning_rate`` given); with an ensemble of the start, the weights are chosen on it.
     ``student``: the distillation student (``None``: ``tower_a``, i.e. the model tower I started from), kept
     with its own pooling unless ``student_pooling`` says otherwise.
     Returns the summary (also written as ``pipeline_summary.json`` and ``.md``).
     """
     from jtcse.modeling.loading import check_pooling, describe_source
     from jtcse.training.distill import distill
+    from jtcse.training.selection import choose_weights, selection_pairs
     from jtcse.training.simcse import train_simcse
 
     check_pooling(pooling)
     if ensemble is False and ensemble_with:
         raise JTCSEError("ensemble=False (--no-ensemble) and models to ensemble with (--ensemble-with) contradict each other.")
-    if ensemble is None:  # the default: twin + start, unless the caller named the members
-        ensemble = not ensemble_with and is_sentence_encoder(tower_a)
-    members = [describe_source(tower_a)] if ensemble else []
-    member_sources = ([tower_a] if ensemble else []) + list(ensemble_with)
-    if ensemble and not ensemble_with and ensemble_weights is None:
-        ensemble_weights = list(ENSEMBLE_WEIGHTS)
-    if selection_file is not None and (twin_settings or {}).get("learning_rate") is not None:
+    encoder_start = is_sentence_encoder(tower_a)
+    if ensemble is None:  # the default: the start joins, unless the caller named the members
+        ensemble = not ensemble_with and encoder_start
+    if twin is None:  # the measured default: a sentence-encoder start in the ensemble takes the twin's place
+        twin = not (encoder_start and ensemble)
+    if selection_file is not None and twin and (twin_settings or {}).get("learning_rate") is not None:
         raise JTCSEError("a twin learning rate was given and a selection file to probe for one; give one of them.")
 
-    stages = [stage for stage in STAGES if (stage != "ensemble" or member_sources) and (stage != "probe" or selection_file)]
+    output_dir = Path(output_dir)
+    folders = {stage: output_dir / name for stage, name in FOLDERS.items()}
+    trained = [folders["twin"]] if twin else [folders["warmup_a"], folders["warmup_b"]]
+    extra = ([tower_a] if ensemble else []) + list(ensemble_with)
+    members = [*map(str, trained), *(describe_source(m) for m in extra)] if (extra or not twin) else []
+    default_members = "twin" if twin else "warmups"
+    if ensemble and not ensemble_with and ensemble_weights is None and selection_file is None:
+        ensemble_weights = list(ENSEMBLE_WEIGHTS[default_members])
+    skip = {"ensemble"} if not members else set()
+    if not twin:
+        skip |= {"probe", "twin"}
+    elif selection_file is None:
+        skip.add("probe")
+    stages = [stage for stage in STAGES if stage not in skip]
     if until not in stages and until != "warmup":
         hint = " (the ensemble stage needs --ensemble-with or a sentence-transformers start)" if until == "ensemble" else ""
         raise JTCSEError(f"--until must be one of warmup, {', '.join(s for s in stages if s != 'probe')} (got {until!r}){hint}.")
@@ -230,27 +223,26 @@ def run_pipeline(
         raise JTCSEError(f"dev file not found: {dev_file}")
     if selection_file is not None:
         selection_pairs(selection_file, dev_file)  # refused before anything trains
-    if member_sources:
+    if members:
         from jtcse.modeling.ensemble import COMBINE_CHOICES, check_weights
 
-        check_weights(ensemble_weights, 1 + len(member_sources))
+        check_weights(ensemble_weights, len(members))
         if ensemble_combine not in COMBINE_CHOICES:
             raise JTCSEError(f"ensemble combine must be one of {', '.join(COMBINE_CHOICES)}, not {ensemble_combine!r}.")
     elif ensemble_weights is not None:
         raise JTCSEError("ensemble weights were given without models to ensemble with (--ensemble-with).")
-    output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    folders = {stage: output_dir / name for stage, name in FOLDERS.items()}
     corpus_arg = str(corpus) if corpus is not None else None
     warmup = {"dev_file": dev_file, "pooling": pooling, **STAGE_DEFAULTS["warmup"], **(warmup_settings or {})}
     twin_kwargs = {"seed": seed, "dev_file": dev_file, "pooling": pooling, **STAGE_DEFAULTS["twin"], **(twin_settings or {})}
     distill_kwargs = {"seed": seed, "dev_file": dev_file, "student_pooling": student_pooling, **STAGE_DEFAULTS["distill"],
                       **(distill_settings or {})}
     student_source = student if student is not None else tower_a
-    teacher = folders["ensemble"] if member_sources else folders["twin"]
+    teacher = folders["ensemble"] if members else folders["twin"]
     starting = _starting_models(tower_a, tower_b, student_source)
-    ensemble_plan = {"members": [str(folders["twin"]), *members, *map(str, ensemble_with)], "weights": ensemble_weights,
-                     "combine": ensemble_combine}
+    choose = ensemble and ensemble_weights is None and selection_file is not None
+    ensemble_plan = {"members": members, "weights": ensemble_weights, "combine": ensemble_combine,
+                     "selection_file": str(selection_file) if choose else None}
     probe_plan = {"selection_file": str(selection_file), "learning_rates": list(probe_learning_rates),
                   "steps": probe_steps, "corpus": corpus_arg, **{k: v for k, v in twin_kwargs.items() if k != "learning_rate"}}
     plans = {
@@ -298,10 +290,14 @@ def run_pipeline(
     def run_ensemble() -> dict:
         from jtcse.modeling.build import build_ensemble
 
-        model = build_ensemble([str(folders["twin"]), *map(str, member_sources)], combine=ensemble_combine,
-                               weights=ensemble_weights)
+        sources = [*map(str, trained), *extra]
+        weights, scores = ensemble_weights, None
+        if choose:  # the start at 1, the trained members at the weight best on the selection file
+            weights, scores = choose_weights(sources, len(trained), selection_pairs(selection_file, dev_file))
+        model = build_ensemble(sources, combine=ensemble_combine, weights=weights)
         model.save(str(folders["ensemble"]))
         return {"stage": "ensemble", **ensemble_plan, "weights": model[0].weights,
+                "selection_spearman": {f"{w:g}": v for w, v in (scores or {}).items()} or None,
                 "dimension": model.get_embedding_dimension()}
 
     def run_distill() -> dict:

@@ -1,0 +1,67 @@
+"""Choices made on a labelled *selection* file (e.g. STS-B train), never on the dev file that is reported.
+
+The pipeline's twin learning-rate probe and its ensemble weights are chosen here (``evaluation/DEFAULTS.md``
+measured the same rules with ``scripts/repro_default.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from jtcse.errors import JTCSEError
+
+logger = logging.getLogger(__name__)
+
+SELECTION_OVERLAP_LIMIT = 0.1
+"""A selection file sharing more than this fraction of its pairs with the dev file is refused."""
+WEIGHT_GRID = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
+"""The weights tried for the trained members of an ensemble with the starting model (whose weight is 1)."""
+
+
+def selection_pairs(selection_file, dev_file):
+    """The labelled pairs of ``selection_file`` that the dev file does not hold (STS-B train repeats 7 pairs of
+    dev: those are dropped, with a warning). A selection file that largely *is* the dev file (more than
+    :data:`SELECTION_OVERLAP_LIMIT` of its pairs shared) is refused: a choice made on it would be made on what is
+    reported."""
+    from jtcse.evaluation.sts import read_stsb_file, without_pairs_of
+
+    selection = read_stsb_file(selection_file)  # a missing or malformed file is its own one-line error
+    if dev_file is None:
+        return selection
+    dev = read_stsb_file(dev_file)
+    kept, shared = without_pairs_of(selection, dev)
+    if shared > SELECTION_OVERLAP_LIMIT * len(selection) or not len(kept):
+        raise JTCSEError(
+            f"the selection file {selection_file} shares {shared} of its {len(selection)} sentence pairs with the dev "
+            f"file {dev_file} ({len(dev)} pairs); choose on data that is not reported (e.g. STS-B train for STS-B dev)."
+        )
+    if shared:
+        logger.warning("%d pair(s) of the selection file %s also occur in the dev file; they are left out of the "
+                       "selection.", shared, selection_file)
+    return kept
+
+
+def choose_weights(members: Sequence[str | Path], start_index: int, pairs, grid: Sequence[float] = WEIGHT_GRID):
+    """``(weights, {weight: Spearman})``: the concat-ensemble weights of ``members`` best on ``pairs``, the member at
+    ``start_index`` (the starting model) at 1 and every other member at one common weight from ``grid``.
+
+    A concat of L2-normalised members has ``cos = Σ w_i² cos_i / Σ w_i²``, so each member encodes the pairs once
+    and every weight is scored exactly from the members' cosines.
+    """
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from jtcse.evaluation.sts import encode_unique, paired_cosine
+    from jtcse.modeling.loading import load_model
+
+    sentences = pairs.sentences1 + pairs.sentences2
+    cosines = [paired_cosine(encode_unique(load_model(m, role="encode"), sentences), pairs) for m in members]
+    scores = {}
+    for w in grid:
+        weights = np.array([1.0 if i == start_index else w for i in range(len(members))])
+        cos = sum(x * x * c for x, c in zip(weights, cosines)) / float((weights**2).sum())
+        scores[w] = float(spearmanr(cos, pairs.scores).statistic)
+    best = max(grid, key=lambda w: scores[w])
+    return [1.0 if i == start_index else best for i in range(len(members))], scores
