@@ -158,7 +158,8 @@ def run_pipeline(
     """Run (or finish) the pipeline in ``output_dir`` up to and including stage ``until``.
 
     ``tower_a`` / ``tower_b``: starting encoders (``None``: the embedded MiniLM). ``corpus``: one sentence a
-    line (``None``: embedded prose). ``pooling`` (``cls`` | ``mean``; ``None``: the starting model's own, CLS
+    line (``None``: embedded prose). ``dev_file``: the STS-B-format file the eval stage reports on (all pairs and per
+    genre); it is never used to choose: every trainer keeps its last step. ``pooling`` (``cls`` | ``mean``; ``None``: the starting model's own, CLS
     for a plain ``transformers`` model) is kept by the warm-ups and used by the twin. ``*_settings`` go to
     :func:`~jtcse.training.simcse.train_simcse`, :func:`~jtcse.training.twin.train_twin` and
     :func:`~jtcse.training.distill.distill` on top of :data:`STAGE_DEFAULTS` (e.g. ``{"max_steps": 100}``;
@@ -233,10 +234,10 @@ def run_pipeline(
         raise JTCSEError("ensemble weights were given without models to ensemble with (--ensemble-with).")
     output_dir.mkdir(parents=True, exist_ok=True)
     corpus_arg = str(corpus) if corpus is not None else None
-    warmup = {"dev_file": dev_file, "pooling": pooling, **STAGE_DEFAULTS["warmup"], **(warmup_settings or {})}
-    twin_kwargs = {"seed": seed, "dev_file": dev_file, "pooling": pooling, **STAGE_DEFAULTS["twin"], **(twin_settings or {})}
-    distill_kwargs = {"seed": seed, "dev_file": dev_file, "student_pooling": student_pooling, **STAGE_DEFAULTS["distill"],
-                      **(distill_settings or {})}
+    # the trainers keep their last step: the dev file is reported by the eval stage, never used to choose a checkpoint
+    warmup = {"pooling": pooling, **STAGE_DEFAULTS["warmup"], **(warmup_settings or {})}
+    twin_kwargs = {"seed": seed, "pooling": pooling, **STAGE_DEFAULTS["twin"], **(twin_settings or {})}
+    distill_kwargs = {"seed": seed, "student_pooling": student_pooling, **STAGE_DEFAULTS["distill"], **(distill_settings or {})}
     student_source = student if student is not None else tower_a
     teacher = folders["ensemble"] if members else folders["twin"]
     starting = _starting_models(tower_a, tower_b, student_source)
@@ -276,7 +277,7 @@ def run_pipeline(
         scores = {}
         for lr in probe_learning_rates:
             folder = folders["probe"] / f"lr_{lr:g}"
-            train_twin_into(folder, learning_rate=lr, max_steps=probe_steps, dev_file=None, plot=False)
+            train_twin_into(folder, learning_rate=lr, max_steps=probe_steps, plot=False)
             scores[f"{lr:g}"] = cosine_spearman(load_model(folder, role="encode"), pairs)
         best = max(probe_learning_rates, key=lambda lr: scores[f"{lr:g}"])
         return {"stage": "probe", "selection_file": str(selection_file), "selection_spearman": scores,
