@@ -50,6 +50,8 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path):
         run_pipeline(tmp_path, until="ensemble")
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):
         run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_weights=[1])
+    with pytest.raises(ValueError, match="combine must be one of concat, sum, not 'max'"):  # Ensemble's check, early
+        run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_combine="max")
     with pytest.raises(JTCSEError, match="without models to ensemble with"):
         run_pipeline(tmp_path, until="twin", ensemble_weights=[1, 1])
     with pytest.raises(JTCSEError, match="the eval stage needs --dev-file"):

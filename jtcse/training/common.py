@@ -226,15 +226,14 @@ PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
 
 def precision_flags(precision: str) -> dict[str, bool]:
-    """Trainer ``fp16``/``bf16`` flags for ``precision``.
+    """Trainer ``fp16``/``bf16`` flags for ``precision`` (one of :data:`PRECISIONS`: checked by
+    :class:`~jtcse.training.stage.TrainingSettings`).
 
     ``auto``: bf16 mixed precision on a CUDA GPU that supports it, else fp32. ``fp16`` needs a CUDA
     GPU; ``bf16`` runs on a GPU that supports it or on the CPU (autocast).
     """
     import torch
 
-    if precision not in PRECISIONS:
-        raise JTCSEError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}.")
     cuda = torch.cuda.is_available()
     if precision == "auto":
         return {"fp16": False, "bf16": cuda and torch.cuda.is_bf16_supported()}

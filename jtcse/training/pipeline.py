@@ -144,11 +144,10 @@ def run_pipeline(
     if dev_file is not None and not Path(dev_file).is_file():
         raise JTCSEError(f"dev file not found: {dev_file}")
     if ensemble_with:
-        from jtcse.modeling.ensemble import COMBINE_CHOICES, check_weights
+        from jtcse.modeling.ensemble import check_combine, check_weights
 
-        check_weights(ensemble_weights, 1 + len(ensemble_with))
-        if ensemble_combine not in COMBINE_CHOICES:
-            raise JTCSEError(f"ensemble combine must be one of {', '.join(COMBINE_CHOICES)}, not {ensemble_combine!r}.")
+        check_weights(ensemble_weights, 1 + len(ensemble_with))  # both before any training: the ensemble comes late
+        check_combine(ensemble_combine)
     elif ensemble_weights is not None:
         raise JTCSEError("ensemble weights were given without models to ensemble with (--ensemble-with).")
     output_dir = Path(output_dir)
