@@ -61,7 +61,7 @@ def test_unavailable_registry_task_is_reported_not_raised(local_tsv, tiny_bert, 
     from jtcse.cli import app
 
     result = CliRunner().invoke(
-        app, ["eval", "mteb", tiny_bert, "--tasks", "STS17:en-en", "--local-task", str(local_tsv), "--output-dir", str(tmp_path),
+        app, ["eval", "mteb", tiny_bert, "--tasks", "STS17:en-en", "--local-task", str(local_tsv), "-o", str(tmp_path),
               "--cache-dir", str(tmp_path / "cache")]
     )
     assert result.exit_code == 0, result.output

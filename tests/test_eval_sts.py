@@ -278,7 +278,7 @@ def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):
     (root / "SICK" / "SICK_test_annotated.txt").unlink()
     out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
     result = CliRunner().invoke(
-        app, ["eval", "sts", tiny_bert, "--data-dir", str(root), "--output-json", str(out_json),
+        app, ["eval", "sts", tiny_bert, "--data-dir", str(root), "-o", str(out_json),
               "--output-csv", str(out_csv), "--pooling", "mean"]
     )
     assert result.exit_code == 0, result.output

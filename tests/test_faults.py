@@ -129,9 +129,9 @@ def test_encode_overwrite_with_a_bad_model_keeps_the_old_output(tiny_bert, corpu
 def test_index_build_holds_a_lock_on_its_folder(tiny_bert, corpus, tmp_path):
     args = ("index", "build", tiny_bert, "-i", corpus, "--chunk-size", 5, "--no-progress", "--cpu")
     index = tmp_path / "idx"
-    first = _start_frozen((*args, "--index", index), "encode-chunk:1")
+    first = _start_frozen((*args, "-o", index), "encode-chunk:1")
     try:
-        line = one_error_line(run_cli(*args, "--index", index))
+        line = one_error_line(run_cli(*args, "-o", index))
         assert f"{index} is being written by PID {first.pid} on " in line
     finally:
         finished = _resume(first)
@@ -218,7 +218,7 @@ def test_rtt_output_that_is_a_file(tmp_path):
     line = one_error_line(
         run_cli("rtt", "-i", tmp_path / "c.txt", "-o", target, "--backend", "replay", "--cache", tmp_path / "c.sqlite", "--pivots", "de", "--no-progress")
     )
-    assert f"{target} is a file; --output-dir names the folder" in line
+    assert f"{target} is a file; -o/--output names the folder" in line
     assert target.read_text() == "precious\n" and sorted(os.listdir(tmp_path)) == ["c.sqlite", "c.txt", "out.txt"]
 
 
@@ -403,12 +403,12 @@ def test_trainer_output_that_is_a_file(tiny_bert, tiny_bert_b, tmp_path):
     target = tmp_path / "afile.txt"
     target.write_text("precious\n")
     line = one_error_line(run_cli("simcse", "-m", tiny_bert, "-o", target, "--max-steps", 1))
-    assert f"{target} is a file; --output-dir names the folder the model is written to." in line
+    assert f"{target} is a file; -o/--output names the folder the model is written to." in line
     for call in (
         lambda: train_twin(tiny_bert, tiny_bert_b, SENTENCES, target, max_steps=1),
         lambda: distill(tiny_bert, tiny_bert, SENTENCES, target, max_steps=1),
     ):
-        with pytest.raises(ValueError, match=f"{target} is a file; --output-dir names the folder"):
+        with pytest.raises(ValueError, match=f"{target} is a file; -o/--output names the folder"):
             call()
     assert target.read_text() == "precious\n" and sorted(os.listdir(tmp_path)) == ["afile.txt"]
 

@@ -220,10 +220,10 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
     common = ["--corpus", corpus, "--dev-file", dev, "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "4", "--eval-steps", "2"]
     runs = {
         "warmup": ["simcse", "--model", tiny_bert, "-o", tmp_path / "simcse", "--learning-rate", "5e-5", *common],
-        "twin": ["train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--output-dir", tmp_path / "twin", "--lr", "5e-5", *common],
+        "twin": ["train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "-o", tmp_path / "twin", "--learning-rate", "5e-5", *common],
     }
     for kind, args in runs.items():
-        out = Path(args[args.index("-o" if "-o" in args else "--output-dir") + 1])
+        out = Path(args[args.index("-o") + 1])
         run = run_cli(*args)
         assert run.returncode == 0, run.stderr[-3000:]
         summary = json.loads((out / "run_summary.json").read_text(encoding="utf-8"))
@@ -259,7 +259,7 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     write_model_card(SentenceTransformer(str(tower_copy)), tower_copy, CardFacts(kind="distilled", teacher="runs/twin"))
     data_dir = tmp_path / "senteval"
     write_stsb(data_dir / "STS" / "STSBenchmark" / "sts-test.csv")
-    args = ["eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "--output-json", tmp_path / "r.json", "--update-card"]
+    args = ["eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "-o", tmp_path / "r.json", "--update-card"]
     update_card_sts(tower_copy, {"STSB": 12.5, "STS12": 40.0})  # an earlier table, replaced below for STSB
     run = run_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]

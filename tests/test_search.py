@@ -476,7 +476,7 @@ def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
     assert json.loads(result.stdout)["rows"] == 11 and np.load(out).dtype == np.float16
 
     idx = tmp_path / "idx"
-    result = runner.invoke(app, ["index", "build", tiny_bert, "-i", str(corpus), "--index", str(idx), "--no-progress"])
+    result = runner.invoke(app, ["index", "build", tiny_bert, "-i", str(corpus), "-o", str(idx), "--no-progress"])
     assert result.exit_code == 0, result.output
     hits_file = tmp_path / "hits.jsonl"
     result = runner.invoke(app, ["index", "search", "--index", str(idx), "-q", SENTENCES[3], "-k", "2", "-o", str(hits_file)])
@@ -586,5 +586,5 @@ def test_cli_unknown_precision_is_one_line(tmp_path, tiny_bert):
 
     corpus = tmp_path / "c.txt"
     write_corpus(corpus)
-    line = one_error_line(run_cli("index", "build", tiny_bert, "-i", corpus, "--index", tmp_path / "idx", "--precision", "int4"))
+    line = one_error_line(run_cli("index", "build", tiny_bert, "-i", corpus, "-o", tmp_path / "idx", "--precision", "int4"))
     assert "float32, int8, binary" in line

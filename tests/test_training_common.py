@@ -135,7 +135,7 @@ def test_a_checkpoint_at_the_last_step_finishes_without_training(tmp_path):
 def test_output_that_is_a_file_is_refused(tmp_path):
     target = tmp_path / "afile.txt"
     target.write_text("mine")
-    with pytest.raises(JTCSEError, match=r"afile\.txt is a file; --output-dir names the folder"):
+    with pytest.raises(JTCSEError, match=r"afile\.txt is a file; -o/--output names the folder"):
         plan_output_dir(target, {}, resume=True, overwrite=True)
     assert target.read_text() == "mine"
 

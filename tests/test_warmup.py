@@ -222,9 +222,12 @@ def test_bad_settings_are_clear_errors(tiny_bert, tmp_path, kwargs, message):
 def test_cli_reports_an_empty_pairs_file_in_one_line(tmp_path):
     empty = tmp_path / "empty.tsv"
     empty.write_text("", encoding="utf-8")
-    result = run_cli("simcse", "-o", tmp_path / "out", "--pairs", empty, timeout=300)
+    result = run_cli("simcse", "-o", tmp_path / "out", "--pairs", empty, timeout=300)  # the old name still works
     assert result.returncode == 2
-    assert result.stderr.strip() == f"Error: pairs file {empty} is empty (no original<TAB>paraphrase lines)."
+    assert result.stderr.splitlines() == [
+        "DeprecationWarning: --pairs is deprecated; use --pairs-file.",
+        f"Error: pairs file {empty} is empty (no original<TAB>paraphrase lines).",
+    ]
 
 
 def test_cli_takes_the_pairs_file_as_pairs_file_and_refuses_both_names(tmp_path):
@@ -238,7 +241,7 @@ def test_cli_takes_the_pairs_file_as_pairs_file_and_refuses_both_names(tmp_path)
     result = CliRunner().invoke(app, [*out, "--pairs-file", str(empty)])
     assert isinstance(result.exception, JTCSEError) and "is empty" in str(result.exception)
     result = CliRunner().invoke(app, [*out, "--pairs-file", str(empty), "--pairs", str(empty)])
-    assert isinstance(result.exception, JTCSEError) and "give the pairs file once" in str(result.exception)
+    assert isinstance(result.exception, JTCSEError) and "give --pairs-file once" in str(result.exception)
 
 
 @pytest.mark.slow

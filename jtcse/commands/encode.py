@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
 def encode(
     model: Optional[str] = opts.model_argument(),
     input: Path = opts.input_file_option(),
-    output: Path = typer.Option(..., "--output", "-o", help="FILE.npy or FILE.parquet."),
+    output: Path = opts.output_option("the embeddings: FILE.npy or FILE.parquet", folder=False),
     batch_size: int = opts.batch_size_option(64),
     chunk_size: int = opts.chunk_size_option(),
     normalize: bool = typer.Option(False, "--normalize/--no-normalize", help="Scale every vector to unit length."),

@@ -33,7 +33,8 @@ def _parse_task_dirs(items: list[str]) -> dict[str, str]:
 def sts(
     model: str = opts.model_argument(required=True),
     data_dir: Path = typer.Option(..., "--data-dir", help="SentEval data directory (holding STS/ and SICK/)."),
-    output_json: Optional[Path] = typer.Option(None, "--output-json", help="Write the scores and details as JSON here."),
+    output: Optional[Path] = opts.output_option("the scores and details as JSON", None, folder=False),
+    output_json_alias: Optional[Path] = opts.old_output_option("--output-json"),
     output_csv: Optional[Path] = typer.Option(
         None, "--output-csv", help="Write a 'model,STS12,…,SICKR,avg' row here (appended when the file has that header)."
     ),
@@ -61,7 +62,7 @@ def sts(
     SICK/SICK_test_annotated.txt. Missing tasks are reported and left out of the average.
     Scores are percent with two decimals; the JSON also reports encoding throughput (sentences/s).
 
-    Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream --output-json sts.json
+    Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream -o sts.json
     With --update-card the table also goes into runs/jtcse/README.md (see docs/model_cards.md).
     """
     from jtcse.modeling.loading import FULL_LENGTH, load_model
@@ -86,10 +87,10 @@ def sts(
         report = run_senteval_sts(encoder, data_dir, task_list, task_dirs=task_dirs, batch_size=batch_size, show_progress_bar=True)
     report.meta.update(model=model, pooling=pooling or "model", max_seq_length=encoder.max_seq_length)
     typer.echo(report.table())
-    if output_json is not None:
-        output_json.parent.mkdir(parents=True, exist_ok=True)
-        output_json.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-        typer.echo(f"wrote {output_json}")
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {output}")
     if output_csv is not None:
         report.write_csv(output_csv)
         typer.echo(f"wrote {output_csv}")
@@ -112,7 +113,8 @@ def mteb_command(
     local_task: list[Path] = typer.Option(
         [], "--local-task", help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable)."
     ),
-    output_dir: Path = opts.output_dir_option("one JSON per task plus summary.json", Path("mteb-results")),
+    output: Path = opts.output_option("one JSON per task plus summary.json", Path("mteb-results")),
+    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
     pooling: Optional[str] = opts.pooling_option(),
     batch_size: int = opts.batch_size_option(64),
     device: Optional[str] = opts.device_option(),
@@ -123,9 +125,9 @@ def mteb_command(
     """Run MTEB tasks; a task whose data cannot be loaded (e.g. offline) is reported and skipped.
 
     Task names are MTEB's (see `mteb.get_tasks()`); "NAME:SUBSET" keeps one subset (e.g. STS17:en-en).
-    Results: OUTPUT_DIR/<task>.json (MTEB's TaskResult) and OUTPUT_DIR/summary.json (main score per task).
+    Results: OUTPUT/<task>.json (MTEB's TaskResult) and OUTPUT/summary.json (main score per task).
 
-    Example: jtcse eval mteb runs/jtcse --output-dir results/mteb
+    Example: jtcse eval mteb runs/jtcse -o results/mteb
     Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_sts.tsv
     """
     from jtcse.modeling.loading import FULL_LENGTH, load_model
@@ -136,14 +138,14 @@ def mteb_command(
         raise JTCSEError("nothing to run: give --tasks and/or --local-task")
     encoder = load_model(model, pooling=pooling, max_seq_length=FULL_LENGTH, device=device)
     summary = run_mteb(
-        encoder, names, output_dir, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
+        encoder, names, output, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
     )
     for name, entry in summary["tasks"].items():
         if "error" in entry:
             typer.echo(f"{name}: not run ({entry['error']})")
         else:
             typer.echo(f"{name}: {entry['main_score']:.4f} ({entry['metric']})")
-    typer.echo(f"wrote {output_dir / 'summary.json'}")
+    typer.echo(f"wrote {output / 'summary.json'}")
 
 
 def register(app: typer.Typer) -> None:

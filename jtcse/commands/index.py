@@ -27,7 +27,8 @@ def register(app: typer.Typer) -> None:
 def build(
     model: Optional[str] = opts.model_argument(),
     input: Path = opts.input_file_option(),
-    index: Path = typer.Option(..., "--index", help="Directory to write the index to."),
+    output: Path = opts.output_option("the index"),
+    index_alias: Optional[Path] = opts.old_output_option("--index"),
     normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit vectors (scores are cosines)."),
     ivf_threshold: int = typer.Option(50_000, help="Corpora with more vectors than this get an IVF index."),
     nlist: Optional[int] = typer.Option(None, help="IVF lists. Default: about 4*sqrt(vectors)."),
@@ -38,7 +39,7 @@ def build(
     chunk_size: int = opts.chunk_size_option(),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
     device: Optional[str] = opts.device_option(),
-    keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep INDEX/embeddings.npy (the raw vectors) after building."),
+    keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep OUTPUT/embeddings.npy (the raw vectors) after building."),
     overwrite: bool = opts.overwrite_option(),
     progress: bool = opts.progress_option(),
     precision: str = typer.Option("float32", help="Stored precision: float32; int8 (1/4 the memory); binary (1 bit/dim: 1/32 the memory, plus int8 rescoring vectors kept on disk). Quantized indexes are exact."),
@@ -52,7 +53,7 @@ def build(
 
     --precision binary keeps 1 bit per dimension in memory and int8 vectors on disk (rescore.npy, memory-mapped): a search fetches --rescore-multiplier x k candidates by Hamming distance and rescores them with the float query. --precision int8 is faiss's 8-bit scalar quantizer, all in memory.
 
-    Example: jtcse index build ./my-model -i corpus.txt --index corpus.idx --precision binary
+    Example: jtcse index build ./my-model -i corpus.txt -o corpus.idx --precision binary
     """
     from jtcse.modeling.loading import resolve_source
     from jtcse.search.index import build_index
@@ -60,7 +61,7 @@ def build(
     built = build_index(
         resolve_source(model),
         input,
-        index,
+        output,
         normalize=normalize,
         batch_size=batch_size,
         chunk_size=chunk_size,
@@ -91,7 +92,7 @@ def search(
     nprobe: Optional[int] = typer.Option(None, help="IVF lists to search (more: slower, higher recall). Default: the index's."),
     rescore_multiplier: Optional[int] = typer.Option(None, help="Binary indexes: candidates rescored per hit (more: slower, higher recall). Default: the index's."),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the results as JSON lines here."),
+    output: Optional[Path] = opts.output_option("the results as JSON lines (they are printed either way)", None, folder=False),
 ) -> None:
     """Print the k nearest sentences of each query, with score and source line number.
 
@@ -126,7 +127,7 @@ def search(
 def mine(
     model: Optional[str] = opts.model_argument(),
     pairs: Path = typer.Option(..., "--pairs", "-i", help="(anchor, positive) pairs: .csv/.tsv with header, .jsonl or .parquet."),
-    output: Path = typer.Option(..., "--output", "-o", help="Mined set: .jsonl, .parquet, .csv or .tsv."),
+    output: Path = opts.output_option("the mined set: .jsonl, .parquet, .csv or .tsv", folder=False),
     corpus: Optional[Path] = typer.Option(None, help="Extra candidate negatives, one sentence per line."),
     anchor_column: Optional[str] = typer.Option(None, help="Anchor column. Default: the first."),
     positive_column: Optional[str] = typer.Option(None, help="Positive column. Default: the second."),

@@ -8,11 +8,13 @@ from typing import Optional
 import typer
 
 from jtcse.commands import _options as opts
+from jtcse.training.pipeline import format_table, run_pipeline
+from jtcse.training.stage import TrainingSettings
 
 
 SHORT_HELP = "Whole recipe: warm up two towers, train the twin, ensemble, distil, evaluate (resumable)."
 HELP = (
-    "Run the JTCSE recipe end to end in OUTPUT_DIR: SimCSE warm-up of tower I (tower_a/) and tower II "
+    "Run the JTCSE recipe end to end in OUTPUT: SimCSE warm-up of tower I (tower_a/) and tower II "
     "(tower_b/, another seed; each with its own RTT pairs when given), JTCSE twin training on them "
     "(twin/), with --ensemble-with an ensemble of the twin and those models (ensemble/, JTCSE+UC), "
     "distillation of the ensemble (else the twin) into the model tower I started from, which keeps its own "
@@ -20,7 +22,7 @@ HELP = (
     "model and of the starting model as it is, the row to beat (eval/). A stage that has finished "
     "(stage_done.json in its folder) is skipped on rerun, and refused if its settings changed; an "
     "interrupted stage resumes from its checkpoints. One summary table is printed and written to "
-    "OUTPUT_DIR/pipeline_summary.md (and .json).\n\n"
+    "OUTPUT/pipeline_summary.md (and .json).\n\n"
     "Each stage has its own --{warmup,twin,distill}-{steps,learning-rate,batch-size,max-seq-length} "
     "(unset: --batch-size, and each trainer's own default lr and length); --eval-steps and --seed are "
     "shared (tower II's warm-up: seed+1); the eval stage needs --dev-file.\n\n"
@@ -51,7 +53,8 @@ def _settings(steps: int, learning_rate, batch_size, max_seq_length, shared_batc
 
 
 def pipeline(
-    output_dir: Path = opts.output_dir_option("all stages and the pipeline summary"),
+    output: Path = opts.output_option("all stages and the pipeline summary"),
+    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
     tower_a: Optional[str] = opts.tower_option("a"),
     tower_b: Optional[str] = opts.tower_option("b"),
     corpus: Optional[Path] = opts.corpus_option(),
@@ -67,12 +70,10 @@ def pipeline(
     twin_learning_rate: Optional[float] = _stage_option("twin", "learning-rate", "twin training"),
     twin_batch_size: Optional[int] = _stage_option("twin", "batch-size", "twin training"),
     twin_max_seq_length: Optional[int] = _stage_option("twin", "max-seq-length", "twin training"),
-    twin_cael_every: int = typer.Option(
-        2, help="Cross-attention (CAEL) after every k-th layer of the twin (a divisor of the layer count); 0: none."
-    ),
-    twin_nce_weight: float = typer.Option(1.0, help="Twin loss weight of each tower's InfoNCE."),
-    twin_icnce_weight: float = typer.Option(1.0, help="Twin loss weight of the inter-tower InfoNCE (ICNCE)."),
-    twin_ictm_weight: float = typer.Option(0.5, help="Twin loss weight of the tensor-modulus constraint (ICTM)."),
+    twin_cael_every: int = opts.cael_every_option("twin-"),
+    twin_nce_weight: float = opts.twin_weight_option("nce", "twin-"),
+    twin_icnce_weight: float = opts.twin_weight_option("icnce", "twin-"),
+    twin_ictm_weight: float = opts.twin_weight_option("ictm", "twin-"),
     ensemble_with: list[str] = typer.Option(
         [], "--ensemble-with", metavar="MODEL",
         help="Repeatable: a model joined to the trained twin in an ensemble (JTCSE+UC), which then teaches the student.",
@@ -87,12 +88,10 @@ def pipeline(
     distill_batch_size: Optional[int] = _stage_option("distill", "batch-size", "distillation"),
     distill_max_seq_length: Optional[int] = _stage_option("distill", "max-seq-length", "distillation"),
     objective: str = opts.objective_option(),
-    batch_size: int = opts.batch_size_option(),
+    batch_size: int = opts.batch_size_option(TrainingSettings.batch_size),
     eval_steps: int = opts.eval_steps_option(125),
-    seed: int = opts.seed_option(),
+    seed: int = opts.seed_option(opts.declared_default(run_pipeline, "seed")),
 ) -> None:
-    from jtcse.training.pipeline import format_table, run_pipeline
-
     twin = _settings(twin_steps, twin_learning_rate, twin_batch_size, twin_max_seq_length, batch_size, eval_steps)
     twin.update(cael_every=twin_cael_every or None, nce_weight=twin_nce_weight, icnce_weight=twin_icnce_weight,
                 ictm_weight=twin_ictm_weight)  # fmt: skip
@@ -100,7 +99,7 @@ def pipeline(
         distill_steps, distill_learning_rate, distill_batch_size, distill_max_seq_length, batch_size, eval_steps
     )
     result = run_pipeline(
-        output_dir,
+        output,
         tower_a=tower_a,
         tower_b=tower_b,
         corpus=corpus,
@@ -120,7 +119,7 @@ def pipeline(
         student_pooling=student_pooling,
     )
     typer.echo(format_table(result["table"]))
-    typer.echo(f"Summary: {output_dir / 'pipeline_summary.md'} and {output_dir / 'pipeline_summary.json'}")
+    typer.echo(f"Summary: {output / 'pipeline_summary.md'} and {output / 'pipeline_summary.json'}")
 
 
 def register(app: typer.Typer) -> None:

@@ -89,7 +89,7 @@ def run_rtt(
         raise JTCSEError(f"chunk size must be at least 1, got {chunk_size}")
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"{output_dir} is a file; --output-dir names the folder the pairs files go to.")
+        raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the pairs files go to.")
     with output_lock(output_dir):
         output_dir.mkdir(parents=True, exist_ok=True)
         cleaned = [clean_field(s) for s in sentences]

@@ -138,7 +138,7 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
     """
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"{output_dir} is a file; --output-dir names the folder the model is written to.")
+        raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the model is written to.")
     config = _as_recorded(config)
     finished = finished_summary(output_dir)
     if finished is not None and not overwrite and finished.get("config") == config:
@@ -164,7 +164,7 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
         else:
             why = f"with other settings ({', '.join(changed)} differ)"
         raise JTCSEError(
-            f"{output_dir} already holds a finished run, {why}. Choose another --output-dir, or pass --overwrite "
+            f"{output_dir} already holds a finished run, {why}. Choose another -o/--output, or pass --overwrite "
             "to replace it (the old model stays until the new one is saved)."
         )
     return OutputPlan(output_dir, config, FRESH, existed=output_dir.exists())

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
 from jtcse.training.common import dev_evaluator, read_training_sentences
 from jtcse.training.stage import Stage, TrainingSettings, run_stage, set_training_length, start_stage
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TEACHER_CACHE_SUBDIR = "teacher_cache"
 
@@ -44,6 +45,7 @@ def targets_dataset(sentences: Sequence[str], embeddings: np.ndarray):
     Built from an Arrow fixed-size-list column (no Python lists of floats), returned with the
     ``label`` column formatted as torch tensors so the collator only stacks them.
     """
+    import numpy as np
     import pyarrow as pa
     from datasets import Dataset
 

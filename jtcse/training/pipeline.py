@@ -84,7 +84,7 @@ def run_once(
             changed = sorted(k for k in set(plan) | set(recorded) if plan.get(k) != recorded.get(k))
             raise JTCSEError(
                 f"{folder} finished with other settings ({', '.join(changed)} differ); remove that folder to "
-                "run the stage again, or use another --output-dir."
+                "run the stage again, or use another -o/--output."
             )
         return {"output": str(folder), "status": "skipped (done)", "seconds": 0.0, "summary": done}
     start = time.perf_counter()
