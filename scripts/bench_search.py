@@ -301,7 +301,7 @@ def main() -> None:
     parser.add_argument("--real-lines", type=int, default=12000, help="part 3: wiki12k lines encoded (0: skip real data)")
     parser.add_argument("--real-queries", type=int, default=1000, help="part 3: STS-B dev sentences used as queries")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default=None, help="also write the JSON here")
+    parser.add_argument("-o", "--output", default=None, help="also write the JSON here")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

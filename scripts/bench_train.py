@@ -7,7 +7,7 @@ Variants are interleaved per repeat so machine noise hits all of them alike; the
 medians and the ratios against two SimCSE steps (targets: <= 1.15 without CAEL, <= 2.2 with k=2).
 
     python scripts/bench_train.py                      # MiniLM, batch 16, length 32, CPU
-    python scripts/bench_train.py --threads 1 --repeats 10 --out bench_train.json
+    python scripts/bench_train.py --threads 1 --repeats 10 -o bench_train.json
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds (median reported)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", default=None, help="also write the JSON here")
+    parser.add_argument("--out", dest="out", help=argparse.SUPPRESS)  # the old spelling
     args = parser.parse_args()
 
     import torch

@@ -403,7 +403,8 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)")
     parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/ucd[_quick])")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default evaluation/ucd; quick: <work>/report)")
+    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", type=Path, default=None, help="results folder (default evaluation/ucd; quick: <work>/report)")
+    parser.add_argument("--out", dest="out", type=Path, help=argparse.SUPPRESS)  # the old spelling
     args = parser.parse_args()
 
     cfg = QUICK if args.quick else FULL
