@@ -125,3 +125,32 @@ def test_towers_load_with_sdpa_and_every_attention_of_a_training_forward_is_fuse
     with CountSDPA() as counter, torch.no_grad():
         twin(features)
     assert counter.calls == 2 * layers  # inference: no cross stream
+
+
+@pytest.mark.slow
+def test_bench_gpu_smoke_runs_on_the_cpu_and_reports_every_part(tiny_bert):
+    """scripts/bench_gpu.py with tiny settings on the CPU: the JSON has every part; GradCache says CUDA only."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers.cli import REPO, subprocess_env
+
+    command = [sys.executable, str(REPO / "scripts" / "bench_gpu.py"), "--device", "cpu", "--tower", tiny_bert,
+               "--batch-size", "4", "--max-seq-length", "16", "--warmup", "0", "--repeats", "1",
+               "--encode-sentences", "16", "--encode-batch-size", "8"]  # fmt: skip
+    result = subprocess.run(command, env=subprocess_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["device"] == "cpu" and report["settings"]["precisions"] == ["fp32", "bf16"]
+    for precision in ("fp32", "bf16"):
+        train = report["train"][precision]
+        assert set(train["median_s"]) == {"two_simcse_steps", "jtcse_no_cael", "jtcse_k2"}
+        assert set(train["ratios"]) == {"jtcse_no_cael / two_simcse_steps", "jtcse_k2 / two_simcse_steps"}
+        assert all(v > 0 for v in train["median_s"].values())
+    assert set(report["encode"]) == {"fp32", "bf16_autocast", "bf16_weights"}
+    for result_ in report["encode"].values():
+        assert result_["sentences_per_second"] > 0 and result_["min_cosine_to_fp32"] > 0.99
+    assert "bf16_autocast / fp32 encode" in report["ratios"]
+    assert "CUDA only" in report["gradcache"]["skipped"] and report["peak_rss_mb"] > 0
+    assert report["within_target"] == "targets apply on a CUDA device"
