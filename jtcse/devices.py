@@ -1,21 +1,23 @@
 """Devices and numeric precision, checked up front: :func:`resolve_device`, :func:`check_precision`,
-:func:`autocast` (and :func:`trainer_precision` for ``TrainingArguments``).
+:func:`autocast`.
 
 A device or precision this machine cannot run is a one-line ``ValueError`` before any model loads, never a
 CUDA traceback from deep inside torch. torch is imported inside the functions, so importing this module
 costs nothing (the command line imports it while it parses options).
 
-Precision names: ``fp32`` (float32), ``bf16`` (bfloat16 autocast) and ``fp16`` (float16 autocast).
-``fp16`` needs a CUDA device (on the CPU torch's float16 autocast is slow and its gradients need a loss
-scaler); ``bf16`` needs a CUDA device that supports it (compute capability 8.0+, e.g. A100, H100) or the CPU.
+Precision names (those of ``--precision``): ``fp32``, ``bf16`` (bfloat16 autocast), ``fp16`` (float16
+autocast) and ``auto`` (bf16 on a CUDA device that supports it, else fp32). ``fp16`` needs a CUDA device (on
+the CPU torch's float16 autocast is slow and its gradients need a loss scaler); ``bf16`` needs a CUDA device
+that supports it (compute capability 8.0+, e.g. A100, H100) or the CPU. Unlike a check of
+``torch.cuda.is_available()`` alone, every check here is against the device the work runs on: ``fp16`` with
+``--device cpu`` is refused on a machine with a GPU too.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
 
 def best_device() -> str:
@@ -55,48 +57,49 @@ def resolve_device(name: str | None = None) -> str:
     return str(name)
 
 
-def check_precision(precision: str, device: str | None = None) -> str:
-    """The canonical precision name (``fp32``, ``bf16``, ``fp16``), refused where ``device`` cannot run it.
+def _bf16_supported(device: str) -> bool:
+    import torch
 
-    ``device`` is resolved first (:func:`resolve_device`), so a missing CUDA device is named as such.
+    with torch.cuda.device(device if ":" in device else 0):
+        return torch.cuda.is_bf16_supported()
+
+
+def check_precision(precision: str, device: str | None = None) -> str:
+    """The precision to run on ``device``: ``fp32``, ``bf16`` or ``fp16`` (``auto`` resolved), refused in one
+    line where the device cannot run it. ``device`` is resolved first (:func:`resolve_device`), so a missing
+    CUDA device is named as such.
     """
-    name = _ALIASES.get(str(precision).lower(), str(precision).lower())
-    if name not in PRECISIONS:
+    if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
     device = resolve_device(device)
     kind = device.split(":", 1)[0]
-    if name == "fp16" and kind != "cuda":
-        raise ValueError(f"--precision fp16 needs a CUDA device, not {device!r}; use bf16 on the CPU, or fp32")
-    if name == "bf16" and kind == "mps":
-        raise ValueError(f"--precision bf16 needs a CUDA device with bfloat16 or the CPU, not {device!r}; use fp32")
-    if name == "bf16" and kind == "cuda":
+    if precision == "auto":
+        return "bf16" if kind == "cuda" and _bf16_supported(device) else "fp32"
+    if precision == "fp16" and kind != "cuda":
+        raise ValueError(f"precision fp16 needs a CUDA device, not {device!r}; use bf16 on the CPU, or fp32")
+    if precision == "bf16" and kind == "mps":
+        raise ValueError(f"precision bf16 needs a CUDA device or the CPU, not {device!r}; use fp32")
+    if precision == "bf16" and kind == "cuda" and not _bf16_supported(device):
         import torch
 
-        with torch.cuda.device(device if ":" in device else 0):
-            if not torch.cuda.is_bf16_supported():
-                gpu = torch.cuda.get_device_name()
-                raise ValueError(f"--precision bf16: {gpu} ({device}) has no bfloat16 support; use fp16 or fp32")
-    return name
+        gpu = torch.cuda.get_device_name(device)
+        raise ValueError(f"precision bf16: {gpu} ({device}) does not support bfloat16; use fp16 or fp32")
+    return precision
 
 
 def torch_dtype(precision: str):
-    """The torch dtype of a canonical precision name."""
+    """The torch dtype of ``fp32``, ``bf16`` or ``fp16``."""
     import torch
 
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
 def autocast(precision: str, device: str):
-    """``torch.autocast`` for ``bf16`` / ``fp16`` on ``device`` (checked first); a no-op context for ``fp32``."""
+    """``torch.autocast`` for ``bf16`` / ``fp16`` on ``device`` (checked first, ``auto`` resolved); a no-op
+    context for ``fp32``."""
     precision = check_precision(precision, device)
     if precision == "fp32":
         return contextlib.nullcontext()
     import torch
 
     return torch.autocast(device_type=device.split(":", 1)[0], dtype=torch_dtype(precision))
-
-
-def trainer_precision(precision: str, device: str | None = None) -> dict[str, bool]:
-    """``TrainingArguments`` flags for a precision (``{"bf16": True}``, ``{"fp16": True}`` or ``{}``), checked."""
-    precision = check_precision(precision, device)
-    return {} if precision == "fp32" else {precision: True}
