@@ -228,6 +228,8 @@ def test_an_unpinned_file_needs_allow_unpinned_and_reports_its_sha256(tmp_path, 
     result = fetch_dataset("corpus", out, manifest=manifest, allow_unpinned=True, progress=False)
     assert result.unpinned == ["corpus.txt"] and result.sha256 == {"corpus.txt": sha(BODY)}
     assert json.loads((out / MARKER).read_text())["files"][0]["pinned"] is False
+    assert fetch_dataset("corpus", out, manifest=manifest, progress=False).status == "already"  # no flag needed
+    assert len(server.log) == 1
 
 
 def test_the_senteval_archive_unpacks_into_the_layout_the_evaluator_reads(tmp_path):

@@ -103,16 +103,16 @@ def fetch_dataset(
     """
     entry = load_manifest(manifest).dataset(name)
     unpinned = [f.name for f in entry.unpinned]
-    if unpinned and not allow_unpinned:
-        raise JTCSEError(
-            f"{name}: no published sha256 is pinned for {', '.join(unpinned)} in the manifest, so the download "
-            "cannot be checked. Pass --allow-unpinned to fetch it anyway; the sha256 it computes is printed so "
-            "you can pin it in data/manifest.toml."
-        )
     output = Path(output)
     with output_lock(output):
         if _check_output(output, entry, overwrite):
             return FetchResult(name, output, "already")
+        if unpinned and not allow_unpinned:
+            raise JTCSEError(
+                f"{name}: no published sha256 is pinned for {', '.join(unpinned)} in the manifest, so the download "
+                "cannot be checked. Pass --allow-unpinned to fetch it anyway; the sha256 it computes is printed so "
+                "you can pin it in data/manifest.toml."
+            )
         downloads = download_dir_for(output)
         downloads.mkdir(parents=True, exist_ok=True)
         own_client = client is None

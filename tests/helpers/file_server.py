@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 import socket
-import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from helpers.server_thread import ServerThread
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Served:
     sent: int = 0
 
 
-class FileServer:
+class FileServer(ServerThread):
     """Serve ``files`` over plain HTTP on 127.0.0.1 in a background thread (use as a context manager)."""
 
     def __init__(self, files: dict[str, bytes] | None = None, *, ranges: bool = True):
@@ -84,25 +85,7 @@ class FileServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="file-server", daemon=True)
+        self._serve(ThreadingHTTPServer(("127.0.0.1", 0), Handler), "file-server")
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
-
-    def start(self) -> "FileServer":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> "FileServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
