@@ -78,7 +78,7 @@ def test_cpu_bf16_autocast_runs_a_twin_training_step_close_to_fp32(tiny_bert, ti
     loss = JTCSELoss(twin)
     features = twin.preprocess(sentences)
     with autocast("bf16", "cpu"):
-        total = torch.stack(list(loss([features, features]).values())).sum()
+        total = torch.stack(list(loss([features]).values())).sum()  # one column: the dropout views are the positives
     total.backward()
     grads = [p.grad for p in twin.parameters() if p.grad is not None]
     assert torch.isfinite(total) and grads and all(torch.isfinite(g).all() for g in grads)
