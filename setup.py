@@ -31,6 +31,8 @@ setup(
         "faiss-cpu>=1.8",
         "pyarrow>=14",
         "filelock>=4.2.11",  # output locks (jtcse.locking uses on_acquired, fallback_to_soft); a torch/hub dependency too
+        "httpx>=0.27",  # jtcse data fetch: resumable Range downloads (jtcse/fetch/download.py)
+        "tomli>=1.1; python_version < '3.11'",  # data/manifest.toml on Python 3.10 (3.11+ has tomllib)
     ],
     extras_require={
         "mteb": ["mteb>=2.0,<3"],

@@ -12,7 +12,7 @@ import os
 
 import typer
 
-from jtcse.commands import diagnose, distill, encode, ensemble, export, index, pipeline, rtt, simcse, train
+from jtcse.commands import data, diagnose, distill, encode, ensemble, export, index, pipeline, rtt, simcse, train
 from jtcse.commands import eval as eval_command
 
 app = typer.Typer(
@@ -25,7 +25,7 @@ app = typer.Typer(
 )
 
 # Order here is the order in `jtcse --help`.
-COMMANDS = (train, simcse, distill, ensemble, pipeline, rtt, eval_command, diagnose, encode, index, export)
+COMMANDS = (train, simcse, distill, ensemble, pipeline, rtt, eval_command, diagnose, encode, index, export, data)
 for _command in COMMANDS:
     _command.register(app)
 

@@ -9,7 +9,7 @@ from helpers.cli import one_error_line, run_cli, run_python
 
 pytestmark = pytest.mark.cli
 
-COMMANDS = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose", "encode", "index", "ensemble", "export"]
+COMMANDS = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose", "encode", "index", "ensemble", "export", "data"]
 
 
 def test_every_command_is_listed_in_help():

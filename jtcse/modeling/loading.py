@@ -49,24 +49,13 @@ def describe_source(source) -> str:
 
 
 def check_device(device: str | None) -> str | None:
-    """``device`` unchanged when torch knows it and it is present here; ``ValueError`` otherwise."""
+    """``device`` checked against this machine (:func:`jtcse.devices.resolve_device`); ``None`` stays ``None``
+    (sentence-transformers then picks the best device)."""
     if device is None:
         return None
-    import torch
+    from jtcse.devices import resolve_device
 
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
-    if parsed.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise ValueError(f"device {device!r} asked for, but no CUDA device is available here")
-        if parsed.index is not None and parsed.index >= count:
-            raise ValueError(f"device {device!r} asked for, but only {count} CUDA device(s) are visible")
-    if parsed.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r} asked for, but MPS is not available here")
-    return str(device)
+    return resolve_device(device)
 
 
 def position_capacity(hf_model) -> int | None:
