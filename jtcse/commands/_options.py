@@ -271,11 +271,12 @@ def mini_batch_size_option():
 OUTPUT = "-o/--output"
 
 
-def output_option(what: str, default: Any = ..., *, folder: bool = True):
+def output_option(what: str, default: Any = ..., *, folder: bool = True, also: tuple[str, ...] = ()):
     """``-o/--output``, what every writing command writes to: the folder (or, ``folder=False``, the file) for
-    ``what``; required unless a ``default`` is given (None: optional)."""
+    ``what``; required unless a ``default`` is given (None: optional). ``also``: further names that are not
+    deprecated (e.g. ``data fetch``'s ``--to``)."""
     return typer.Option(
-        default, "--output", "-o", callback=given_once, help=f"{'Folder' if folder else 'File'} for {what}."
+        default, "--output", "-o", *also, callback=given_once, help=f"{'Folder' if folder else 'File'} for {what}."
     )
 
 

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 data_app = typer.Typer(
     name="data",
     help="Get the data the paper's recipes name (Wiki1M, SentEval STS, STS-B): resumable, checksummed downloads.",
@@ -21,7 +23,7 @@ def _manifest_option():
 @data_app.command("fetch")
 def fetch(
     name: str = typer.Argument(..., help="Dataset: wiki1m, senteval-sts or stsb (`jtcse data list` shows them all)."),
-    output: Path = typer.Option(..., "--output", "-o", "--to", help="Folder to write the dataset into."),
+    output: Path = opts.output_option("the dataset (also --to DIR)", also=("--to",)),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a folder that holds something else."),
     allow_unpinned: bool = typer.Option(
         False, "--allow-unpinned",
