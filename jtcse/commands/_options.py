@@ -232,7 +232,7 @@ def keep_checkpoints_option():
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
     """Print the run summary (without the recorded config) and where the model and summary are (rank 0 only)."""
-    from jtcse.training.distributed import is_main_process
+    from jtcse.processes import is_main_process
 
     if not is_main_process():
         return

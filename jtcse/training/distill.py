@@ -146,7 +146,8 @@ def distill(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import POOLING_CHOICES, describe_source, load_student
-    from jtcse.training.distributed import main_process_first, pooler_parameters
+    from jtcse.processes import main_process_first
+    from jtcse.training.distributed import pooler_parameters
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
     settings = DISTILL_SETTINGS.given(settings, training, "distill")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
-from jtcse.training import distributed
+from jtcse import processes
 from jtcse.training.common import (
     DEV_METRIC,
     PRECISIONS,
@@ -121,10 +121,10 @@ def start_stage(
     """The run's config (``stage``, ``config``, the settings, the number of processes) and what to do with
     the output directory (:func:`~jtcse.training.common.plan_output_dir`). Reads only: nothing is written
     until :func:`run_stage`. Under a multi-process launch rank 0 plans and every rank gets its plan
-    (:func:`~jtcse.training.distributed.run_on_main`). A trainer returns ``plan.summary`` at once when
+    (:func:`~jtcse.processes.run_on_main`). A trainer returns ``plan.summary`` at once when
     ``plan.finished``."""
-    config = {"stage": name, **config, **settings.recorded(), "world_size": distributed.world_size()}
-    return distributed.run_on_main(lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite))
+    config = {"stage": name, **config, **settings.recorded(), "world_size": processes.world_size()}
+    return processes.run_on_main(lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite))
 
 
 def require_negatives(count: int, what: str) -> None:
@@ -203,10 +203,10 @@ def run_stage(stage: Stage) -> dict[str, Any]:
     complete checkpoint removes what it wrote (:func:`~jtcse.training.common.discard_failed_start`).
     Under a multi-process launch every rank trains (one DDP job) and rank 0 alone writes: it opens the
     output directory and, after training, saves the model, card and summary while the others wait
-    (:func:`~jtcse.training.distributed.run_on_main`); every rank returns the summary.
+    (:func:`~jtcse.processes.run_on_main`); every rank returns the summary.
     """
     args = _training_args(stage)
-    distributed.run_on_main(lambda: open_output_dir(stage.plan))
+    processes.run_on_main(lambda: open_output_dir(stage.plan))
     try:
         trainer, progress = train_guarded(
             stage.model, args, stage.train_dataset, stage.loss, stage.evaluator,
@@ -214,10 +214,10 @@ def run_stage(stage: Stage) -> dict[str, Any]:
             resume_from=stage.resume_from, at_end=stage.plan.at_end, callbacks=stage.callbacks,
         )  # fmt: skip
     except BaseException:
-        if distributed.is_main_process():  # no collective here: the other ranks may be anywhere
+        if processes.is_main_process():  # no collective here: the other ranks may be anywhere
             discard_failed_start(stage.plan)
         raise
-    return distributed.run_on_main(lambda: _save_and_summarise(stage, trainer, progress))
+    return processes.run_on_main(lambda: _save_and_summarise(stage, trainer, progress))
 
 
 def _save_and_summarise(stage: Stage, trainer, progress) -> dict[str, Any]:
@@ -275,8 +275,8 @@ def _summary(stage: Stage, trainer, progress, final_dev: float | None, training_
         "settings": {
             **asdict(s),
             "max_seq_length": training_length,
-            "world_size": distributed.world_size(),
-            "global_batch_size": distributed.world_size() * s.batch_size,
+            "world_size": processes.world_size(),
+            "global_batch_size": processes.world_size() * s.batch_size,
         },
         "resumed_from": stage.resume_from,
         "steps": trainer.state.global_step,

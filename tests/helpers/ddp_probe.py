@@ -110,7 +110,7 @@ def install() -> None:
 
 if __name__ == "__main__":
     from jtcse.cli import main
-    from jtcse.training.distributed import quiet_replica
+    from jtcse.processes import quiet_replica
 
     quiet_replica()  # as jtcse.cli.main does, before the libraries are imported
     install()
