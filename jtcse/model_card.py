@@ -560,7 +560,7 @@ def write_run_card(output_dir: str | Path, model=None, kind: str | None = None) 
     import json
 
     from jtcse.modeling.loading import load_model
-    from jtcse.training.common import RUN_SUMMARY_NAME
+    from jtcse.training.run_dir import RUN_SUMMARY_NAME
 
     summary_path = Path(output_dir) / RUN_SUMMARY_NAME
     if not summary_path.is_file():

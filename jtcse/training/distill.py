@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from jtcse.corpus import read_training_sentences
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
-from jtcse.training.common import dev_evaluator, read_training_sentences
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, set_training_length, start_stage
+from jtcse.training.stage import Stage, TrainingSettings, dev_evaluator, run_stage, set_training_length, start_stage
 
 TEACHER_CACHE_SUBDIR = "teacher_cache"
 

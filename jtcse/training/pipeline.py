@@ -45,7 +45,7 @@ STAGE_DONE = "stage_done.json"
 def _stage_done(folder: Path) -> dict[str, Any] | None:
     """The stage's summary when it has finished: its marker, or a finished trainer run without one
     (a crash between saving the model and writing the marker)."""
-    from jtcse.training.common import RUN_SUMMARY_NAME, is_finished
+    from jtcse.training.run_dir import RUN_SUMMARY_NAME, is_finished
 
     for marker in (folder / STAGE_DONE, folder / RUN_SUMMARY_NAME):
         if marker.is_file() and (marker.name == STAGE_DONE or is_finished(folder)):

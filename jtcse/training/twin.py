@@ -14,12 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
-from jtcse.training.common import CHECKPOINTS_SUBDIR, RUN_SUMMARY_NAME, dev_evaluator, read_training_sentences
 from jtcse.training.curves import CURVES_FILE
+from jtcse.training.run_dir import CHECKPOINTS_SUBDIR, RUN_SUMMARY_NAME
 from jtcse.training.stage import (
     Stage,
     TrainingSettings,
+    dev_evaluator,
     require_negatives,
     run_stage,
     set_training_length,
