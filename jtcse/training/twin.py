@@ -16,8 +16,6 @@ from typing import Any
 
 from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
-from jtcse.training.curves import CURVES_FILE
-from jtcse.training.run_dir import CHECKPOINTS_SUBDIR, RUN_SUMMARY_NAME
 from jtcse.training.stage import (
     Stage,
     TrainingSettings,
@@ -27,10 +25,6 @@ from jtcse.training.stage import (
     set_training_length,
     start_stage,
 )
-
-CHECKPOINT_SUBDIR = CHECKPOINTS_SUBDIR
-SUMMARY_FILE = RUN_SUMMARY_NAME
-__all__ = ["CHECKPOINT_SUBDIR", "CURVES_FILE", "SUMMARY_FILE", "TWIN_SETTINGS", "count_truncated", "train_twin"]
 
 
 def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk: int = 4096) -> int:
