@@ -188,10 +188,13 @@ def run_pipeline(
         )
 
     def run_ensemble() -> dict:
-        from jtcse.modeling.build import build_ensemble
+        from jtcse.training.ensemble import save_ensemble
 
-        model = build_ensemble(ensemble_plan["members"], combine=ensemble_combine, weights=ensemble_weights)
-        model.save(str(folders["ensemble"]))
+        # an ensemble folder without a stage marker is left from an interrupted save: replaced
+        model = save_ensemble(
+            ensemble_plan["members"], folders["ensemble"], combine=ensemble_combine, weights=ensemble_weights,
+            overwrite=True,
+        )
         return {"stage": "ensemble", **ensemble_plan, "weights": model[0].weights,
                 "dimension": model.get_embedding_dimension()}
 

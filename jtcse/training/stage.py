@@ -36,7 +36,7 @@ from jtcse.training.run_dir import (
     plan_output_dir,
     remove_checkpoints,
 )
-from jtcse.training.run_summary import run_summary, write_run_summary
+from jtcse.training.run_summary import facts_from_run_summary, run_summary, write_run_summary
 
 MIN_BATCH_SIZE = 2
 """In-batch negatives need a second row; the twin's cross-tower terms pair rows across the batch."""
@@ -313,7 +313,7 @@ def _save_and_summarise(stage: Stage, trainer, progress) -> dict[str, Any]:
     summary = run_summary(
         stage, trainer, progress, final_dev=final_dev, training_length=training_length, training_curves=curves
     )
-    from jtcse.model_card import facts_from_run_summary, write_model_card  # imports sentence-transformers: kept out of CLI start-up
+    from jtcse.model_card import write_model_card  # imports sentence-transformers: kept out of CLI start-up
 
     write_model_card(stage.model, stage.output_dir, facts_from_run_summary(summary))
     write_run_summary(stage.output_dir, summary)  # last: the mark of a finished run
