@@ -324,7 +324,9 @@ class JTCSEModelCardData(SentenceTransformerModelCardData):
             towers=list(facts.towers),
             teacher=facts.teacher,
             pooling=facts.pooling or describe_pooling(self.model),
-            settings_table=_markdown_table(["Setting", "Value"], [[k, format_value(v)] for k, v in facts.settings.items()])
+            settings_table=_markdown_table(
+                ["Setting", "Value"], [[k, format_value(v)] for k, v in facts.settings.items()]
+            )
             if facts.settings
             else "",
             data_table=_markdown_table(["Count", "Value"], [[k, format_value(v)] for k, v in facts.data.items()])

@@ -183,13 +183,15 @@ def test_facts_from_summaries_are_tolerant_and_know_each_kind():
     )
     assert distilled.kind == "distilled" and distilled.teacher == "runs/twin" and distilled.towers == ["runs/tower_a"]
     assert distilled.settings == {
-        "batch_size": 16, "learning_rate": 1e-4, "objective": "similarity", "steps trained": 7, "loss": {"name": "SimilarityMatrixLoss"}
+        "batch_size": 16, "learning_rate": 1e-4, "objective": "similarity", "steps trained": 7,
+        "loss": {"name": "SimilarityMatrixLoss"},
     }  # fmt: skip
     assert distilled.data == {"corpus": "corpus.txt", "blank lines skipped": 3, "sentences used": 120}
     assert distilled.dev_history == [(5, 0.25), (7, 0.3)]
     # the card names and cites the objective the student was trained with, not MSE
     assert "`similarity` objective" in distilled.recipe and "cosine-similarity matrix" in distilled.recipe
-    assert "SimilarityMatrixLoss (objective `similarity`)" in distilled.citations and "JTCSE (teacher)" in distilled.citations
+    assert "SimilarityMatrixLoss (objective `similarity`)" in distilled.citations
+    assert "JTCSE (teacher)" in distilled.citations
     assert not any("MSELoss" in name for name in distilled.citations)
     mse = facts_from_run_summary({"stage": "distill", "model": {"objective": "mse"}, "loss": {"name": "MSELoss"}})
     assert "`mse` objective" in mse.recipe and "Sentence-embedding distillation" in mse.citations
@@ -201,7 +203,8 @@ def test_facts_from_summaries_are_tolerant_and_know_each_kind():
         "base_loss_config": {"temperature": 0.05, "ictm_weight": 0.5},
         "regularizers": [{"name": "SimRegLoss", "weight": 2.0}],
     }
-    twin = facts_from_run_summary({"stage": "twin", "model": {"towers": ["embedded MiniLM", "embedded MiniLM"]}, "loss": loss})
+    towers = {"towers": ["embedded MiniLM", "embedded MiniLM"]}
+    twin = facts_from_run_summary({"stage": "twin", "model": towers, "loss": loss})
     assert twin.base_model == "sentence-transformers/all-MiniLM-L6-v2"
     assert twin.settings["loss"] == {"base_loss": "JTCSELoss", "temperature": 0.05, "ictm_weight": 0.5}
     assert twin.settings["regularizers"] == ["SimRegLoss(weight=2)"]

@@ -176,7 +176,8 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
 
 
 SUMMARY_KEYS = {
-    "schema_version", "stage", "output_dir", "saved_model", "model", "data", "loss", "settings", "resumed_from", "steps", "seconds",
+    "schema_version",
+    "stage", "output_dir", "saved_model", "model", "data", "loss", "settings", "resumed_from", "steps", "seconds",
     "train_loss", "first_logged_loss", "last_logged_loss", "loss_terms", "dev_file", "dev_spearman_by_step",
     "best_dev_spearman", "best_step", "final_dev_spearman", "checkpoints", "training_curves", "versions", "config",
 }

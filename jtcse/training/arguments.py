@@ -64,8 +64,9 @@ def build_training_args(
 
     With a dev file: evaluate and save every ``eval_steps`` and keep the best checkpoint by dev
     Spearman (``load_best_model_at_end``; the trainer keeps that checkpoint and the last). Without: save
-    every ``save_steps`` (default ``eval_steps``) so an interrupted run can resume, keeping the last. The trainer's NaN/inf log filter is off (it syncs with the host
-    every step); :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
+    every ``save_steps`` (default ``eval_steps``) so an interrupted run can resume, keeping the last. The
+    trainer's NaN/inf log filter is off (it syncs with the host every step);
+    :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
     ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
     encoder layer's activations in the backward pass: less memory, ~30% more compute) are for GPUs.
     ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last; under a

@@ -141,7 +141,8 @@ _DATA_LABELS = {
 
 
 def infer_kind(summary: dict[str, Any]) -> str:
-    """The card kind of a run summary, from its ``stage``: ``simcse`` → warmup, ``distill`` → distilled, ``twin``."""
+    """The card kind of a run summary, from its ``stage``: ``simcse`` → warmup, ``distill`` → distilled,
+    ``twin`` → twin."""
     stage = summary.get("stage")
     if stage not in _STAGE_KINDS:
         raise JTCSEError(
