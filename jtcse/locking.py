@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jtcse.errors import JTCSEError
-from jtcse.training.distributed import is_main_process
+from jtcse.processes import is_main_process
 
 logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -154,7 +154,7 @@ def locks_output(parameter: str) -> Callable[[F], F]:
         def build_index(model, input_path, index_dir, ...): ...
 
     Under a multi-process launch (``torchrun``, ``accelerate launch``) the N processes are one job that
-    writes through rank 0 (:mod:`jtcse.training.distributed`): rank 0 holds the lock, the other ranks take
+    writes through rank 0 (:mod:`jtcse.processes`): rank 0 holds the lock, the other ranks take
     none (they would be refused by rank 0's), so a second job is still refused by rank 0's lock.
     """
 

@@ -192,8 +192,8 @@ class UCDRunner(Runner):
         from sentence_transformers import SentenceTransformer
 
         from jtcse.defaults import default_tower_path
-        from jtcse.modeling.build import build_ensemble
         from jtcse.modeling.loading import load_model
+        from jtcse.training.ensemble import save_ensemble
 
         lr = self.tuned_lr()
         shipped = SentenceTransformer(default_tower_path(), device="cpu")
@@ -214,8 +214,7 @@ class UCDRunner(Runner):
             grid = {w: {"select": combined("select", w), "dev": combined("dev", w)} for w in self.cfg["weight_grid"]}
             best = max(grid, key=lambda w: grid[w]["select"])
             out = self.work / name
-            model = build_ensemble([default_tower_path(), str(twin_dir)], weights=[1.0, best], device="cpu")
-            model.save(str(out))
+            save_ensemble([default_tower_path(), str(twin_dir)], out, weights=[1.0, best], overwrite=True, device="cpu")
             equal = grid.get(1.0) or {"select": combined("select", 1.0), "dev": combined("dev", 1.0)}
             self.save(f"ensemble_eq_s{seed}", {"group": "ensemble_equal", "seed": seed, "weights": [1.0, 1.0],
                                                "dev_spearman": equal["dev"], "select_spearman": equal["select"],

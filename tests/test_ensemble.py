@@ -57,10 +57,10 @@ def twin_dir(tiny_bert, tiny_bert_b, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def ensemble_dir(twin_dir, narrow_roberta, mean_bert, tmp_path_factory) -> str:
     """A saved 3-member concat ensemble: a twin, a RoBERTa of width 16, a mean-pooled BERT; weights 1, 2, 0.5."""
-    from jtcse.modeling.build import build_ensemble
+    from jtcse.training.ensemble import save_ensemble
 
     out = tmp_path_factory.mktemp("ensemble") / "ens"
-    build_ensemble([twin_dir, narrow_roberta, mean_bert], weights=[1, 2, 0.5], device="cpu").save(str(out))
+    save_ensemble([twin_dir, narrow_roberta, mean_bert], out, weights=[1, 2, 0.5], device="cpu")
     return str(out)
 
 
@@ -106,6 +106,7 @@ def test_each_member_tokenises_for_itself(tiny_bert, narrow_roberta):
     from jtcse.modeling.build import build_ensemble
 
     model = build_ensemble([tiny_bert, narrow_roberta], device="cpu")
+    assert not hasattr(model.model_card_data, "facts")  # a bare model: the card comes with save_ensemble
     features = model.preprocess(SENTENCES[:2])
     members = model[0].members
     for i, member in enumerate(members):

@@ -15,16 +15,8 @@ import yaml
 from huggingface_hub import ModelCard
 
 from jtcse.errors import JTCSEError
-from jtcse.model_card import (
-    STS_BEGIN,
-    CardFacts,
-    check_writable,
-    facts_from_run_summary,
-    infer_kind,
-    update_card_sts,
-    write_model_card,
-    write_run_card,
-)
+from jtcse.model_card import STS_BEGIN, CardFacts, check_writable, update_card_sts, write_model_card
+from jtcse.training.run_summary import SCHEMA_VERSION, facts_from_run_summary, infer_kind, write_run_card
 from helpers.cli import one_error_line, run_cli, run_python
 from helpers.sts import write_stsb
 
@@ -168,37 +160,51 @@ def test_twin_remote_code_snippet_runs_without_jtcse(twin_card):
 def test_facts_from_summaries_are_tolerant_and_know_each_kind():
     assert infer_kind({"stage": "simcse"}) == "warmup"
     assert infer_kind({"stage": "distill"}) == "distilled"
-    assert infer_kind({"towers": ["a", "b"]}) == "twin"
+    assert infer_kind({"stage": "twin"}) == "twin"
     with pytest.raises(JTCSEError, match="kind"):
         infer_kind({})
+    with pytest.raises(JTCSEError, match="kind"):
+        infer_kind({"towers": ["a", "b"]})  # a summary names its stage; nothing is guessed from other keys
     empty = facts_from_run_summary({}, kind="ensemble")
     assert empty.settings == {} and empty.data == {} and empty.dev_history == []
 
     distilled = facts_from_run_summary(
         {
+            "schema_version": SCHEMA_VERSION,
             "stage": "distill",
-            "teacher": "runs/twin",
-            "student": "runs/tower_a",
-            "train_file": "corpus.txt",
-            "skipped_blank_lines": 3,
-            "sentences": 120,
+            "model": {"teacher": "runs/twin", "student": "runs/tower_a", "objective": "similarity"},
+            "data": {"source": "corpus.txt", "skipped_blank_lines": 3, "sentences": 120, "teacher_cache_hit": True},
+            "loss": {"name": "SimilarityMatrixLoss"},
+            "settings": {"batch_size": 16, "learning_rate": 1e-4},
             "steps": 7,
             "dev_spearman_by_step": {"5": 0.25, "7": 0.3},
-            "config": {"batch_size": 16, "learning_rate": 1e-4, "project": False},
+            "config": {"batch_size": 16, "learning_rate": 1e-4, "objective": "similarity"},
         }
     )
     assert distilled.kind == "distilled" and distilled.teacher == "runs/twin" and distilled.towers == ["runs/tower_a"]
-    assert distilled.settings == {"batch_size": 16, "learning_rate": 1e-4, "project": False, "steps trained": 7}
+    assert distilled.settings == {
+        "batch_size": 16, "learning_rate": 1e-4, "objective": "similarity", "steps trained": 7,
+        "loss": {"name": "SimilarityMatrixLoss"},
+    }  # fmt: skip
     assert distilled.data == {"corpus": "corpus.txt", "blank lines skipped": 3, "sentences used": 120}
     assert distilled.dev_history == [(5, 0.25), (7, 0.3)]
-    assert "MSELoss (distillation)" in distilled.citations and "JTCSE (teacher)" in distilled.citations
+    # the card names and cites the objective the student was trained with, not MSE
+    assert "`similarity` objective" in distilled.recipe and "cosine-similarity matrix" in distilled.recipe
+    assert "SimilarityMatrixLoss (objective `similarity`)" in distilled.citations
+    assert "JTCSE (teacher)" in distilled.citations
+    assert not any("MSELoss" in name for name in distilled.citations)
+    mse = facts_from_run_summary({"stage": "distill", "model": {"objective": "mse"}, "loss": {"name": "MSELoss"}})
+    assert "`mse` objective" in mse.recipe and "Sentence-embedding distillation" in mse.citations
+    with pytest.raises(JTCSEError, match="schema_version 2"):
+        facts_from_run_summary({"schema_version": 2, "stage": "twin"})
 
     loss = {
         "base_loss": "JTCSELoss",
         "base_loss_config": {"temperature": 0.05, "ictm_weight": 0.5},
         "regularizers": [{"name": "SimRegLoss", "weight": 2.0}],
     }
-    twin = facts_from_run_summary({"towers": ["embedded MiniLM", "embedded MiniLM"], "loss": loss})
+    towers = {"towers": ["embedded MiniLM", "embedded MiniLM"]}
+    twin = facts_from_run_summary({"stage": "twin", "model": towers, "loss": loss})
     assert twin.base_model == "sentence-transformers/all-MiniLM-L6-v2"
     assert twin.settings["loss"] == {"base_loss": "JTCSELoss", "temperature": 0.05, "ictm_weight": 0.5}
     assert twin.settings["regularizers"] == ["SimRegLoss(weight=2)"]
@@ -231,7 +237,8 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
         _, body = split_card((out / "README.md").read_text(encoding="utf-8"))
         for heading in SECTIONS:
             assert f"\n{heading}\n" in body, (kind, heading)
-        history = summary.get("dev_spearman_history") or list(summary["dev_spearman_by_step"].items())
+        assert summary["schema_version"] == SCHEMA_VERSION
+        history = list(summary["dev_spearman_by_step"].items())
         assert len(history) >= 2
         for step, score in history:
             assert f"| {int(step)} | {score:.4f} |" in body

@@ -129,6 +129,12 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     assert (distilled["steps"], distilled["settings"]["learning_rate"], distilled["settings"]["batch_size"]) == (2, 3e-4, 6)
     assert distilled["model"]["objective"] == "cosine" and distilled["model"]["teacher_dimension"] == 64
     assert distilled["model"]["student_dimension"] == 32  # the width it started with; the projection is not saved
+    # the ensemble stage saves as `jtcse ensemble` does: its card, and nothing left beside the folder
+    assert "\n# jtcse ensemble\n" in (out / "ensemble" / "README.md").read_text(encoding="utf-8")
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("ensemble")) == ["ensemble"]
+    card = (out / "distilled" / "README.md").read_text(encoding="utf-8")  # states and cites the objective used
+    assert "with the `cosine` objective" in card and "#### EmbedDistillLoss (objective `cosine`)" in card
+    assert "(MSE)" not in card
 
     table = (out / "pipeline_summary.md").read_text()
     start = summary["stages"]["eval"]["dev_spearman"]["start"]

@@ -122,7 +122,7 @@ def alias_option(old: str, new: str):
 
     def stand_in(ctx: typer.Context, value: Any) -> Any:
         if value is not None:
-            from jtcse.training.distributed import is_main_process
+            from jtcse.processes import is_main_process
 
             if is_main_process():
                 typer.secho(f"DeprecationWarning: {old} is deprecated; use {new}.", fg=typer.colors.YELLOW, err=True)
@@ -302,7 +302,7 @@ def keep_checkpoints_option(default: bool):
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
     """Print the run summary (without the recorded config) and where the model and summary are (rank 0 only)."""
-    from jtcse.training.distributed import is_main_process
+    from jtcse.processes import is_main_process
 
     if not is_main_process():
         return

@@ -35,23 +35,14 @@ def ensemble(
     Example: jtcse ensemble runs/twin all-MiniLM-L6-v2-dir -o runs/ensemble
     """
     from jtcse.errors import JTCSEError
-    from jtcse.locking import atomic_folder, output_lock
-    from jtcse.modeling.build import build_ensemble
     from jtcse.modeling.ensemble import check_weights
+    from jtcse.training.ensemble import save_ensemble
 
     output_dir = Path(output)
     if len(models) < 2:
         raise JTCSEError(f"An ensemble needs at least two models; got {len(models)}.")
     parsed = check_weights(opts.parse_weights(weights), len(models))
-    if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"{output_dir} is a file, not a folder.")
-    with output_lock(output_dir):
-        if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-            raise JTCSEError(f"{output_dir} already exists and is not empty; pass --overwrite to replace it.")
-        model = build_ensemble(models, combine=combine, weights=parsed, device="cpu")
-        model.model_card_data.facts.model_path = str(output_dir.resolve())  # the card's snippet names the final folder
-        with atomic_folder(output_dir) as tmp:
-            model.save(str(tmp))
+    model = save_ensemble(models, output_dir, combine=combine, weights=parsed, overwrite=overwrite, device="cpu")
     summary = {
         "output_dir": str(output_dir),
         "members": [str(m) for m in models],

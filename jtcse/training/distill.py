@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jtcse.corpus import read_training_sentences
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
-from jtcse.training.common import dev_evaluator, read_training_sentences
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, set_training_length, start_stage
+from jtcse.training.stage import Stage, TrainingSettings, dev_evaluator, run_stage, set_training_length, start_stage
 
 if TYPE_CHECKING:
     import numpy as np
@@ -148,7 +148,8 @@ def distill(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import POOLING_CHOICES, describe_source, load_student
-    from jtcse.training.distributed import main_process_first, pooler_parameters
+    from jtcse.processes import main_process_first
+    from jtcse.training.distributed import pooler_parameters
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
     settings = DISTILL_SETTINGS.given(settings, training, "distill")

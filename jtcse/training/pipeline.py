@@ -45,7 +45,7 @@ STAGE_DONE = "stage_done.json"
 def _stage_done(folder: Path) -> dict[str, Any] | None:
     """The stage's summary when it has finished: its marker, or a finished trainer run without one
     (a crash between saving the model and writing the marker)."""
-    from jtcse.training.common import RUN_SUMMARY_NAME, is_finished
+    from jtcse.training.run_dir import RUN_SUMMARY_NAME, is_finished
 
     for marker in (folder / STAGE_DONE, folder / RUN_SUMMARY_NAME):
         if marker.is_file() and (marker.name == STAGE_DONE or is_finished(folder)):
@@ -187,10 +187,13 @@ def run_pipeline(
         )
 
     def run_ensemble() -> dict:
-        from jtcse.modeling.build import build_ensemble
+        from jtcse.training.ensemble import save_ensemble
 
-        model = build_ensemble(ensemble_plan["members"], combine=ensemble_combine, weights=ensemble_weights)
-        model.save(str(folders["ensemble"]))
+        # an ensemble folder without a stage marker is left from an interrupted save: replaced
+        model = save_ensemble(
+            ensemble_plan["members"], folders["ensemble"], combine=ensemble_combine, weights=ensemble_weights,
+            overwrite=True,
+        )
         return {"stage": "ensemble", **ensemble_plan, "weights": model[0].weights,
                 "dimension": model.get_embedding_dimension()}
 

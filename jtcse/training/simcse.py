@@ -21,12 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jtcse.corpus import read_training_sentences
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
-from jtcse.training.common import dev_evaluator, read_training_sentences
 from jtcse.training.stage import (
     Stage,
     TrainingSettings,
+    dev_evaluator,
     require_negatives,
     run_stage,
     set_training_length,

@@ -14,21 +14,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
-from jtcse.training.common import CHECKPOINTS_SUBDIR, RUN_SUMMARY_NAME, dev_evaluator, read_training_sentences
-from jtcse.training.curves import CURVES_FILE
 from jtcse.training.stage import (
     Stage,
     TrainingSettings,
+    dev_evaluator,
     require_negatives,
     run_stage,
     set_training_length,
     start_stage,
 )
-
-CHECKPOINT_SUBDIR = CHECKPOINTS_SUBDIR
-SUMMARY_FILE = RUN_SUMMARY_NAME
-__all__ = ["CHECKPOINT_SUBDIR", "CURVES_FILE", "SUMMARY_FILE", "TWIN_SETTINGS", "count_truncated", "train_twin"]
 
 
 def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk: int = 4096) -> int:
