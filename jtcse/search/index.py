@@ -393,8 +393,9 @@ def build_index(
 ) -> SearchIndex:
     """Encode ``input_path`` (one sentence per line) and write a searchable index directory.
 
-    Encoding goes to ``index_dir/embeddings.npy`` through :func:`encode_file`, so an interrupted build
-    resumes; that file is removed at the end unless ``keep_embeddings``. The manifest is written last:
+    Encoding goes to ``index_dir/embeddings.npy`` through :func:`encode_file` (``reuse=True``), so an interrupted
+    build resumes and finished embeddings are not encoded again; that file is removed at the end unless
+    ``keep_embeddings``. The manifest is written last:
     a directory without one is not (yet) an index. ``precision`` "int8"/"binary" quantizes the corpus
     (exact search; binary rescores ``rescore_multiplier × k`` Hamming candidates with the float query
     against their int8 vectors in ``rescore.npy``).
