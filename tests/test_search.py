@@ -11,21 +11,16 @@ import pytest
 from helpers.cli import run_cli
 from jtcse.errors import JTCSEError
 from jtcse.search.encode import encode_file, meta_path_for, rows_path_for
-from jtcse.search.index import (
+from jtcse.search.faiss_index import (
     DEFAULT_RESCORE_MULTIPLIER,
-    INDEX_FORMAT_VERSION,
-    MANIFEST,
-    RESCORE_FILE,
-    SearchIndex,
     build_faiss_index,
-    build_index,
     calibrate_nprobe,
     default_nlist,
     exact_search,
     gpu_available,
     recall_at_k,
-    read_manifest,
 )
+from jtcse.search.index import INDEX_FORMAT_VERSION, MANIFEST, RESCORE_FILE, SearchIndex, build_index, read_manifest
 from jtcse.search.lines import count_rows, iter_chunks, read_line_at
 
 
@@ -129,6 +124,28 @@ def test_encode_npy_in_chunks_equals_direct_encode(corpus, tmp_path, tiny_model,
         assert [read_line_at(handle, off) for off in rows["offset"]] == SENTENCES
     meta = json.loads(meta_path_for(out).read_text())
     assert meta["complete"] and meta["model"] == "tiny" and meta["normalized"] and meta["rows_done"] == 11
+
+
+def test_encode_reuse_returns_a_finished_output_and_restarts_one_with_other_settings(corpus, tmp_path, tiny_model, monkeypatch):
+    out = tmp_path / "emb.npy"
+    first = encode_file(tiny_model, corpus, out, normalize=True, model_name="tiny", show_progress=False)
+    with pytest.raises(JTCSEError, match="already complete"):  # without reuse a finished output is refused
+        encode_file(tiny_model, corpus, out, normalize=True, model_name="tiny", show_progress=False)
+    encoded: list[str] = []
+    real_encode = tiny_model.encode
+    monkeypatch.setattr(tiny_model, "encode", lambda s, **kw: encoded.extend(s) or real_encode(s, **kw))
+    again = encode_file(tiny_model, corpus, out, normalize=True, model_name="tiny", show_progress=False, reuse=True)
+    assert encoded == [] and (again.rows, again.dim, again.resumed_from, again.chunks_encoded) == (11, 32, 11, 0)
+    assert again.output == first.output and again.meta == first.meta
+    # other settings (no normalisation): started over, not refused and not reused
+    other = encode_file(tiny_model, corpus, out, normalize=False, model_name="tiny", show_progress=False, reuse=True)
+    assert encoded == SENTENCES and other.resumed_from == 0 and not other.normalized
+    np.testing.assert_allclose(np.load(out), real_encode(SENTENCES), atol=1e-5)
+    # a stray output without a progress file is started over too
+    meta_path_for(out).unlink()
+    encoded.clear()
+    encode_file(tiny_model, corpus, out, model_name="tiny", show_progress=False, reuse=True)
+    assert encoded == SENTENCES and json.loads(meta_path_for(out).read_text())["complete"]
 
 
 def test_encode_parquet_fp16(corpus, tmp_path, tiny_model, tiny_bert):

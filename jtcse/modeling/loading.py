@@ -58,23 +58,6 @@ def check_device(device: str | None) -> str | None:
     return resolve_device(device)
 
 
-def position_capacity(hf_model) -> int | None:
-    """Longest input the model's learned position table accepts, or ``None`` when it has none.
-
-    RoBERTa-style embeddings start positions at ``padding_idx + 1``, so those slots are unusable.
-    """
-    import torch
-
-    limit = getattr(getattr(hf_model, "config", None), "max_position_embeddings", None)
-    if limit is None:
-        return None
-    for module in hf_model.modules():
-        padding_idx = getattr(module, "padding_idx", None)
-        if isinstance(padding_idx, int) and isinstance(getattr(module, "position_embeddings", None), torch.nn.Embedding):
-            return limit - (padding_idx + 1)
-    return limit
-
-
 def needs_jtcse_classes(path: str | Path) -> bool:
     """True when the checkpoint at ``path`` is a twin (jtcse module classes, and only trusted ones)."""
     path = Path(path)
@@ -156,6 +139,8 @@ def set_max_seq_length(model, max_seq_length, role: str) -> int:
     warning naming ``role``; returns the length set. Every command that takes a length goes through here, so a
     length above the position table never reaches a forward pass."""
     from sentence_transformers.base.modules import Transformer
+
+    from jtcse.modeling.twin import position_capacity
 
     first = model[0]
     if isinstance(first, Transformer):

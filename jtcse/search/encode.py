@@ -103,7 +103,15 @@ def rows_path_for(output: str | Path) -> Path:
     return output.with_name(output.stem + ".rows.npy")
 
 
-def read_meta(path: str | Path) -> dict:
+def output_files(output: str | Path) -> list[Path]:
+    """The files a finished run into ``output`` leaves: its progress file ``OUT.json``, ``OUT`` and, for
+    ``.npy``, the row table ``STEM.rows.npy`` (progress file first, the order to delete them in)."""
+    output = Path(output)
+    npy = OUTPUT_FORMATS.get(output.suffix.lower()) == "npy"
+    return [meta_path_for(output), output] + ([rows_path_for(output)] if npy else [])
+
+
+def _read_meta(path: str | Path) -> dict:
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -212,6 +220,7 @@ def encode_file(
     show_progress: bool = True,
     model_name: str | None = None,
     on_chunk: Callable[[int, int], None] | None = None,
+    reuse: bool = False,
 ) -> EncodeResult:
     """Encode every non-empty line of ``input_path`` into ``output_path`` (``.npy`` or ``.parquet``).
 
@@ -219,6 +228,10 @@ def encode_file(
     ``normalize`` makes every vector unit-length; ``fp16`` stores float16. An unfinished earlier run
     with the same settings is resumed; a finished output is only replaced with ``overwrite``.
     ``on_chunk(rows_done, rows_total)`` is called after each chunk is safely on disk.
+
+    ``reuse`` is for an output that is a caller's own working file (``jtcse index build``'s
+    ``embeddings.npy``): a finished output made with the same settings is returned as it is (nothing is
+    encoded), and whatever else is there (other settings, no progress file) is started over instead of refused.
     """
     from tqdm.auto import tqdm
 
@@ -235,11 +248,17 @@ def encode_file(
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
     identity = model_name_of(model, model_name)
-    wanted = run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
+    wanted = _run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
 
     _check_output_location(output)
     with output_lock(output):
         meta_file = meta_path_for(output)
+        if reuse and not overwrite:
+            previous = _read_meta(meta_file) if meta_file.is_file() else None
+            if previous is None or not _same_settings(previous, wanted):
+                overwrite = True
+            elif previous.get("complete") and output.is_file():
+                return _result_from_meta(output, previous)
         meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
         if meta is None:
             counted = count_rows(input_path)
@@ -259,7 +278,7 @@ def encode_file(
 
         st_model, _ = resolve_model(model, identity, device)
         if overwrite:
-            _remove_previous(output, fmt)
+            _remove_previous(output)
         if meta["dim"] is None:
             meta["dim"] = st_model.get_embedding_dimension() or int(
                 st_model.encode(["probe"], convert_to_numpy=True).shape[-1]
@@ -318,7 +337,7 @@ def encode_file(
         )
 
 
-def run_settings(identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool) -> dict:
+def _run_settings(identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool) -> dict:
     """The settings a run must share with an unfinished one to continue it (``_RESUME_KEYS``)."""
     input_path = Path(input_path)
     stat = input_path.stat()
@@ -333,11 +352,11 @@ def run_settings(identity: str, input_path: str | Path, output: str | Path, *, f
     }
 
 
-def same_settings(meta: dict, wanted: dict) -> bool:
+def _same_settings(meta: dict, wanted: dict) -> bool:
     return all(meta.get(key) == wanted[key] for key in _RESUME_KEYS)
 
 
-def result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
+def _result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
     """The result of a finished run, from its ``OUT.json`` (nothing encoded now)."""
     return EncodeResult(
         output=str(output),
@@ -365,9 +384,9 @@ def _check_output_location(output: Path) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _remove_previous(output: Path, fmt: str) -> None:
+def _remove_previous(output: Path) -> None:
     """Delete what an earlier run into ``output`` left (``--overwrite``)."""
-    for path in [meta_path_for(output), output] + ([rows_path_for(output)] if fmt == "npy" else []):
+    for path in output_files(output):
         path.unlink(missing_ok=True)
     parts = output.with_name(output.name + ".parts")
     if parts.is_dir():
@@ -382,13 +401,13 @@ def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overw
         if output.exists():
             raise JTCSEError(f"{output} already exists; pass --overwrite to replace it.")
         return None
-    meta = read_meta(meta_file)
+    meta = _read_meta(meta_file)
     if meta.get("complete"):
         raise JTCSEError(f"{output} is already complete ({meta.get('rows')} rows); pass --overwrite to redo it.")
     differences = [
         f"{key}: {meta.get(key)!r} then, {wanted[key]!r} now" for key in _RESUME_KEYS if meta.get(key) != wanted[key]
     ]
-    if differences:  # same_settings(), spelt out for the message
+    if differences:  # _same_settings(), spelt out for the message
         raise JTCSEError(
             f"An unfinished run into {output} used other settings ({'; '.join(differences)}); "
             "run with those settings to resume, or pass --overwrite to start over."
