@@ -155,8 +155,12 @@ def test_encode_parquet_fp16(corpus, tmp_path, tiny_model, tiny_bert):
     result = encode_file(tiny_bert, corpus, out, chunk_size=4, fp16=True, show_progress=False)
     assert result.dtype == "float16" and result.chunks_encoded == 3
     table = pq.read_table(out)
-    assert table.column_names == ["line", "offset", "text", "embedding"]
+    assert table.column_names == ["row", "line", "offset", "text", "embedding"]
+    assert table.column("row").to_pylist() == list(range(11))
     assert str(table.schema.field("embedding").type.value_type) == "halffloat"
+    recorded = json.loads(table.schema.metadata[b"jtcse"])  # the file says what made it, wherever it is copied
+    assert recorded == {"model": str(Path(tiny_bert).resolve()), "normalized": False, "input": str(corpus.resolve()),
+                        "dim": 32, "dtype": "float16"}  # fmt: skip
     assert table.column("text").to_pylist() == SENTENCES
     vectors = np.asarray(table.column("embedding").to_pylist(), dtype=np.float32)
     np.testing.assert_allclose(vectors, tiny_model.encode(SENTENCES), rtol=2e-3, atol=2e-3)
@@ -203,7 +207,7 @@ def test_encode_refuses_bad_input_and_conflicting_outputs(corpus, tmp_path, tiny
     empty.write_text("\n   \n\n", encoding="utf-8")
     with pytest.raises(JTCSEError, match="no sentences"):
         encode_file(tiny_bert, empty, tmp_path / "e.npy", show_progress=False)
-    with pytest.raises(JTCSEError, match="must end in .npy or .parquet"):
+    with pytest.raises(JTCSEError, match="must end in .npy or .parquet, or be a folder name without a suffix"):
         encode_file(tiny_bert, corpus, tmp_path / "e.txt", show_progress=False)
     with pytest.raises(JTCSEError, match="not found"):
         encode_file(tiny_bert, tmp_path / "nope.txt", tmp_path / "e.npy", show_progress=False)

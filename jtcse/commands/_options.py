@@ -42,6 +42,19 @@ def device_option():
     return typer.Option(None, "--device", help="torch device: cpu, cuda, cuda:1, mps. Default: the best available.")
 
 
+def devices_option():
+    return typer.Option(
+        None, "--devices",
+        help="Encode with one worker process per device, e.g. cuda:0,cuda:1 (sentence-transformers' multi-process pool).",
+    )  # fmt: skip
+
+
+def processes_option():
+    return typer.Option(
+        None, "--processes", help="Encode with N CPU worker processes (each with cores/N threads). Default: one process."
+    )
+
+
 def pooling_option():
     return typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean.")
 
