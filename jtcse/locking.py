@@ -38,6 +38,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 LOCK_SUFFIX = ".lock"
 CRASH_ENV = "JTCSE_CRASH_AT"
+CRASH_ONCE_ENV = "JTCSE_CRASH_ONCE"
 
 
 class OutputLockedError(JTCSEError):
@@ -241,6 +242,10 @@ def crash_point(name: str) -> None:
     ``rtt-pivot`` (a pivot's pairs and drop files written), ``checkpoint-save`` (inside a trainer
     checkpoint save: weights, optimizer and RNG states written, ``trainer_state.json`` not yet),
     ``final-save`` (a trainer's final model saved, its run summary not yet written).
+
+    With ``JTCSE_CRASH_ONCE=PATH`` as well, only the first process to get there dies: it creates ``PATH``
+    first, and a process that finds ``PATH`` already there goes on. That is for workers that are started
+    again after they die (Ray actors), which would otherwise die at the same point forever.
     """
     wanted = os.environ.get(CRASH_ENV)
     if not wanted:
@@ -250,6 +255,12 @@ def crash_point(name: str) -> None:
         return
     passes = _crash_passes[name] = _crash_passes.get(name, 0) + 1
     if passes == int(count):
+        once = os.environ.get(CRASH_ONCE_ENV)
+        if once:
+            try:
+                os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
         sys.stdout.flush()
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGSTOP if how == ["STOP"] else signal.SIGKILL)

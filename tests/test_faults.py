@@ -88,6 +88,40 @@ def test_encode_killed_mid_run_resumes_to_the_same_bytes(tiny_bert, corpus, tmp_
     assert not lock_path_for(out).exists() and not out.with_name(out.name + ".parts").exists()
 
 
+def _processes_tagged(tag: str) -> list[int]:
+    """PIDs of live processes whose environment holds ``JTCSE_TEST_TAG=tag`` (children inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"JTCSE_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
+def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_workers(tiny_bert, corpus, tmp_path):
+    args = (*_encode_args(tiny_bert, corpus), "--processes", 2)
+    out = tmp_path / "killed"  # a shards folder: part files
+    tag = f"pool-{os.getpid()}-{tmp_path.name}"
+    killed = run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:2", JTCSE_TEST_TAG=tag)
+    assert killed.returncode == -signal.SIGKILL
+    # run_cli returned, so nothing holds the child's stdout any more: the watchdog took the pool workers down
+    assert _processes_tagged(tag) == []
+    assert json.loads(meta_path_for(out).read_text())["rows_done"] == 10
+
+    rerun = run_cli(*args, "-o", out)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "Resumed after row 10." in rerun.stderr
+    fresh = run_cli(*args, "-o", tmp_path / "fresh")
+    assert fresh.returncode == 0, fresh.stderr
+    parts = sorted(p.name for p in out.glob("part-*"))
+    assert parts == sorted(p.name for p in (tmp_path / "fresh").glob("part-*")) and len(parts) == 5
+    for name in parts:
+        assert (out / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+
+
 def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_path):
     args = _encode_args(tiny_bert, corpus)
     out = tmp_path / "shared.parquet"

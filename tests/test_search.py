@@ -20,7 +20,8 @@ from jtcse.search.faiss_index import (
     gpu_available,
     recall_at_k,
 )
-from jtcse.search.index import INDEX_FORMAT_VERSION, MANIFEST, RESCORE_FILE, SearchIndex, build_index, read_manifest
+from jtcse.search.build import build_index
+from jtcse.search.index import INDEX_FORMAT_VERSION, MANIFEST, RESCORE_FILE, SearchIndex, read_manifest
 from jtcse.search.lines import count_rows, iter_chunks, read_line_at
 
 

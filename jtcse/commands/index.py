@@ -26,7 +26,11 @@ def register(app: typer.Typer) -> None:
 @index_app.command("build")
 def build(
     model: Optional[str] = opts.model_argument(),
-    input: Path = opts.input_file_option(),
+    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
+    embeddings: Optional[Path] = typer.Option(
+        None, "--embeddings",
+        help="Build from precomputed vectors instead of -i: a `jtcse encode` output, a shards folder, or a folder of them.",
+    ),
     output: Path = opts.output_option("the index"),
     index_alias: Optional[Path] = opts.old_output_option("--index"),
     normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit vectors (scores are cosines)."),
@@ -39,13 +43,15 @@ def build(
     chunk_size: int = opts.chunk_size_option(),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
     device: Optional[str] = opts.device_option(),
+    devices: Optional[str] = opts.devices_option(),
+    processes: Optional[int] = opts.processes_option(),
     keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep OUTPUT/embeddings.npy (the raw vectors) after building."),
     overwrite: bool = opts.overwrite_option(),
     progress: bool = opts.progress_option(),
     precision: str = typer.Option("float32", help="Stored precision: float32; int8 (1/4 the memory); binary (1 bit/dim: 1/32 the memory, plus int8 rescoring vectors kept on disk). Quantized indexes are exact."),
     rescore_multiplier: Optional[int] = typer.Option(None, help="binary: Hamming candidates fetched per hit (k x this) and rescored in float. Default: 50."),
 ) -> None:
-    """Encode a text file and write a searchable index directory.
+    """Encode a text file (or take precomputed --embeddings) and write a searchable index directory.
 
     The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, precision, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file.
 
@@ -53,31 +59,34 @@ def build(
 
     --precision binary keeps 1 bit per dimension in memory and int8 vectors on disk (rescore.npy, memory-mapped): a search fetches --rescore-multiplier x k candidates by Hamming distance and rescores them with the float query. --precision int8 is faiss's 8-bit scalar quantizer, all in memory.
 
+    --embeddings DIR builds from vectors made earlier (e.g. by `jtcse encode --engine ray -o DIR`), a block at a time: an IVF index is trained on a sample and filled block by block, its lists on disk (index.ivfdata), so memory holds the sample and one block, not the corpus.
+
     Example: jtcse index build ./my-model -i corpus.txt -o corpus.idx --precision binary
     """
+    from jtcse.errors import JTCSEError
     from jtcse.modeling.loading import resolve_source
-    from jtcse.search.index import build_index
+    from jtcse.search.build import build_index, build_index_from_embeddings
 
-    built = build_index(
-        resolve_source(model),
-        input,
-        output,
-        normalize=normalize,
-        batch_size=batch_size,
-        chunk_size=chunk_size,
-        ivf_threshold=ivf_threshold,
-        nlist=nlist,
-        nprobe=nprobe,
-        target_recall=target_recall,
-        train_size=train_size,
-        use_gpu=gpu,
-        device=device,
-        keep_embeddings=keep_embeddings,
-        overwrite=overwrite,
-        show_progress=progress,
-        precision=precision,
+    shared = dict(
+        normalize=normalize, ivf_threshold=ivf_threshold, nlist=nlist, nprobe=nprobe, target_recall=target_recall,
+        train_size=train_size, use_gpu=gpu, overwrite=overwrite, precision=precision,
         **({} if rescore_multiplier is None else {"rescore_multiplier": rescore_multiplier}),
-    )
+    )  # fmt: skip
+    if (input is None) == (embeddings is None):
+        raise JTCSEError("Give the text file to encode (-i) or precomputed vectors (--embeddings), one of the two.")
+    if embeddings is not None:
+        encoding = {"MODEL": model, "--device": device, "--devices": devices, "--processes": processes,
+                    "--keep-embeddings": keep_embeddings or None}  # fmt: skip
+        if given := [name for name, value in encoding.items() if value is not None]:
+            raise JTCSEError(f"--embeddings are already encoded (the model is theirs): drop {', '.join(given)}.")
+        built = build_index_from_embeddings(embeddings, output, **shared)
+    else:
+        if not input.is_file():
+            raise JTCSEError(f"Input file not found: {input}")
+        built = build_index(
+            resolve_source(model), input, output, batch_size=batch_size, chunk_size=chunk_size, device=device,
+            devices=devices, processes=processes, keep_embeddings=keep_embeddings, show_progress=progress, **shared,
+        )  # fmt: skip
     typer.echo(json.dumps(built.manifest.to_dict(), indent=2))
 
 

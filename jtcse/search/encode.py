@@ -33,8 +33,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, crash_point, output_lock
 from jtcse.search.lines import count_rows, iter_chunks, plan_chunks

@@ -213,31 +213,63 @@ def build_faiss_index(
         nlist = None
     else:
         kind = "ivf"
-        nlist = nlist or default_nlist(rows)
-        if not 1 <= nlist <= rows:
-            raise JTCSEError(f"nlist must be between 1 and the number of vectors ({rows}), not {nlist}")
+        nlist = check_nlist(nlist, rows)
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
     if gpu:  # pragma: no cover - no GPU in CI
         index = faiss.index_cpu_to_all_gpus(index)
-    if kind == "ivf":
-        sample_rows = min(rows, train_size or 64 * nlist)
-        sample = np.sort(np.random.default_rng(seed).choice(rows, size=sample_rows, replace=False))
-        index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
+    sample = train_ivf(index, vectors, nlist, train_size=train_size, seed=seed) if kind == "ivf" else None
     for start in range(0, rows, add_chunk_rows):
         index.add(np.ascontiguousarray(vectors[start : start + add_chunk_rows], dtype=np.float32))
     calibration: dict = {}
     if kind == "ivf":
-        if nprobe is None:
-            # GPU IVF searches visit at most 2048 lists.
-            max_nprobe = min(nlist, GPU_MAX_NPROBE) if gpu else nlist
-            nprobe, calibration = calibrate_nprobe(
-                index, vectors, max_nprobe, target_recall=target_recall, seed=seed, trained_on=sample
-            )
-        nprobe = max(1, min(int(nprobe), nlist, GPU_MAX_NPROBE if gpu else nlist))
-        set_nprobe(index, nprobe)
+        nprobe, calibration = choose_nprobe(
+            index, vectors, nlist, nprobe, target_recall=target_recall, seed=seed, sample=sample, gpu=gpu
+        )
     if gpu:  # pragma: no cover
         index = faiss.index_gpu_to_cpu(index)
     return BuiltIndex(index=index, kind=kind, nlist=nlist, nprobe=nprobe, calibration=calibration)
+
+
+def check_nlist(nlist: int | None, rows: int) -> int:
+    """``nlist`` (default :func:`default_nlist`), checked to lie between 1 and ``rows``."""
+    nlist = nlist or default_nlist(rows)
+    if not 1 <= nlist <= rows:
+        raise JTCSEError(f"nlist must be between 1 and the number of vectors ({rows}), not {nlist}")
+    return nlist
+
+
+def train_ivf(index: Any, vectors: np.ndarray, nlist: int, *, train_size: int | None = None, seed: int = 0) -> np.ndarray:
+    """Train an IVF ``index``'s k-means on ``train_size`` random rows of ``vectors`` (default ``64·nlist``);
+    returns the (sorted) rows sampled, which calibration keeps its queries out of."""
+    rows = len(vectors)
+    sample = np.sort(np.random.default_rng(seed).choice(rows, size=min(rows, train_size or 64 * nlist), replace=False))
+    index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
+    return sample
+
+
+def choose_nprobe(
+    index: Any,
+    vectors: np.ndarray,
+    nlist: int,
+    nprobe: int | None,
+    *,
+    target_recall: float = DEFAULT_TARGET_RECALL,
+    seed: int = 0,
+    sample: np.ndarray | None = None,
+    gpu: bool = False,
+) -> tuple[int, dict]:
+    """``nprobe`` as given, or calibrated (:func:`calibrate_nprobe`), capped to ``nlist`` (and 2048 on a GPU);
+    set on ``index``. Returns it with the calibration record (empty when given)."""
+    calibration: dict = {}
+    if nprobe is None:
+        # GPU IVF searches visit at most 2048 lists.
+        max_nprobe = min(nlist, GPU_MAX_NPROBE) if gpu else nlist
+        nprobe, calibration = calibrate_nprobe(
+            index, vectors, max_nprobe, target_recall=target_recall, seed=seed, trained_on=sample
+        )
+    nprobe = max(1, min(int(nprobe), nlist, GPU_MAX_NPROBE if gpu else nlist))
+    set_nprobe(index, nprobe)
+    return nprobe, calibration
 
 
 def check_precision(precision: str) -> str:

@@ -1,15 +1,16 @@
 """The on-disk index: a faiss index over an encoded text file, stored in a self-describing directory.
 
-:func:`build_index` encodes the file (:func:`jtcse.search.encode.encode_file`, so an interrupted build resumes),
-builds the faiss index (:mod:`jtcse.search.faiss_index`: flat or IVF, float32/int8/binary) and writes the
-directory; :class:`SearchIndex` loads one, checks it against its manifest and searches it, rescoring a binary
-index's candidates from its int8 vectors on disk. The file on disk is always a CPU index.
+:mod:`jtcse.search.build` writes one (from a text file, or from precomputed embeddings); :class:`SearchIndex`
+loads one, checks it against its manifest and searches it, rescoring a binary index's candidates from its int8
+vectors on disk. The file on disk is always a CPU index.
 
-Index directory (format version 2; version 1 directories still load as float32 without a texts check)::
+Index directory (format version 3; versions 1-2 still load: 1 as float32 without a texts check, and an IVF
+index of version 2 holds its lists inside ``index.faiss``)::
 
     manifest.json   format, format_version, model, dim, normalized, kind, precision, nlist, nprobe, rows,
                     texts_bytes, texts_sha256, source...
     index.faiss     the faiss index (CPU form; a binary index for precision "binary")
+    index.ivfdata   kind "ivf": its inverted lists (faiss OnDiskInvertedLists), memory-mapped when loaded
     rescore.npy     precision "binary" only: int8 vectors for rescoring (memory-mapped, read per candidate)
     rescore_ranges.npy  their per-dimension (min, max), the int8 quantization ranges
     texts.txt       a copy of the corpus's non-empty lines, stripped, one per line
@@ -24,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,16 +32,10 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import atomic_write_text, locks_output
-from jtcse.search.encode import encode_file, model_identity, output_files, resolve_model
+from jtcse.search.encode import model_identity, resolve_model
 from jtcse.search.faiss_index import (
-    DEFAULT_IVF_THRESHOLD,
     DEFAULT_RESCORE_MULTIPLIER,
-    DEFAULT_TARGET_RECALL,
     GPU_MAX_NPROBE,
-    BuiltIndex,
-    build_faiss_index,
-    build_quantized_index,
     check_precision,
     import_faiss,
     int8_ranges,
@@ -49,12 +43,13 @@ from jtcse.search.faiss_index import (
     set_nprobe,
     want_gpu,
 )
-from jtcse.search.lines import ROW_DTYPE, count_rows, iter_chunks, read_line_at
+from jtcse.search.lines import read_line_at
 
 INDEX_FORMAT = "jtcse-index"
-INDEX_FORMAT_VERSION = 2
+INDEX_FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 INDEX_FILE = "index.faiss"
+IVF_DATA_FILE = "index.ivfdata"
 TEXTS_FILE = "texts.txt"
 ROWS_FILE = "rows.npy"
 RESCORE_FILE = "rescore.npy"
@@ -163,15 +158,18 @@ class SearchIndex:
         self.dir = Path(index_dir)
         self.manifest = read_manifest(self.dir)
         faiss = import_faiss()
-        for name in (INDEX_FILE, TEXTS_FILE, ROWS_FILE):
+        on_disk = self.manifest.kind == "ivf" and self.manifest.format_version >= 3
+        for name in (INDEX_FILE, TEXTS_FILE, ROWS_FILE) + ((IVF_DATA_FILE,) if on_disk else ()):
             if not (self.dir / name).is_file():
                 raise JTCSEError(f"Index {self.dir} is missing {name}; rebuild it with `jtcse index build`.")
         self._check_texts()
         check_precision(self.manifest.precision)
         binary = self.manifest.precision == "binary"
         try:
-            reader = faiss.read_index_binary if binary else faiss.read_index
-            self.index = reader(str(self.dir / INDEX_FILE))
+            if binary:
+                self.index = faiss.read_index_binary(str(self.dir / INDEX_FILE))
+            else:  # on-disk inverted lists are looked for beside index.faiss, wherever the folder was moved
+                self.index = faiss.read_index(str(self.dir / INDEX_FILE), faiss.IO_FLAG_ONDISK_SAME_DIR)
         except RuntimeError as err:
             raise JTCSEError(f"Cannot read {self.dir / INDEX_FILE} (corrupt or truncated?): {str(err).splitlines()[0]}") from None
         index_dim = self.index.d if not binary else self.manifest.dim + (-self.manifest.dim) % 8
@@ -342,152 +340,3 @@ class SearchIndex:
                     hits.append(Hit(rank, score, row, int(record["line"]), read_line_at(handle, record["offset"])))
                 results.append(hits)
         return results
-
-
-def _copy_texts(source: Path, index_dir: Path, rows: int, chunk_size: int) -> None:
-    """Write the non-empty lines of ``source`` to texts.txt and their (line, offset) to rows.npy."""
-    from numpy.lib.format import open_memmap
-
-    table = open_memmap(index_dir / ROWS_FILE, mode="w+", dtype=ROW_DTYPE, shape=(rows,))
-    done = 0
-    position = 0
-    with (index_dir / TEXTS_FILE).open("wb") as out:
-        for chunk in iter_chunks(source, chunk_size):
-            encoded = [(text + "\n").encode("utf-8") for text in chunk.texts]
-            lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
-            block = table[done : done + len(encoded)]
-            block["line"] = chunk.rows["line"]
-            block["offset"] = position + np.concatenate(([0], np.cumsum(lengths)[:-1]))
-            out.write(b"".join(encoded))
-            position += int(lengths.sum())
-            done += len(encoded)
-    if done != rows:
-        raise JTCSEError(f"{source} changed while the index was being built; build again with --overwrite.")
-    table.flush()
-    del table
-
-
-@locks_output("index_dir")  # one build per index folder
-def build_index(
-    model: Any,
-    input_path: str | Path,
-    index_dir: str | Path,
-    *,
-    model_name: str | None = None,
-    normalize: bool = True,
-    batch_size: int = 64,
-    chunk_size: int = 8192,
-    ivf_threshold: int = DEFAULT_IVF_THRESHOLD,
-    nlist: int | None = None,
-    nprobe: int | None = None,
-    target_recall: float = DEFAULT_TARGET_RECALL,
-    train_size: int | None = None,
-    use_gpu: bool | None = None,
-    device: str | None = None,
-    keep_embeddings: bool = False,
-    overwrite: bool = False,
-    show_progress: bool = True,
-    seed: int = 0,
-    precision: str = "float32",
-    rescore_multiplier: int = DEFAULT_RESCORE_MULTIPLIER,
-) -> SearchIndex:
-    """Encode ``input_path`` (one sentence per line) and write a searchable index directory.
-
-    Encoding goes to ``index_dir/embeddings.npy`` through :func:`encode_file` (``reuse=True``), so an interrupted
-    build resumes and finished embeddings are not encoded again; that file is removed at the end unless
-    ``keep_embeddings``. The manifest is written last:
-    a directory without one is not (yet) an index. ``precision`` "int8"/"binary" quantizes the corpus
-    (exact search; binary rescores ``rescore_multiplier × k`` Hamming candidates with the float query
-    against their int8 vectors in ``rescore.npy``).
-    """
-    check_precision(precision)
-    if rescore_multiplier < 1:
-        raise JTCSEError(f"rescore_multiplier must be at least 1, not {rescore_multiplier}")
-    started = time.perf_counter()
-    index_dir = Path(index_dir)
-    input_path = Path(input_path)
-    if not input_path.is_file():
-        raise JTCSEError(f"Input file not found: {input_path}")
-    model, identity = resolve_model(model, model_name, device)
-    if (index_dir / MANIFEST).exists():
-        if not overwrite:
-            raise JTCSEError(f"{index_dir} already holds an index; pass --overwrite to rebuild it.")
-        _require_jtcse_index(index_dir)  # only ever delete what is recognisably a jtcse index
-        count_rows(input_path)  # a bad input must not cost the user the old index
-    embeddings = index_dir / EMBEDDINGS_FILE
-    if overwrite:
-        for name in (MANIFEST, INDEX_FILE, TEXTS_FILE, ROWS_FILE, RESCORE_FILE, RANGES_FILE):
-            (index_dir / name).unlink(missing_ok=True)
-        for path in output_files(embeddings):
-            path.unlink(missing_ok=True)
-    index_dir.mkdir(parents=True, exist_ok=True)
-    # An earlier, interrupted build left embeddings: encode_file reuses them if finished, resumes them if
-    # not, and starts over only if they were made with other settings.
-    encoded = encode_file(
-        model,
-        input_path,
-        embeddings,
-        batch_size=batch_size,
-        chunk_size=chunk_size,
-        normalize=normalize,
-        show_progress=show_progress,
-        model_name=identity,
-        reuse=True,
-    )
-    _copy_texts(input_path, index_dir, encoded.rows, chunk_size)
-    texts_bytes, texts_sha256 = file_digest(index_dir / TEXTS_FILE)
-    vectors = np.load(embeddings, mmap_mode="r")
-    if precision == "float32":
-        built = build_faiss_index(
-            vectors,
-            ivf_threshold=ivf_threshold,
-            nlist=nlist,
-            nprobe=nprobe,
-            target_recall=target_recall,
-            train_size=train_size,
-            seed=seed,
-            use_gpu=use_gpu,
-        )
-        import_faiss().write_index(built.index, str(index_dir / INDEX_FILE))
-    else:
-        quantized = build_quantized_index(vectors, precision, seed=seed)
-        built = BuiltIndex(index=quantized, kind="flat")
-        if precision == "binary":
-            import_faiss().write_index_binary(quantized, str(index_dir / INDEX_FILE))
-            np.save(index_dir / RANGES_FILE, write_rescore_vectors(vectors, index_dir / RESCORE_FILE))
-        else:
-            import_faiss().write_index(quantized, str(index_dir / INDEX_FILE))
-    del vectors
-    if not keep_embeddings:
-        for path in output_files(embeddings):
-            path.unlink(missing_ok=True)
-    manifest = IndexManifest(
-        model=identity,
-        dim=encoded.dim,
-        normalized=normalize,
-        kind=built.kind,
-        rows=encoded.rows,
-        nlist=built.nlist,
-        nprobe=built.nprobe,
-        source=str(input_path.resolve()),
-        empty_lines=encoded.empty_lines,
-        precision=precision,
-        rescore_multiplier=int(rescore_multiplier) if precision == "binary" else None,
-        rescore_precision="int8" if precision == "binary" else None,
-        texts_bytes=texts_bytes,
-        texts_sha256=texts_sha256,
-        calibration={**built.calibration, "build_seconds": round(time.perf_counter() - started, 3)},
-    )
-    atomic_write_text(index_dir / MANIFEST, json.dumps(manifest.to_dict(), indent=2) + "\n")
-    index = SearchIndex(index_dir, use_gpu=use_gpu)
-    index._models[identity] = model
-    return index
-
-
-def _require_jtcse_index(index_dir: Path) -> None:
-    try:
-        data = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        data = None
-    if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
-        raise JTCSEError(f"{index_dir} has a {MANIFEST} that is not a jtcse index's; not deleting it.")

@@ -115,7 +115,8 @@ class ChunkSpan:
     def read(self, path: str | Path) -> LineChunk:
         """The chunk's rows, checked against the span (a file edited since the span was made is an error)."""
         chunk = next(iter_chunks(path, self.rows, start_byte=self.start_byte, start_line=self.start_line), None)
-        if chunk is None or len(chunk.texts) != self.rows or chunk.end_byte != self.end_byte:
+        # (the last chunk of a sequential read also took in the blank lines after it: end_byte may lie past ours)
+        if chunk is None or len(chunk.texts) != self.rows or chunk.end_byte > self.end_byte:
             raise JTCSEError(f"{path} changed while it was being encoded; run again with --overwrite.")
         return chunk
 

@@ -7,6 +7,9 @@ order. Two things are added around the pool, nothing inside it:
 
 * threads: each worker gets ``cores // processes`` OpenMP/MKL threads (the environment a spawned worker
   starts with), so N CPU workers do not each start one thread per core and fight over them;
+* jtcse's own modules (twins, ensembles): their classes are named ``twin.TwinTowers`` / ``ensemble.Ensemble``
+  so that a checkpoint opens without jtcse (:mod:`jtcse.modeling.portable`), which is not a module pickle can
+  import in a worker; they are sent by their jtcse module path instead (``ForkingPickler.register``);
 * orphans: the workers block on their queue forever if the parent is killed (SIGKILL, the OOM killer) and
   would hold their memory (or GPU) until someone notices. A tiny watchdog process kills them when the
   parent is gone.
@@ -14,6 +17,7 @@ order. Two things are added around the pool, nothing inside it:
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
@@ -88,12 +92,59 @@ def _environment(**values: str) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def _rebuild(module: str, name: str) -> Any:
+    cls = getattr(importlib.import_module(module), name)
+    return cls.__new__(cls)
+
+
+def _class_path(cls: type) -> tuple[str, str]:
+    """Where ``cls`` can be imported from: a portable class's ``source_module``, else its own module."""
+    return getattr(cls, "source_module", cls.__module__), cls.__name__
+
+
+def _import_classes(paths: dict) -> dict:
+    return {key: getattr(importlib.import_module(module), name) for key, (module, name) in paths.items()}
+
+
+def _reduce_portable(obj: Any) -> tuple:
+    """Pickle a :func:`~jtcse.modeling.portable.portable` module by its class's import path."""
+    return _rebuild, _class_path(type(obj)), obj.__getstate__()
+
+
+def _reduce_model(model: Any) -> tuple:
+    """Pickle a SentenceTransformer whose loader resolved jtcse classes (``_module_classes``, a mapping of
+    ``twin.TwinTowers`` to the class) with that mapping as import paths."""
+    state = dict(model.__getstate__())
+    if state.get("_module_classes"):
+        classes = {key: _class_path(cls) for key, cls in state.pop("_module_classes").items()}
+        return _rebuild_model, (*_class_path(type(model)), classes), state
+    return _rebuild, _class_path(type(model)), state
+
+
+def _rebuild_model(module: str, name: str, classes: dict) -> Any:
+    model = _rebuild(module, name)
+    model._module_classes = _import_classes(classes)
+    return model
+
+
+def _register_for_pool(model: Any) -> None:
+    """Let the spawn pickler send ``model`` (and the jtcse modules in it) to a worker, which imports jtcse."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from jtcse.modeling.checkpoint_code import portable_classes
+
+    for cls in portable_classes():
+        ForkingPickler.register(cls, _reduce_portable)
+    ForkingPickler.register(type(model), _reduce_model)
+
+
 @contextmanager
 def encode_pool(model: Any, devices: list[str]) -> Iterator[dict]:
     """A started multi-process pool of ``model`` on ``devices`` (``model.encode(..., pool=pool)``), stopped on exit.
 
     ``start_multi_process_pool`` leaves the model on the CPU, in shared memory (the CPU workers share its weights).
     """
+    _register_for_pool(model)
     threads = str(threads_per_worker(len(devices)))
     with _environment(**dict.fromkeys(_THREAD_VARIABLES, threads)):  # spawned workers read these as they start
         pool = model.start_multi_process_pool(list(devices))

@@ -26,7 +26,10 @@ the output and the model must be at the same path on every node (a shared filesy
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
+import sys
 from collections.abc import Iterator
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -108,40 +111,55 @@ def encode_spans(
     if not spans:
         return
     ray = import_ray()
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(include_dashboard=False, logging_level="WARNING")
-    try:
-        ray.data.DataContext.get_current().enable_progress_bars = False  # the driver's own bar counts parts
-        if not show_progress:
-            logging.getLogger("ray.data").setLevel(logging.WARNING)
-        pool = ray.data.ActorPoolStrategy(size=engine.actors) if engine.actors else ray.data.ActorPoolStrategy(min_size=1)
-        dataset = ray.data.from_items([asdict(span) for span in spans]).map_batches(
-            ChunkEncoder,
-            fn_constructor_kwargs=dict(
+    # Ray prints its workers' and raylet's lines (a worker that died, a retry) to stdout, some of them as late as
+    # ray.shutdown(): they go to stderr, stdout is the command's own (the JSON summary).
+    with contextlib.redirect_stdout(sys.stderr):
+        started_here = not ray.is_initialized()
+        if started_here:
+            ray.init(include_dashboard=False, logging_level="WARNING")
+        try:
+            yield from _run(ray, spans, engine, show_progress, dict(
                 model=model, input_path=str(Path(input_path).resolve()), folder=str(Path(folder).resolve()), info=info,
                 dtype=dtype, dim=dim, batch_size=batch_size, normalize=normalize,
-            ),
-            batch_size=1,
-            batch_format="numpy",
-            compute=pool,
-            num_gpus=engine.gpus_per_actor or None,
-            num_cpus=engine.cpus_per_actor,
-        )  # fmt: skip
-        try:
-            for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-                for start, rows, width in zip(batch["start_row"], batch["rows"], batch["dim"]):
-                    yield int(start), int(rows), int(width)
-        except Exception as err:  # noqa: BLE001 - a failed Ray job, said in one line with its cause
-            raise JTCSEError(f"The Ray job failed: {_root_cause(err)}. The parts already written are kept: run again to resume.") from err
-    finally:
-        if started_here:
-            ray.shutdown()
+            ))  # fmt: skip
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+def _run(ray: Any, spans: list[ChunkSpan], engine: Any, show_progress: bool, arguments: dict) -> Iterator[tuple[int, int, int]]:
+    ray.data.DataContext.get_current().enable_progress_bars = False  # the driver's own bar counts parts
+    if not show_progress:
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
+    pool = ray.data.ActorPoolStrategy(size=engine.actors) if engine.actors else ray.data.ActorPoolStrategy(min_size=1)
+    dataset = ray.data.from_items([asdict(span) for span in spans]).map_batches(
+        ChunkEncoder,
+        fn_constructor_kwargs=arguments,
+        batch_size=1,
+        batch_format="numpy",
+        compute=pool,
+        num_gpus=engine.gpus_per_actor or None,
+        num_cpus=engine.cpus_per_actor,
+    )
+    try:
+        for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+            for start, rows, width in zip(batch["start_row"], batch["rows"], batch["dim"]):
+                yield int(start), int(rows), int(width)
+    except Exception as err:  # noqa: BLE001 - a failed Ray job, said in one line with its cause
+        raise JTCSEError(
+            f"The Ray job failed ({_root_cause(err)}); the parts already written are kept: run again to resume."
+        ) from err
 
 
 def _root_cause(err: BaseException) -> str:
-    """The innermost error of a Ray failure (Ray wraps a worker's exception in its own), as one line."""
-    while err.__cause__ is not None or getattr(err, "cause", None) is not None:
-        err = err.__cause__ or err.cause
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[-1] if text else ''}".rstrip(": ")
+    """The innermost error of a Ray failure that says something, as one line (Ray wraps a worker's exception,
+    traceback included, in exceptions of its own)."""
+    chain = []
+    while err is not None and err not in chain:
+        chain.append(err)
+        err = err.__cause__ or getattr(err, "cause", None)
+    for error in reversed(chain):
+        lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines() if line.strip()]
+        if lines:
+            return lines[-1] if len(lines) > 1 else f"{type(error).__name__}: {lines[0]}"
+    return type(chain[-1]).__name__

@@ -16,6 +16,7 @@ several writers (Ray actors) fill one folder and a rerun keep the parts already 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -138,32 +139,46 @@ def check_tiling(folder: Path, rows: int) -> list[Path]:
 
 
 class NpySink:
-    """Rows go straight into memory-mapped ``.npy`` files of their final size."""
+    """Rows are written in place into ``.npy`` files of their final size (``os.pwrite`` at each row's offset,
+    then ``fsync``): nothing is memory-mapped, so the process's memory does not grow with the output."""
 
     def __init__(self, output: Path, rows: int, dim: int, dtype: str, resume: bool, info: dict):
         from numpy.lib.format import open_memmap
 
-        mode = "r+" if resume else "w+"
-        kwargs = {} if resume else {"dtype": dtype, "shape": (rows, dim)}
-        self.vectors = open_memmap(output, mode=mode, **kwargs)
-        row_kwargs = {} if resume else {"dtype": ROW_DTYPE, "shape": (rows,)}
-        self.rows = open_memmap(rows_path_for(output), mode=mode, **row_kwargs)
-        if self.vectors.shape != (rows, dim) or self.rows.shape != (rows,):
+        self.files = {"vectors": output, "rows": rows_path_for(output)}
+        if not resume:  # allocate both files (headers, final sizes; the maps are dropped at once, no data touched)
+            open_memmap(output, mode="w+", dtype=dtype, shape=(rows, dim))
+            open_memmap(self.files["rows"], mode="w+", dtype=ROW_DTYPE, shape=(rows,))
+        self.layout = {name: npy_layout(path) for name, path in self.files.items()}
+        expected = {"vectors": ((rows, dim), np.dtype(dtype)), "rows": ((rows,), ROW_DTYPE)}
+        if any(self.layout[name][1:] != expected[name] for name in self.files):
             raise JTCSEError(f"{output} does not have the shape its progress file promises; pass --overwrite.")
+        self.handles = {name: os.open(path, os.O_RDWR) for name, path in self.files.items()}
 
     @staticmethod
     def can_resume(output: Path) -> bool:
         return output.is_file() and rows_path_for(output).is_file()
 
     def write(self, start: int, chunk: LineChunk, vectors: np.ndarray) -> None:
-        stop = start + len(chunk.texts)
-        self.vectors[start:stop] = vectors
-        self.rows[start:stop] = chunk.rows
-        self.vectors.flush()
-        self.rows.flush()
+        for name, values in (("vectors", vectors), ("rows", chunk.rows)):
+            offset, _, dtype = self.layout[name]
+            data = np.ascontiguousarray(values, dtype=dtype)
+            row_bytes = data.nbytes // max(len(data), 1)
+            os.pwrite(self.handles[name], data.tobytes(), offset + start * row_bytes)
+            os.fsync(self.handles[name])
 
     def finish(self) -> None:
-        del self.vectors, self.rows
+        for handle in self.handles.values():
+            os.close(handle)
+        self.handles = {}
+
+
+def npy_layout(path: Path) -> tuple[int, tuple, np.dtype]:
+    """(byte offset of the data, shape, dtype) of a C-ordered ``.npy`` file (its header only is read)."""
+    mapped = np.load(path, mmap_mode="r")
+    if not mapped.flags.c_contiguous:
+        raise JTCSEError(f"{path} is not a C-ordered array; pass --overwrite.")
+    return mapped.offset, mapped.shape, mapped.dtype
 
 
 class ParquetSink:
