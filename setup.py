@@ -4,6 +4,7 @@ from setuptools import find_packages, setup
 
 # jtcse export --format openvino: sentence-transformers' OpenVINO backend (Optimum Intel). optimum-intel 2.2 is the
 # first release that installs beside transformers 5.3+ (2.0/2.1 pin safetensors<0.8); it caps transformers <5.6.
+RAY = "ray[data]>=2.40"
 OPENVINO = ["sentence-transformers[openvino]>=6.2,<7", "optimum-intel[openvino]>=2.2"]
 
 setup(
@@ -44,7 +45,9 @@ setup(
         "openvino": OPENVINO,
         "openvino-tests": ["pytest>=8", *OPENVINO],  # scripts/test.sh --export: the export tests' own virtualenv
         "rtt": ["googletrans>=4.0.2", "httpx>=0.27", "sentencepiece"],
-        "dev": ["pytest>=8", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography"],
+        # jtcse encode --engine ray: Ray Data (map_batches over an actor pool; ActorPoolStrategy(size=...)).
+        "ray": [RAY],
+        "dev": ["pytest>=8", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography", RAY],
     },
     entry_points={"console_scripts": ["jtcse=jtcse.cli:main"]},
 )

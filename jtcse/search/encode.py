@@ -197,7 +197,9 @@ def encode_file(
     if workers is not None and device is not None:
         raise JTCSEError("Give --device (one process) or --devices/--processes (several), not both.")
     if engine is not None:
-        _check_ray_request(model, fmt, device, workers)
+        from jtcse.search.ray_encode import check_request
+
+        check_request(model, fmt, device, workers)
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
     identity = model_name_of(model, model_name)
@@ -366,22 +368,6 @@ def _advance_prefix(meta: dict, done: dict[int, int], spans: list, position: dic
             next_byte=following.start_byte if following else last.end_byte,
             next_line=following.start_line if following else meta["next_line"],
         )
-
-
-def _check_ray_request(model: Any, fmt: str, device: str | None, workers: list[str] | None) -> None:
-    if fmt == "npy":
-        raise JTCSEError("--engine ray writes parquet: give -o FILE.parquet or a folder for parquet shards, not .npy.")
-    if device is not None or workers is not None:
-        raise JTCSEError(
-            "--engine ray places its own actors: use --actors and --gpus-per-actor, not --device/--devices/--processes."
-        )
-    if not isinstance(model, (str, os.PathLike)):
-        raise JTCSEError("--engine ray loads the model in every actor: give its name or path, not a loaded model.")
-    path = Path(model).expanduser()
-    if not path.exists() and (path.is_absolute() or str(model).startswith((".", "~"))):
-        from jtcse.errors import ModelNotFoundError
-
-        raise ModelNotFoundError(f"model not found: {path} (give a sentence-transformers directory).")
 
 
 def _check_dim(meta: dict, st_model: Any, identity: str, output: Path) -> None:

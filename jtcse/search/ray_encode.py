@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from jtcse.errors import JTCSEError
+from jtcse.errors import JTCSEError, ModelNotFoundError
 from jtcse.locking import crash_point
 from jtcse.search.lines import ChunkSpan
 from jtcse.search.sinks import PartWriter
@@ -53,6 +54,21 @@ def import_ray():
     except ImportError:
         raise JTCSEError("--engine ray needs Ray Data: pip install 'jtcse[ray]' (ray[data]).") from None
     return ray
+
+
+def check_request(model: Any, fmt: str, device: str | None, workers: list[str] | None) -> None:
+    """Refuse, before anything runs, what the Ray engine cannot do (an .npy output, devices, a loaded model)."""
+    if fmt == "npy":
+        raise JTCSEError("--engine ray writes parquet: give -o FILE.parquet or a folder for parquet shards, not .npy.")
+    if device is not None or workers is not None:
+        raise JTCSEError(
+            "--engine ray places its own actors: use --actors and --gpus-per-actor, not --device/--devices/--processes."
+        )
+    if not isinstance(model, (str, os.PathLike)):
+        raise JTCSEError("--engine ray loads the model in every actor: give its name or path, not a loaded model.")
+    path = Path(model).expanduser()
+    if not path.exists() and (path.is_absolute() or str(model).startswith((".", "~"))):
+        raise ModelNotFoundError(f"model not found: {path} (give a sentence-transformers directory).")
 
 
 class ChunkEncoder:

@@ -159,7 +159,9 @@ def _one(path: Path) -> Shard | list[Shard]:
 
 class ShardVectors:
     """The rows of several shards as one read-only ``(rows, dim)`` float32 array: ``view[a:b]`` and
-    ``view[row_numbers]`` read just those rows. ``normalize`` scales rows of unnormalised shards to unit length."""
+    ``view[row_numbers]`` read just those rows, each row group or run of rows once, into the array returned
+    (no memory map, no cache: memory holds what was asked for). ``normalize`` scales rows of unnormalised
+    shards to unit length."""
 
     dtype = np.dtype(np.float32)
 
@@ -168,7 +170,6 @@ class ShardVectors:
         self.normalize = normalize
         self.starts = np.cumsum([0] + [shard.rows for shard in shards])
         self.shape = (int(self.starts[-1]), shards[0].dim)
-        self._cached: tuple[Path, int, np.ndarray] | None = None  # the last parquet row group read
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -178,62 +179,73 @@ class ShardVectors:
             start, stop, step = key.indices(len(self))
             if step != 1:
                 raise ValueError("ShardVectors slices take no step")
-            return self._gather(np.arange(start, max(start, stop)))
-        return self._gather(np.asarray(key, dtype=np.int64).reshape(-1))
+            return self._sorted(np.arange(start, max(start, stop)))
+        rows = np.asarray(key, dtype=np.int64).reshape(-1)
+        if len(rows) and np.all(np.diff(rows) > 0):
+            return self._sorted(rows)
+        wanted, where = np.unique(rows, return_inverse=True)
+        return self._sorted(wanted)[where.reshape(-1)]
 
-    def _gather(self, rows: np.ndarray) -> np.ndarray:
+    def _sorted(self, rows: np.ndarray) -> np.ndarray:
+        """Rows given in increasing order, without repeats."""
         out = np.empty((len(rows), self.shape[1]), dtype=np.float32)
         if len(rows) == 0:
             return out
-        if rows.min() < 0 or rows.max() >= len(self):
+        if rows[0] < 0 or rows[-1] >= len(self):
             raise IndexError(f"row out of range 0..{len(self) - 1}")
-        which = np.searchsorted(self.starts, rows, side="right") - 1
-        for number in np.unique(which):
-            mask = which == number
-            shard = self.shards[number]
-            block = self._read(shard, rows[mask] - self.starts[number])
-            if self.normalize and not shard.normalized:
-                norms = np.linalg.norm(block, axis=1, keepdims=True)
-                block = block / np.where(norms == 0, 1, norms)
-            out[mask] = block
-        return out
-
-    def _read(self, shard: Shard, local: np.ndarray) -> np.ndarray:
-        return self._read_npy(shard, local) if shard.kind == "npy" else self._read_parquet(shard, local)
-
-    @staticmethod
-    def _read_npy(shard: Shard, local: np.ndarray) -> np.ndarray:
-        """Rows ``local`` of an ``.npy`` shard, read run by run with plain reads (no memory map, whose pages
-        would count in the process's memory for as long as it lives)."""
-        offset, _, dtype = npy_layout(shard.path)
-        row_bytes = shard.dim * dtype.itemsize
-        wanted, where = np.unique(local, return_inverse=True)
-        breaks = np.flatnonzero(np.diff(wanted) != 1) + 1
-        blocks = []
-        with shard.path.open("rb") as handle:
-            for run in np.split(wanted, breaks):
-                handle.seek(offset + int(run[0]) * row_bytes)
-                blocks.append(np.frombuffer(handle.read(len(run) * row_bytes), dtype=dtype).reshape(len(run), shard.dim))
-        return np.concatenate(blocks).astype(np.float32, copy=False)[where.reshape(-1)]
-
-    def _read_parquet(self, shard: Shard, local: np.ndarray) -> np.ndarray:
-        import pyarrow.parquet as pq
-
-        handle = pq.ParquetFile(shard.path)
-        meta = handle.metadata
-        group_starts = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
-        groups = np.searchsorted(group_starts, local, side="right") - 1
-        out = np.empty((len(local), shard.dim), dtype=np.float32)
-        for group in np.unique(groups):
-            if self._cached is not None and self._cached[:2] == (shard.path, int(group)):
-                block = self._cached[2]
+        bounds = np.searchsorted(rows, self.starts)
+        for number, shard in enumerate(self.shards):
+            low, high = bounds[number], bounds[number + 1]
+            if low == high:
+                continue
+            target = out[low:high]
+            local = rows[low:high] - self.starts[number]
+            if shard.kind == "npy":
+                _read_npy_into(shard, local, target)
             else:
-                column = handle.read_row_group(int(group), columns=["embedding"]).column("embedding").combine_chunks()
-                block = column.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, shard.dim)
-                self._cached = (shard.path, int(group), block)
-            mask = groups == group
-            out[mask] = block[local[mask] - group_starts[group]]
+                _read_parquet_into(shard, local, target)
+            if self.normalize and not shard.normalized:
+                norms = np.linalg.norm(target, axis=1)
+                target /= np.where(norms == 0, 1, norms)[:, None]
         return out
+
+
+def _read_npy_into(shard: Shard, local: np.ndarray, target: np.ndarray) -> None:
+    """Rows ``local`` (increasing) of an ``.npy`` shard into ``target``, run by run with plain reads."""
+    offset, _, dtype = npy_layout(shard.path)
+    row_bytes = shard.dim * dtype.itemsize
+    runs = np.split(np.arange(len(local)), np.flatnonzero(np.diff(local) != 1) + 1)
+    with shard.path.open("rb") as handle:
+        for run in runs:
+            handle.seek(offset + int(local[run[0]]) * row_bytes)
+            data = handle.read(len(run) * row_bytes)
+            target[run[0] : run[-1] + 1] = np.frombuffer(data, dtype=dtype).reshape(len(run), shard.dim)
+
+
+def _read_parquet_into(shard: Shard, local: np.ndarray, target: np.ndarray) -> None:
+    """Rows ``local`` (increasing) of a parquet shard into ``target``, each row group holding some read once;
+    pyarrow's pool is asked to give the memory back after each."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(shard.path)
+    meta = handle.metadata
+    group_starts = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+    bounds = np.searchsorted(local, group_starts)
+    for group in range(meta.num_row_groups):
+        low, high = bounds[group], bounds[group + 1]
+        if low == high:
+            continue
+        column = handle.read_row_group(group, columns=["embedding"]).column("embedding")
+        position = 0
+        for piece in column.chunks:  # usually one
+            values = piece.values.to_numpy(zero_copy_only=False).reshape(-1, shard.dim)
+            wanted = local[low:high] - group_starts[group] - position
+            inside = (wanted >= 0) & (wanted < len(values))
+            target[low:high][inside] = values[wanted[inside]]
+            position += len(values)
+        del column, piece, values
+        pa.default_memory_pool().release_unused()
 
 
 def iter_texts(shards: list[Shard]) -> Iterator[tuple[list[str], np.ndarray]]:
