@@ -89,6 +89,7 @@ def test_chunk_spans_read_back_as_one_sequential_reader(corpus):
 # ------------------------------------------------------------------ several processes on one machine
 
 
+@pytest.mark.slow  # two worker processes import torch
 def test_two_processes_give_the_one_process_vectors_in_order(twin_dir, corpus, tmp_path):
     expected, rows = one_process(twin_dir, corpus, tmp_path / "one.npy")
     result = encode_file(twin_dir, corpus, tmp_path / "two", chunk_size=4, processes=2, show_progress=False)
@@ -133,6 +134,7 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.mark.slow  # Ray actors import torch
 def test_ray_twin_shards_match_one_process_in_order_and_value(ray_local, twin_dir, corpus, tmp_path):
     expected, rows = one_process(twin_dir, corpus, tmp_path / "one.npy")
     out = tmp_path / "shards"
@@ -149,6 +151,7 @@ def test_ray_twin_shards_match_one_process_in_order_and_value(ray_local, twin_di
         encode_file(twin_dir, corpus, out, chunk_size=4, engine=RayEngine(actors=2), show_progress=False)
 
 
+@pytest.mark.slow  # Ray actors import torch
 def test_ray_ensemble_to_one_parquet_file(ray_local, ensemble_dir, corpus, tmp_path):
     expected, _ = one_process(ensemble_dir, corpus, tmp_path / "one.npy", normalize=True)
     out = tmp_path / "ens.parquet"
@@ -158,6 +161,7 @@ def test_ray_ensemble_to_one_parquet_file(ray_local, ensemble_dir, corpus, tmp_p
     np.testing.assert_allclose(vectors, expected, atol=1e-6)
 
 
+@pytest.mark.slow  # Ray actors import torch
 def test_ray_keeps_the_parts_an_interrupted_run_wrote(ray_local, tiny_bert, corpus, tmp_path):
     out = tmp_path / "shards"
 
@@ -178,6 +182,7 @@ def test_ray_keeps_the_parts_an_interrupted_run_wrote(ray_local, tiny_bert, corp
     np.testing.assert_allclose(read_table(out)[0], expected, atol=1e-6)
 
 
+@pytest.mark.slow  # Ray actors import torch
 def test_a_failed_ray_job_is_loud_and_never_marked_finished(ray_local, corpus, tmp_path):
     not_a_model = tmp_path / "not-a-model"
     not_a_model.mkdir()

@@ -45,7 +45,7 @@ def encode(
 
     OUT.json (a shards folder: OUT/_jtcse.json) records model, settings and progress: if a run is interrupted, run the same command again and it resumes after the last finished chunk.
 
-    Every device of a machine: --devices cuda:0,cuda:1, or --processes N on the CPU. A Ray cluster: --engine ray (pip install 'jtcse[ray]').
+    Every device of a machine: --devices cuda:0,cuda:1, or --processes N on the CPU. A Ray cluster: --engine ray (it needs the ray extra of jtcse, i.e. Ray Data).
 
     Example: jtcse encode ./my-model -i corpus.txt -o corpus.npy --normalize --fp16
     """

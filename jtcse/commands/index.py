@@ -81,8 +81,6 @@ def build(
             raise JTCSEError(f"--embeddings are already encoded (the model is theirs): drop {', '.join(given)}.")
         built = build_index_from_embeddings(embeddings, output, **shared)
     else:
-        if not input.is_file():
-            raise JTCSEError(f"Input file not found: {input}")
         built = build_index(
             resolve_source(model), input, output, batch_size=batch_size, chunk_size=chunk_size, device=device,
             devices=devices, processes=processes, keep_embeddings=keep_embeddings, show_progress=progress, **shared,

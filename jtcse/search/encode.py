@@ -252,7 +252,7 @@ def _encode_here(model, identity, input_path, output, fmt, meta, *, fresh, overw
     """One process, or a multi-process pool on this machine: chunks in order, progress after each."""
     from tqdm.auto import tqdm
 
-    from jtcse.search.pool import encode_pool
+    from jtcse.search.pool import encode_pool, pool_encode
 
     if fresh:
         counted = count_rows(input_path)
@@ -276,14 +276,11 @@ def _encode_here(model, identity, input_path, output, fmt, meta, *, fresh, overw
         for chunk in iter_chunks(input_path, chunk_size, start_byte=meta["next_byte"], start_line=meta["next_line"]):
             if meta["rows_done"] + len(chunk.texts) > meta["rows"]:
                 raise JTCSEError(f"{input_path} grew while it was being encoded; run again with --overwrite.")
-            vectors = st_model.encode(
-                chunk.texts,
-                batch_size=batch_size,
-                normalize_embeddings=normalize,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-                pool=pool,
-            )
+            settings = dict(batch_size=batch_size, normalize_embeddings=normalize, convert_to_numpy=True, show_progress_bar=False)
+            if pool is None:
+                vectors = st_model.encode(chunk.texts, **settings)
+            else:
+                vectors = pool_encode(st_model, chunk.texts, pool, **settings)
             if vectors.shape[-1] != meta["dim"]:
                 raise JTCSEError(f"{identity} returned {vectors.shape[-1]}-d vectors, expected {meta['dim']}-d.")
             sink.write(meta["rows_done"], chunk, vectors.astype(meta["dtype"], copy=False))

@@ -10,6 +10,11 @@ order. Two things are added around the pool, nothing inside it:
 * jtcse's own modules (twins, ensembles): their classes are named ``twin.TwinTowers`` / ``ensemble.Ensemble``
   so that a checkpoint opens without jtcse (:mod:`jtcse.modeling.portable`), which is not a module pickle can
   import in a worker; they are sent by their jtcse module path instead (``ForkingPickler.register``);
+* the split: sentence-transformers cuts a list into pieces in the order given, and each worker sorts its
+  piece by length before batching; a piece of a few hundred sentences of mixed lengths pads every batch to
+  its longest sentence (measured: a third of the speed lost on wiki sentences). :func:`pool_encode` sorts the
+  chunk by length first, so each piece holds sentences of similar length, longest pieces first (the workers
+  that finish early take the next), and puts the vectors back in order;
 * orphans: the workers block on their queue forever if the parent is killed (SIGKILL, the OOM killer) and
   would hold their memory (or GPU) until someone notices. A tiny watchdog process kills them when the
   parent is gone.
@@ -18,6 +23,7 @@ order. Two things are added around the pool, nothing inside it:
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import signal
 import subprocess
@@ -136,6 +142,20 @@ def _register_for_pool(model: Any) -> None:
     for cls in portable_classes():
         ForkingPickler.register(cls, _reduce_portable)
     ForkingPickler.register(type(model), _reduce_model)
+
+
+def pool_encode(model: Any, texts: list[str], pool: dict, **kwargs: Any):
+    """``model.encode(texts, pool=pool, **kwargs)`` on length-sorted pieces (see the module docstring): vectors in
+    the order of ``texts``. Deterministic: the same texts always make the same pieces."""
+    import numpy as np
+
+    order = np.argsort([-len(text) for text in texts], kind="stable")
+    workers = len(pool["processes"])
+    piece = max(kwargs.get("batch_size", 32), math.ceil(len(texts) / (workers * 4)))
+    vectors = model.encode([texts[i] for i in order], pool=pool, chunk_size=piece, **kwargs)
+    restored = np.empty_like(vectors)
+    restored[order] = vectors
+    return restored
 
 
 @contextmanager
