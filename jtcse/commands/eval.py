@@ -140,12 +140,22 @@ def mteb_command(
     summary = run_mteb(
         encoder, names, output, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
     )
+    ran = [name for name, entry in summary["tasks"].items() if "error" not in entry]
     for name, entry in summary["tasks"].items():
         if "error" in entry:
             typer.echo(f"{name}: not run ({entry['error']})")
         else:
             typer.echo(f"{name}: {entry['main_score']:.4f} ({entry['metric']})")
     typer.echo(f"wrote {output / 'summary.json'}")
+    not_run = [name for name in summary["tasks"] if name not in ran]
+    if not ran:
+        raise JTCSEError(
+            f"none of the {len(not_run)} requested MTEB tasks ran ({', '.join(not_run)}); their data could not be "
+            "loaded (offline? see the lines above). Run them where the Hugging Face Hub is reachable, or give local "
+            "files with --local-task."
+        )
+    if not_run:
+        typer.echo(f"ran {len(ran)} of {len(summary['tasks'])} tasks: {', '.join(ran)}; not run: {', '.join(not_run)}")
 
 
 def register(app: typer.Typer) -> None:
