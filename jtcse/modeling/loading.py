@@ -104,6 +104,25 @@ def _looks_local(source: str) -> bool:
     return Path(source).is_absolute() or source.startswith((".", "~"))
 
 
+class _OptimumLocalProbeFilter(logging.Filter):
+    """Drops optimum-intel's "Could not infer whether the model was already converted ... expected str, bytes or
+    os.PathLike object, not NoneType" when it opens a local folder offline.
+
+    With ``HF_HUB_OFFLINE=1`` optimum-intel looks for the model in the hub cache by joining ``cache_dir=None``
+    with the model id, which fails for any local folder; it logs that failure and keeps the ``export`` flag it
+    was given. sentence-transformers has already decided that flag from the folder's files, so the message
+    says nothing true about the model (upstream: ``OVBaseModel.from_pretrained``, optimum-intel 2.2).
+    """
+
+    PREFIX = "Could not infer whether the model was already converted"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.PREFIX)
+
+
+_OPTIMUM_INTEL_LOGGER = "optimum.intel.openvino.modeling_base"
+
+
 def _open(source, role: str, device: str | None, backend: str = "torch"):
     """``SentenceTransformer(source)``: a loaded model is returned as is, a path or hub name is opened
     (twins with jtcse's own classes; ``backend`` as sentence-transformers takes it); failures are
@@ -123,7 +142,13 @@ def _open(source, role: str, device: str | None, backend: str = "torch"):
         trust = needs_jtcse_classes(path) if path.exists() else False
         loader = sentence_transformer_loader(path) if path.exists() else SentenceTransformer
         options = {} if backend == "torch" else {"backend": backend}
-        return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
+        probe_filter = _OptimumLocalProbeFilter()
+        if backend != "torch" and path.exists():
+            logging.getLogger(_OPTIMUM_INTEL_LOGGER).addFilter(probe_filter)
+        try:
+            return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
+        finally:
+            logging.getLogger(_OPTIMUM_INTEL_LOGGER).removeFilter(probe_filter)
     except Exception as err:  # noqa: BLE001 - any load failure is a problem with the user's path, said in one line
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         if path.exists():
