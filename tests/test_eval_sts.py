@@ -7,9 +7,10 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from helpers.cli import run_cli
-from helpers.sts import LetterCounts, write_senteval_dir
+from helpers.sts import LETTERS, LetterCounts, write_senteval_dir
 from jtcse.errors import JTCSEError
 from jtcse.evaluation.senteval_data import load_task, read_sick_file, read_sts_input_gold
 from jtcse.evaluation.senteval_sts import percent, run_senteval_sts
@@ -216,3 +217,61 @@ def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: --task-dir takes TASK=PATH")
     assert "Traceback" not in proc.stderr
+
+
+# -- per genre ---------------------------------------------------------------------------------------
+
+GENRE_ROWS = [  # genre, score, sentence 1, sentence 2 (letter counts make every cosine computable)
+    ("main-captions", 5.0, "aab", "aab"),
+    ("main-captions", 1.0, "aab", "hhg"),
+    ("main-captions", 3.0, "aab", "abb"),
+    ("main-news", 0.5, "ccd", "eef"),
+    ("main-news", 4.0, "ccd", "ccdd"),
+    ("main-news", 2.0, "ccd", "cdd"),
+    ("main-forums", 2.5, "gh", "hg"),  # cos 1 but a middling score: forums is the worst genre
+    ("main-forums", 4.5, "gh", "ab"),
+    ("main-forums", 1.5, "gh", "ggh"),
+]
+
+
+@pytest.fixture()
+def genre_file(tmp_path):
+    path = tmp_path / "sts-genres.csv"
+    path.write_text("".join(f"{g}\tsrc\t2012\t{i:04d}\t{s}\t{a}\t{b}\textra\n" for i, (g, s, a, b) in enumerate(GENRE_ROWS)),
+                    encoding="utf-8")
+    return path
+
+
+def test_spearman_per_genre_equals_scipy_on_each_genres_rows(genre_file):
+    from jtcse.evaluation.sts import ALL_GENRES, cosine_spearman, genre_spearman
+
+    model = LetterCounts()
+    out = genre_spearman(model, genre_file)
+    assert list(out) == [ALL_GENRES, "main-captions", "main-news", "main-forums"]
+
+    def cos(a, b):
+        u, v = (np.array([s.count(c) for c in LETTERS], dtype=float) for s in (a, b))
+        return u @ v / np.sqrt((u @ u) * (v @ v))
+
+    for genre in ("main-captions", "main-news", "main-forums"):
+        rows = [r for r in GENRE_ROWS if r[0] == genre]
+        expected = spearmanr([cos(a, b) for _, _, a, b in rows], [s for _, s, _, _ in rows]).statistic
+        assert out[genre] == pytest.approx(expected, abs=1e-12)
+    assert out["main-captions"] == pytest.approx(1.0) and out["main-forums"] == pytest.approx(-0.5)
+    assert out[ALL_GENRES] == pytest.approx(cosine_spearman(model, read_stsb_file(genre_file)), abs=1e-12)
+    assert len(set(map(tuple, model.calls[0]))) == len(model.calls[0])  # each distinct sentence encoded once
+
+
+def test_genres_follow_their_pairs_and_undefined_genres_are_nan(genre_file):
+    from jtcse.evaluation.sts import spearman_by_genre
+
+    pairs = read_stsb_file(genre_file)
+    assert pairs.genres == [g for g, *_ in GENRE_ROWS]
+    subset = pairs.take([8, 0, 1, 2])
+    assert subset.genres == ["main-forums", "main-captions", "main-captions", "main-captions"]
+    assert subset.sentences1 == ["gh", "aab", "aab", "aab"] and subset.scores.tolist() == [1.5, 5.0, 1.0, 3.0]
+    out = spearman_by_genre(np.array([0.2, 0.9, 0.1, 0.5]), subset)
+    assert np.isnan(out["main-forums"])  # one pair: no correlation
+    assert out["main-captions"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="3 cosines for 4 pairs"):
+        spearman_by_genre(np.zeros(3), subset)

@@ -49,6 +49,7 @@ def train_twin(
     output_dir: str | Path = "runs/jtcse",
     *,
     cael_every: int | None = 2,
+    pooling: str | None = None,
     dev_file: str | Path | None = None,
     resume: bool = True,
     temperature: float = 0.05,
@@ -73,8 +74,10 @@ def train_twin(
     fields as keywords (``batch_size=32, max_steps=100`` ...), on top of :data:`TWIN_SETTINGS` (the
     reference recipe); with a dev file the best checkpoint by dev Spearman is kept. ``tower_a``/``tower_b`` None: the
     embedded MiniLM; ``corpus`` None: the standard library's prose. ``cael_every`` None trains
-    without cross-attention (TNCSE). ``extra_losses``: ``{name: fn(outputs) -> scalar}`` on the twin's
-    own training-mode outputs (``token_embeddings``, ``cls_1`` ...), and ``regularizers``: specs such
+    without cross-attention (TNCSE). ``pooling`` (``cls`` | ``mean``; ``None``: the towers' own, see
+    :func:`jtcse.modeling.build.build_twin`) pools each tower for ``encode`` and for every loss term.
+    ``extra_losses``: ``{name: fn(outputs) -> scalar}`` on the twin's
+    own training-mode outputs (``token_embeddings``, ``pooled_1`` ...), and ``regularizers``: specs such
     as ``"simreg:weight=2"`` (see :mod:`jtcse.losses.registry`); both join the JTCSE terms through
     :class:`jtcse.losses.RegularizedLoss` and are logged by name. Run rules (resume, overwrite,
     checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`);
@@ -87,7 +90,10 @@ def train_twin(
     """
     from jtcse.losses.registry import check_mini_batch_size
 
+    from jtcse.modeling.loading import check_pooling
+
     settings = TWIN_SETTINGS.given(settings, training, "train_twin")
+    check_pooling(pooling)
     check_mini_batch_size(mini_batch_size, regularizers, extra_losses)
     output_dir = Path(output_dir)
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
@@ -102,6 +108,7 @@ def train_twin(
             "corpus": data["source"],
             "sentences": len(sentences),
             "cael_every": cael_every,
+            "pooling": pooling,
             "temperature": temperature,
             "loss_weights": [nce_weight, icnce_weight, ictm_weight],
             "extra_losses": sorted(extra_losses or {}),
@@ -123,7 +130,7 @@ def train_twin(
     from jtcse.modeling.build import build_twin
     from jtcse.training.distributed import pooler_parameters
 
-    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, device=device)
+    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, pooling=pooling, device=device)
     set_training_length(model, settings, "twin")
     data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
     terms = dict(
@@ -148,6 +155,7 @@ def train_twin(
                 "towers": [str(t) if t else "embedded MiniLM" for t in (tower_a, tower_b)],
                 "cael_every": twin.cael_every,
                 "cael_layers": twin.cael_layers,
+                "pooling": twin.pooling,
                 "num_layers": twin.num_layers,
             },
             data=data,
