@@ -118,7 +118,7 @@ def test_towers_load_with_sdpa_and_every_attention_of_a_training_forward_is_fuse
     twin.train()
     with CountSDPA() as counter:
         out = twin(features)
-    assert "cross_cls_1" in out
+    assert "cross_pooled_1" in out
     assert counter.calls == 2 * layers + 2 * (layers - 2 + 1)
     twin.eval()
     with CountSDPA() as counter, torch.no_grad():
