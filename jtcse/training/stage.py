@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from jtcse import processes
+from jtcse.devices import PRECISIONS
 from jtcse.errors import JTCSEError
 from jtcse.locking import crash_point
-from jtcse.devices import PRECISIONS
 from jtcse.training.arguments import DEV_EVALUATOR_NAME, DEV_METRIC, build_training_args
 from jtcse.training.curves import CURVES_FILE, plot_training_curves
 from jtcse.training.run_dir import (
