@@ -275,3 +275,52 @@ def test_genres_follow_their_pairs_and_undefined_genres_are_nan(genre_file):
     assert out["main-captions"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="3 cosines for 4 pairs"):
         spearman_by_genre(np.zeros(3), subset)
+
+
+def test_the_senteval_stsb_task_reports_its_genres(senteval_dir, genre_file):
+    """The SentEval table keeps its format; its JSON adds each STS-B genre's Spearman ×100 (and the table a line)."""
+    from jtcse.evaluation.sts import genre_spearman
+
+    root, _ = senteval_dir
+    (root / "STS" / "STSBenchmark" / "sts-test.csv").write_bytes(genre_file.read_bytes())
+    report = run_senteval_sts(LetterCounts(), root, tasks=["STSB", "STS12"])
+    expected = genre_spearman(LetterCounts(), genre_file)
+    out = report.to_json()
+    assert out["genres"] == {"STSB": {g: percent(expected[g]) for g in ("main-captions", "main-news", "main-forums")}}
+    assert out["STSB"] == percent(expected["all"]) and "STS12" not in out["genres"]  # STS12 rows have no genre
+    assert out["details"]["STSB"]["genres"]["main-forums"] == pytest.approx(expected["main-forums"], abs=1e-12)
+    assert f"STSB per genre: main-captions {percent(expected['main-captions']):.2f}, main-news" in report.table()
+
+
+def test_cli_scores_one_stsb_file_over_all_pairs_and_per_genre(genre_file, tiny_bert, tmp_path):
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+    from jtcse.evaluation.sts import genre_spearman
+    from jtcse.modeling.loading import load_model
+
+    out_json, out_csv = tmp_path / "dev.json", tmp_path / "dev.csv"
+    args = ["eval", "sts", tiny_bert, "--stsb-file", str(genre_file), "-o", str(out_json), "--output-csv", str(out_csv)]
+    for _ in range(2):  # the second run appends its row to the same table
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    expected = genre_spearman(load_model(tiny_bert, max_seq_length="max"), genre_file)
+    data = json.loads(out_json.read_text())
+    assert data["file"] == str(genre_file) and data["meta"]["model"] == tiny_bert
+    assert data["spearman"] == {genre: percent(rho) for genre, rho in expected.items()}
+    assert data["pairs"] == {"all": 9, "main-captions": 3, "main-news": 3, "main-forums": 3}
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 2 and list(rows[0]) == ["model", "file", "all", "main-captions", "main-news", "main-forums"]
+    assert rows[0]["main-news"] == f"{percent(expected['main-news']):.2f}"
+    assert "main-captions" in result.output and f"{percent(expected['all']):.2f}" in result.output
+    import re
+
+    model, stsb = ["eval", "sts", tiny_bert], ["--stsb-file", str(genre_file)]
+    for args, message in (
+        (model, "give --data-dir .* or --stsb-file"),
+        ([*model, *stsb, "--data-dir", str(tmp_path)], "one of them"),
+        ([*model, *stsb, "--update-card"], "--update-card applies to --data-dir, not to --stsb-file"),
+        ([*model, "--stsb-file", str(tmp_path / "none.csv")], "STS-B file not found"),
+    ):
+        result = CliRunner().invoke(app, args)
+        assert isinstance(result.exception, JTCSEError) and re.search(message, str(result.exception)), result
