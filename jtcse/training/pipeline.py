@@ -265,7 +265,8 @@ def run_pipeline(
     ensemble_plan = {"members": [str(folders["twin"]), *members, *map(str, ensemble_with)], "weights": ensemble_weights,
                      "combine": ensemble_combine}
     probe_plan = {"selection_file": str(selection_file), "learning_rates": list(probe_learning_rates),
-                  "steps": probe_steps, "corpus": corpus_arg, **{k: v for k, v in recorded["twin"].items() if k != "learning_rate"}}
+                  "steps": probe_steps, "corpus": corpus_arg, **{k: v for k, v in recorded["twin"].items() if k != "learning_rate"},
+                  "seed": seed}
     plans = {
         "warmup_a": {"model": describe_source(tower_a), "corpus": corpus_arg, "pairs": pairs_a, **recorded["warmup"], "seed": seed},
         "warmup_b": {"model": describe_source(tower_b), "corpus": corpus_arg, "pairs": pairs_b, **recorded["warmup"], "seed": seed + 1},
