@@ -47,7 +47,11 @@ setup(
         "rtt": ["googletrans>=4.0.2", "httpx>=0.27", "sentencepiece"],
         # jtcse encode --engine ray: Ray Data (map_batches over an actor pool; ActorPoolStrategy(size=...)).
         "ray": [RAY],
-        "dev": ["pytest>=8", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography", RAY],
+        # dev: the test suite and the house checks of .ci/run (ruff pinned: its formatter's output is part of CI).
+        "dev": [
+            "pytest>=8", "pytest-xdist>=3.5", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27",
+            "cryptography", "import-linter>=2.1", "ruff==0.17.6", RAY,
+        ],
     },
     entry_points={"console_scripts": ["jtcse=jtcse.cli:main"]},
 )

@@ -170,7 +170,8 @@ def describe_pooling(model) -> str:
     for module in model:
         name = type(module).__name__
         if name == "TwinTowers":
-            parts.append("sum of the two towers' last-layer [CLS] vectors")
+            parts.append("sum of the two towers' last-layer [CLS] vectors" if getattr(module, "pooling", "cls") == "cls"
+                         else f"sum of the two towers' {module.pooling}-pooled last hidden states")
         elif name == "Ensemble":
             how = "concatenated" if module.combine == "concat" else "summed"
             parts.append(f"each member pools for itself; the members' L2-normalised embeddings, weighted, {how}")

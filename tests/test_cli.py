@@ -221,3 +221,56 @@ def test_trainer_modules_import_no_torch_so_bad_options_fail_at_once():
     result = run_python(code)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]"
+
+
+POOLING_COMMANDS = [(("train",), []), (("simcse",), ["-o", "out"]), (("pipeline",), ["-o", "out"]),
+                    (("eval", "sts"), ["model", "--data-dir", "d"]), (("eval", "mteb"), ["model"])]  # fmt: skip
+
+
+def test_a_pooling_other_than_cls_or_mean_is_refused_when_parsed():
+    """--pooling is one option (one factory, one check); for training its default is the starting model's own."""
+    from jtcse.errors import JTCSEError
+
+    for path, needed in POOLING_COMMANDS:
+        command = _command(*path)
+        assert command.make_context(path[-1], [*needed, "--pooling", "mean"]).params["pooling"] == "mean"
+        assert command.make_context(path[-1], needed).params["pooling"] is None  # the model's own
+        with pytest.raises(JTCSEError, match=r"^--pooling must be one of cls, mean \(got 'max'\)\.$"):
+            command.make_context(path[-1], [*needed, "--pooling", "max"])
+    training = {name: {p.name: p for p in _command(name).params}["pooling"].help for name in ("train", "simcse", "pipeline")}
+    assert len(set(training.values())) == 1 and "Default: the starting model's own" in training["train"]
+
+
+def test_pipeline_contradictions_are_one_line_before_anything_is_written(tmp_path):
+    out = tmp_path / "out"
+    line = one_error_line(run_cli("pipeline", "-o", out, "--no-ensemble", "--ensemble-with", "some-model"))
+    assert line == (
+        "Error: ensemble=False (--no-ensemble) and models to ensemble with (--ensemble-with) contradict each other."
+    )
+    assert one_error_line(run_cli("pipeline", "-o", out, "--pooling", "weightedmean")) == (
+        "Error: --pooling must be one of cls, mean (got 'weightedmean')."
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_the_pipelines_stage_defaults_are_its_trainers_presets_shown_in_help():
+    """Each --STAGE-* option is unset by default, so the trainer's preset applies (one number, one place), and
+    --help shows that preset's value; with no option given the pipeline runs on the presets exactly."""
+    from jtcse.commands.pipeline import STAGE_NAMES, pipeline_arguments
+    from jtcse.training.pipeline_settings import ENSEMBLE_WEIGHTS, STAGE_DEFAULTS, check_settings
+
+    params = {param.name: param for param in _command("pipeline").params}
+    fields = {"steps": "max_steps", "learning_rate": "learning_rate", "batch_size": "batch_size",
+              "max_seq_length": "max_seq_length", "eval_steps": "eval_steps"}  # fmt: skip
+    for stage in STAGE_NAMES:
+        for option, field in fields.items():
+            param = params[f"{stage}_{option}"]
+            value = getattr(STAGE_DEFAULTS[stage], field)
+            assert param.default is None and param.show_default.split(" ")[0] == (
+                f"{value:g}" if isinstance(value, float) else str(value)
+            ), param.name
+    assert params["ensemble_weights"].show_default.startswith(",".join(f"{w:g}" for w in ENSEMBLE_WEIGHTS))
+    arguments = pipeline_arguments(_command("pipeline").make_context("pipeline", ["-o", "out"]).params)
+    stages = check_settings(**{k: arguments[k] for k in ("warmup_settings", "twin_settings", "distill_settings")})
+    assert {stage: settings for stage, (settings, _) in stages.items()} == STAGE_DEFAULTS
+    assert arguments["ensemble"] is None and arguments["pooling"] is None  # decided by the starting model

@@ -7,9 +7,10 @@ import json
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from helpers.cli import run_cli
-from helpers.sts import LetterCounts, write_senteval_dir
+from helpers.sts import LETTERS, LetterCounts, write_senteval_dir
 from jtcse.errors import JTCSEError
 from jtcse.evaluation.senteval_data import load_task, read_sick_file, read_sts_input_gold
 from jtcse.evaluation.senteval_sts import percent, run_senteval_sts
@@ -216,3 +217,110 @@ def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: --task-dir takes TASK=PATH")
     assert "Traceback" not in proc.stderr
+
+
+# -- per genre ---------------------------------------------------------------------------------------
+
+GENRE_ROWS = [  # genre, score, sentence 1, sentence 2 (letter counts make every cosine computable)
+    ("main-captions", 5.0, "aab", "aab"),
+    ("main-captions", 1.0, "aab", "hhg"),
+    ("main-captions", 3.0, "aab", "abb"),
+    ("main-news", 0.5, "ccd", "eef"),
+    ("main-news", 4.0, "ccd", "ccdd"),
+    ("main-news", 2.0, "ccd", "cdd"),
+    ("main-forums", 2.5, "gh", "hg"),  # cos 1 but a middling score: forums is the worst genre
+    ("main-forums", 4.5, "gh", "ab"),
+    ("main-forums", 1.5, "gh", "ggh"),
+]
+
+
+@pytest.fixture()
+def genre_file(tmp_path):
+    path = tmp_path / "sts-genres.csv"
+    path.write_text("".join(f"{g}\tsrc\t2012\t{i:04d}\t{s}\t{a}\t{b}\textra\n" for i, (g, s, a, b) in enumerate(GENRE_ROWS)),
+                    encoding="utf-8")
+    return path
+
+
+def test_spearman_per_genre_equals_scipy_on_each_genres_rows(genre_file):
+    from jtcse.evaluation.sts import ALL_GENRES, cosine_spearman, genre_spearman
+
+    model = LetterCounts()
+    out = genre_spearman(model, genre_file)
+    assert list(out) == [ALL_GENRES, "main-captions", "main-news", "main-forums"]
+
+    def cos(a, b):
+        u, v = (np.array([s.count(c) for c in LETTERS], dtype=float) for s in (a, b))
+        return u @ v / np.sqrt((u @ u) * (v @ v))
+
+    for genre in ("main-captions", "main-news", "main-forums"):
+        rows = [r for r in GENRE_ROWS if r[0] == genre]
+        expected = spearmanr([cos(a, b) for _, _, a, b in rows], [s for _, s, _, _ in rows]).statistic
+        assert out[genre] == pytest.approx(expected, abs=1e-12)
+    assert out["main-captions"] == pytest.approx(1.0) and out["main-forums"] == pytest.approx(-0.5)
+    assert out[ALL_GENRES] == pytest.approx(cosine_spearman(model, read_stsb_file(genre_file)), abs=1e-12)
+    assert len(set(map(tuple, model.calls[0]))) == len(model.calls[0])  # each distinct sentence encoded once
+
+
+def test_genres_follow_their_pairs_and_undefined_genres_are_nan(genre_file):
+    from jtcse.evaluation.sts import spearman_by_genre
+
+    pairs = read_stsb_file(genre_file)
+    assert pairs.genres == [g for g, *_ in GENRE_ROWS]
+    subset = pairs.take([8, 0, 1, 2])
+    assert subset.genres == ["main-forums", "main-captions", "main-captions", "main-captions"]
+    assert subset.sentences1 == ["gh", "aab", "aab", "aab"] and subset.scores.tolist() == [1.5, 5.0, 1.0, 3.0]
+    out = spearman_by_genre(np.array([0.2, 0.9, 0.1, 0.5]), subset)
+    assert np.isnan(out["main-forums"])  # one pair: no correlation
+    assert out["main-captions"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="3 cosines for 4 pairs"):
+        spearman_by_genre(np.zeros(3), subset)
+
+
+def test_the_senteval_stsb_task_reports_its_genres(senteval_dir, genre_file):
+    """The SentEval table keeps its format; its JSON adds each STS-B genre's Spearman ×100 (and the table a line)."""
+    from jtcse.evaluation.sts import genre_spearman
+
+    root, _ = senteval_dir
+    (root / "STS" / "STSBenchmark" / "sts-test.csv").write_bytes(genre_file.read_bytes())
+    report = run_senteval_sts(LetterCounts(), root, tasks=["STSB", "STS12"])
+    expected = genre_spearman(LetterCounts(), genre_file)
+    out = report.to_json()
+    assert out["genres"] == {"STSB": {g: percent(expected[g]) for g in ("main-captions", "main-news", "main-forums")}}
+    assert out["STSB"] == percent(expected["all"]) and "STS12" not in out["genres"]  # STS12 rows have no genre
+    assert out["details"]["STSB"]["genres"]["main-forums"] == pytest.approx(expected["main-forums"], abs=1e-12)
+    assert f"STSB per genre: main-captions {percent(expected['main-captions']):.2f}, main-news" in report.table()
+
+
+def test_cli_scores_one_stsb_file_over_all_pairs_and_per_genre(genre_file, tiny_bert, tmp_path):
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+    from jtcse.evaluation.sts import genre_spearman
+    from jtcse.modeling.loading import load_model
+
+    out_json, out_csv = tmp_path / "dev.json", tmp_path / "dev.csv"
+    args = ["eval", "sts", tiny_bert, "--stsb-file", str(genre_file), "-o", str(out_json), "--output-csv", str(out_csv)]
+    for _ in range(2):  # the second run appends its row to the same table
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    expected = genre_spearman(load_model(tiny_bert, max_seq_length="max"), genre_file)
+    data = json.loads(out_json.read_text())
+    assert data["file"] == str(genre_file) and data["meta"]["model"] == tiny_bert
+    assert data["spearman"] == {genre: percent(rho) for genre, rho in expected.items()}
+    assert data["pairs"] == {"all": 9, "main-captions": 3, "main-news": 3, "main-forums": 3}
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 2 and list(rows[0]) == ["model", "file", "all", "main-captions", "main-news", "main-forums"]
+    assert rows[0]["main-news"] == f"{percent(expected['main-news']):.2f}"
+    assert "main-captions" in result.output and f"{percent(expected['all']):.2f}" in result.output
+    import re
+
+    model, stsb = ["eval", "sts", tiny_bert], ["--stsb-file", str(genre_file)]
+    for args, message in (
+        (model, "give --data-dir .* or --stsb-file"),
+        ([*model, *stsb, "--data-dir", str(tmp_path)], "one of them"),
+        ([*model, *stsb, "--update-card"], "--update-card applies to --data-dir, not to --stsb-file"),
+        ([*model, "--stsb-file", str(tmp_path / "none.csv")], "STS-B file not found"),
+    ):
+        result = CliRunner().invoke(app, args)
+        assert isinstance(result.exception, JTCSEError) and re.search(message, str(result.exception)), result

@@ -118,7 +118,7 @@ def test_towers_load_with_sdpa_and_every_attention_of_a_training_forward_is_fuse
     twin.train()
     with CountSDPA() as counter:
         out = twin(features)
-    assert "cross_cls_1" in out
+    assert "cross_pooled_1" in out
     assert counter.calls == 2 * layers + 2 * (layers - 2 + 1)
     twin.eval()
     with CountSDPA() as counter, torch.no_grad():
@@ -153,3 +153,86 @@ def test_bench_gpu_smoke_runs_on_the_cpu_and_reports_every_part(tiny_bert):
     assert "bf16_autocast / fp32 encode" in report["ratios"]
     assert "CUDA only" in report["gradcache"]["skipped"] and report["peak_rss_mb"] > 0
     assert report["within_target"] == "targets apply on a CUDA device"
+
+
+# ------------------------------------------------------------------------------ the wiring: every command checks first
+# (command, what it needs to parse) for every command with --device: the option's callback checks it when parsed
+DEVICE_COMMANDS = [
+    (("train",), []), (("simcse",), ["-o", "out"]), (("distill",), ["-t", "teacher", "-o", "out"]),
+    (("pipeline",), ["-o", "out"]), (("encode",), ["-i", "in.txt", "-o", "out.npy"]),
+    (("eval", "sts"), ["model", "--data-dir", "d"]), (("eval", "mteb"), ["model"]), (("diagnose",), ["model", "-o", "d"]),
+    (("index", "build"), ["-i", "in.txt", "-o", "idx"]),
+    (("index", "mine"), ["-i", "pairs.csv", "-o", "mined.jsonl"]), (("rtt",), ["-o", "rtt"]),
+]  # fmt: skip
+
+
+def _parse(path: tuple[str, ...], args: list[str]):
+    import typer
+
+    from jtcse.cli import app
+
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    return command.make_context(path[-1], args)
+
+
+def test_every_command_with_a_device_option_checks_it_when_parsed():
+    import typer
+
+    from jtcse.cli import app
+
+    def with_device(command, path=()):
+        if hasattr(command, "commands"):
+            return [p for name, sub in command.commands.items() for p in with_device(sub, (*path, name))]
+        return [path] if any(param.name == "device" for param in command.params) else []
+
+    assert sorted(with_device(typer.main.get_command(app))) == sorted(path for path, _ in DEVICE_COMMANDS)
+    for path, needed in DEVICE_COMMANDS:
+        assert _parse(path, [*needed, "--device", "cpu"]).params["device"] == "cpu"
+        with pytest.raises(ValueError, match=r"^unknown device 'tpu9': use cpu, cuda, cuda:N or mps$"):
+            _parse(path, [*needed, "--device", "tpu9"])
+        if NO_CUDA:
+            with pytest.raises(ValueError, match=r"^device 'cuda' asked for, but no CUDA device is available here$"):
+                _parse(path, [*needed, "--device", "cuda"])
+
+
+@pytest.mark.cli
+@pytest.mark.skipif(not NO_CUDA, reason="a CUDA device is visible")
+def test_cuda_on_a_machine_without_it_is_one_line_and_nothing_is_written(tmp_path):
+    from helpers.cli import one_error_line, run_cli
+
+    line = one_error_line(run_cli("train", "--device", "cuda", "-o", tmp_path / "twin"))
+    assert line == "Error: device 'cuda' asked for, but no CUDA device is available here"
+    assert not (tmp_path / "twin").exists()
+
+
+def test_trainers_check_device_and_precision_before_loading_anything(tmp_path):
+    """fp16 on the CPU is refused up front by every trainer and by the pipeline (no model named here exists: a
+    check after loading would fail otherwise); bf16 on the CPU is accepted (autocast)."""
+    from jtcse.training.distill import distill
+    from jtcse.training.pipeline import run_pipeline
+    from jtcse.training.simcse import train_simcse
+    from jtcse.training.stage import training_device
+    from jtcse.training.twin import train_twin
+
+    missing = str(tmp_path / "no-model")
+    fp16 = r"^precision fp16 needs a CUDA device, not 'cpu'; use bf16 on the CPU, or fp32$"
+    calls = [
+        lambda: train_twin(missing, missing, None, tmp_path / "twin", precision="fp16", device="cpu"),
+        lambda: train_simcse(missing, None, tmp_path / "tower", precision="fp16", device="cpu"),
+        lambda: distill(missing, missing, None, tmp_path / "student", precision="fp16", device="cpu"),
+        lambda: run_pipeline(tmp_path / "pipeline", tower_a=missing, distill_settings={"precision": "fp16"}, device="cpu"),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=fp16):
+            call()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert training_device("cpu", "bf16") == "cpu" and training_device(None, "fp32") is None
+    if NO_CUDA:
+        with pytest.raises(ValueError, match="no CUDA device is available here"):
+            training_device("cuda", "fp32")
+        assert training_device(None, "bf16") is None  # the CPU, where bf16 autocast runs
+    else:
+        with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES=1"):
+            training_device("cuda:1", "fp32")

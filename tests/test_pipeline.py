@@ -47,13 +47,17 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path):
     with pytest.raises(JTCSEError, match="--until must be one of"):
         run_pipeline(tmp_path, until="everything")
     with pytest.raises(JTCSEError, match="the ensemble stage needs --ensemble-with"):
-        run_pipeline(tmp_path, until="ensemble")
+        run_pipeline(tmp_path, until="ensemble", ensemble=False)
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):
         run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_weights=[1])
     with pytest.raises(ValueError, match="combine must be one of concat, sum, not 'max'"):  # Ensemble's check, early
         run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_combine="max")
     with pytest.raises(JTCSEError, match="without models to ensemble with"):
-        run_pipeline(tmp_path, until="twin", ensemble_weights=[1, 1])
+        run_pipeline(tmp_path, until="twin", ensemble_weights=[1, 1], ensemble=False)
+    with pytest.raises(JTCSEError, match="ensemble=False \\(--no-ensemble\\) and models to ensemble with"):
+        run_pipeline(tmp_path, until="twin", ensemble=False, ensemble_with=["m"])
+    with pytest.raises(ValueError, match="pooling must be one of cls, mean"):
+        run_pipeline(tmp_path, until="twin", pooling="max")
     with pytest.raises(JTCSEError, match="the eval stage needs --dev-file"):
         run_pipeline(tmp_path)
     with pytest.raises(JTCSEError, match="dev file not found"):
@@ -67,7 +71,7 @@ def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_f
     dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
     settings = {"batch_size": 16, "max_steps": 2, "eval_steps": 2}
     kwargs = dict(
-        tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, dev_file=dev,
+        tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, dev_file=dev, ensemble=False,
         warmup_settings=settings, twin_settings=settings, distill_settings=settings,
     )
     first = run_pipeline(tmp_path / "recipe", **kwargs)
@@ -146,3 +150,80 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "| twin | skipped (done) |" in again.stdout and "| distill | skipped (done) |" in again.stdout
+
+
+def test_selection_file_must_not_share_pairs_with_the_dev_file(tmp_path):
+    from helpers.sts import DEV_PAIRS, write_stsb
+
+    dev = write_stsb(tmp_path / "dev.csv")
+    selection = tmp_path / "selection.csv"
+    a, b, score = DEV_PAIRS[2]
+    rows = [("Two birds sing.", "Birds are singing.", 4.5), (b, a, score)]  # the second is a dev pair, swapped
+    selection.write_text("".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)),
+                         encoding="utf-8")
+    with pytest.raises(JTCSEError, match="shares 1 of its 2 sentence pairs with the dev file"):
+        run_pipeline(tmp_path / "out", until="twin", dev_file=dev, selection_file=selection)
+    with pytest.raises(JTCSEError, match="STS-B file not found"):
+        run_pipeline(tmp_path / "out", until="twin", dev_file=dev, selection_file=tmp_path / "nope.csv")
+    with pytest.raises(JTCSEError, match="a twin learning rate was given and a selection file"):
+        run_pipeline(tmp_path / "out", until="twin", selection_file=selection, twin_settings={"learning_rate": 1e-5})
+
+
+def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(shared_data, caplog):
+    """STS-B repeats 11 of its train pairs in dev: STS-B train stays a valid selection file for STS-B dev, without them."""
+    from jtcse.evaluation.sts import read_stsb_file
+    from jtcse.training.pipeline import selection_pairs
+
+    train, dev = shared_data / "stsbenchmark" / "sts-train.csv", shared_data / "stsbenchmark" / "sts-dev.csv"
+    with caplog.at_level("WARNING"):
+        kept = selection_pairs(train, dev)
+    assert len(read_stsb_file(train)) - len(kept) == 11
+    assert "11 of the 5749 pairs of the selection file" in caplog.text
+    dev_pairs = read_stsb_file(dev)
+    shared = {frozenset(p) for p in zip(dev_pairs.sentences1, dev_pairs.sentences2)}
+    assert not any(frozenset(p) in shared for p in zip(kept.sentences1, kept.sentences2))
+    assert len(kept.genres) == len(kept)
+
+
+def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny_bert, tmp_path):
+    from jtcse.training.pipeline import ENSEMBLE_WEIGHTS, is_sentence_encoder
+
+    assert is_sentence_encoder(None) and is_sentence_encoder(tiny_bert)
+    assert not is_sentence_encoder(str(tiny_bert) + ".hf")  # a plain transformers folder (make_tiny_tower's source)
+    # weights for (twin, start) are checked before anything trains
+    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):
+        run_pipeline(tmp_path, tower_a=tiny_bert, until="twin", ensemble_weights=[1])
+    assert len(ENSEMBLE_WEIGHTS) == 2
+
+
+@pytest.mark.slow
+def test_probe_default_ensemble_and_genres(tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data):
+    from jtcse.training.pipeline import ENSEMBLE_WEIGHTS
+
+    dev, selection = tmp_path / "dev.csv", tmp_path / "selection.csv"
+    lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
+    dev.write_text("\n".join(lines[:30] + lines[700:730] + lines[1200:1230]) + "\n", encoding="utf-8")
+    train = (shared_data / "stsbenchmark" / "sts-train.csv").read_text(encoding="utf-8").splitlines()
+    selection.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
+    settings = {"batch_size": 8, "max_steps": 2}
+    result = run_pipeline(
+        tmp_path / "recipe", tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, dev_file=dev,
+        selection_file=selection, probe_learning_rates=(1e-5, 1e-3), probe_steps=2,
+        warmup_settings=settings, twin_settings={"batch_size": 4, "max_steps": 2}, distill_settings=settings,
+    )  # fmt: skip
+    stages = result["stages"]
+    assert [row["stage"] for row in result["table"]] == [
+        "start", "start_b", "warmup_a", "warmup_b", "probe", "twin", "ensemble", "distill", "eval"
+    ]  # fmt: skip
+    probe = stages["probe"]
+    assert set(probe["selection_spearman"]) == {"1e-05", "0.001"}
+    best = max((1e-5, 1e-3), key=lambda lr: probe["selection_spearman"][f"{lr:g}"])
+    assert probe["learning_rate"] == best and stages["twin"]["settings"]["learning_rate"] == best
+    assert stages["twin"]["model"]["pooling"] == "cls"  # the towers' own
+    assert stages["ensemble"]["members"][1] == tiny_bert and stages["ensemble"]["weights"] == list(ENSEMBLE_WEIGHTS)
+    genres = stages["eval"]["dev_spearman_by_genre"]
+    assert set(genres["start"]) == {"main-captions", "main-news", "main-forums"}
+    assert set(genres) == set(stages["eval"]["dev_spearman"]) == {"start", "start_b", "warmup_a", "warmup_b", "twin",
+                                                                   "ensemble", "distill"}
+    summary = (tmp_path / "recipe" / "pipeline_summary.md").read_text()
+    assert "| stage | main-captions ×100 (Δ vs start) |" in summary

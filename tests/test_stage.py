@@ -80,12 +80,15 @@ def test_precision_flags():
     from jtcse.training.stage import TrainingSettings
 
     assert precision_flags("fp32") == {"fp16": False, "bf16": False}
-    assert precision_flags("bf16") == {"fp16": False, "bf16": True}
+    assert precision_flags("bf16", "cpu") == {"fp16": False, "bf16": True}
     with pytest.raises(JTCSEError, match="precision must be one of auto, fp32, fp16, bf16"):
         TrainingSettings(precision="half")  # the one check of a precision name; precision_flags trusts it
+    assert precision_flags("auto", "cpu") == {"fp16": False, "bf16": False}
+    with pytest.raises(ValueError, match="precision fp16 needs a CUDA device, not 'cpu'"):  # jtcse.devices' rule
+        precision_flags("fp16", "cpu")  # also where a GPU is visible: the CPU was asked for
     if not torch.cuda.is_available():
         assert precision_flags("auto") == {"fp16": False, "bf16": False}
-        with pytest.raises(JTCSEError, match="fp16 needs a CUDA GPU"):
+        with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
             precision_flags("fp16")
 
 
@@ -154,22 +157,29 @@ def test_every_stage_refuses_bad_settings_by_the_same_rule(stage, bad, message, 
 
 
 def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
-    """``settings=`` replaces a trainer's defaults, keywords go on top, a misspelt keyword is a TypeError."""
+    """``settings=`` replaces a trainer's defaults, keywords go on top, a misspelt keyword is a TypeError. Each
+    trainer has its own preset (the CPU recipe's numbers, evaluation/DEFAULTS.md), and the pipeline's stages use
+    those very presets: one number, one place."""
+    from dataclasses import replace
+
     from jtcse.training.distill import DISTILL_SETTINGS
+    from jtcse.training.pipeline_settings import STAGE_DEFAULTS
     from jtcse.training.simcse import SIMCSE_SETTINGS
     from jtcse.training.stage import TrainingSettings
     from jtcse.training.twin import TWIN_SETTINGS
 
-    assert (SIMCSE_SETTINGS.max_seq_length, SIMCSE_SETTINGS.learning_rate, SIMCSE_SETTINGS.eval_steps) == (32, 3e-5, 125)
-    assert (TWIN_SETTINGS.learning_rate, TWIN_SETTINGS.logging_steps, TWIN_SETTINGS.precision) == (1.3e-6, None, "fp32")
-    assert DISTILL_SETTINGS.eval_steps == 250
+    base = TrainingSettings()
+    for preset in (SIMCSE_SETTINGS, TWIN_SETTINGS, DISTILL_SETTINGS):
+        assert preset != base and preset.epochs == 1
+    assert (TWIN_SETTINGS.logging_steps, TWIN_SETTINGS.precision) == (None, "fp32")
+    assert STAGE_DEFAULTS == {"warmup": SIMCSE_SETTINGS, "twin": TWIN_SETTINGS, "distill": DISTILL_SETTINGS}
+    assert all(STAGE_DEFAULTS[s] is p for s, p in (("warmup", SIMCSE_SETTINGS), ("twin", TWIN_SETTINGS),
+                                                    ("distill", DISTILL_SETTINGS)))  # fmt: skip
     given = TrainingSettings(batch_size=8, seed=7)
     assert SIMCSE_SETTINGS.given(None, {}, "train_simcse") == SIMCSE_SETTINGS
     assert SIMCSE_SETTINGS.given(given, {}, "train_simcse") == given
     assert SIMCSE_SETTINGS.given(given, {"max_steps": 3}, "train_simcse") == TrainingSettings(batch_size=8, seed=7, max_steps=3)
-    assert SIMCSE_SETTINGS.given(None, {"batch_size": 8}, "train_simcse") == TrainingSettings(
-        batch_size=8, max_seq_length=32, learning_rate=3e-5, eval_steps=125
-    )
+    assert SIMCSE_SETTINGS.given(None, {"batch_size": 8}, "train_simcse") == replace(SIMCSE_SETTINGS, batch_size=8)
     with pytest.raises(TypeError, match="train_simcse\\(\\) got an unexpected keyword argument 'batch_sise'"):
         SIMCSE_SETTINGS.given(None, {"batch_sise": 8}, "train_simcse")
     with pytest.raises(JTCSEError, match="batch_size must be at least 2"):

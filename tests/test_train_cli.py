@@ -161,7 +161,7 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
     summary = train_twin(
         tiny_bert, tiny_bert_b, corpus, tmp_path / "reg", batch_size=8, max_seq_length=16, max_steps=2,
         learning_rate=5e-5, regularizers=["dispersion:weight=0.1", "simreg:weight=2,temperature=0.1"],
-        extra_losses={"cls_norm": lambda out: 0.01 * out["cls_1"].norm(dim=-1).mean()},
+        extra_losses={"cls_norm": lambda out: 0.01 * out["pooled_1"].norm(dim=-1).mean()},
         show_progress=False, plot=False,
     )
     assert {"dispersion", "simreg", "icnce", "cls_norm"} <= set(summary["loss_terms"])

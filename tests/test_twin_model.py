@@ -103,13 +103,13 @@ def test_training_forward_outputs(towers):
     twin = build_twin(*towers, cael_every=2).train()
     out = twin(_features(twin))
     n, hidden = len(SENTENCES), twin.get_embedding_dimension()
-    for key in ("cls_1", "cls_2", "cross_cls_1", "cross_cls_2", "pooler_1", "pooler_2", "sentence_embedding"):
+    for key in ("pooled_1", "pooled_2", "cross_pooled_1", "cross_pooled_2", "pooler_1", "pooler_2", "sentence_embedding"):
         assert out[key].shape == (n, hidden), key
-    torch.testing.assert_close(out["sentence_embedding"], out["cls_1"] + out["cls_2"])
+    torch.testing.assert_close(out["sentence_embedding"], out["pooled_1"] + out["pooled_2"])
     torch.testing.assert_close(out["token_embeddings"][:, 0], out["sentence_embedding"])
     assert out["token_embeddings_1"].shape == out["attention_mask"].shape + (hidden,)
     twin[0].cael_every = None
-    assert "cross_cls_1" not in twin(_features(twin))
+    assert "cross_pooled_1" not in twin(_features(twin))
 
 
 def test_icnce_on_the_cross_stream_reaches_anchor_qk_and_partner_v(tiny_bert, tiny_bert_b):
@@ -121,7 +121,7 @@ def test_icnce_on_the_cross_stream_reaches_anchor_qk_and_partner_v(tiny_bert, ti
     out = twin(doubled)
     n = len(SENTENCES)
     # tower I's cross stream as anchors, its own primitive CLS as candidates: only c_I carries cross gradients
-    icnce(out["cross_cls_1"][:n], out["cross_cls_1"][n:], out["cls_1"][:n].detach(), out["cls_1"][n:].detach()).backward()
+    icnce(out["cross_pooled_1"][:n], out["cross_pooled_1"][n:], out["pooled_1"][:n].detach(), out["pooled_1"][n:].detach()).backward()
     tower_1, tower_2 = (m.encoder.layer[3].attention.self for m in twin[0].tower_models())
 
     def has_grad(linear):
@@ -153,19 +153,20 @@ def test_truncates_to_max_seq_length(tiny_bert, tiny_bert_b):
 
 
 @pytest.mark.slow
-def test_save_load_in_a_fresh_process_and_export_towers(tmp_path, tiny_bert, tiny_bert_b):
-    twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=48)
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_save_load_in_a_fresh_process_and_export_towers(tmp_path, tiny_bert, tiny_bert_b, pooling):
+    twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=48, pooling=pooling)
     twin.save(str(tmp_path / "twin"))
     twin[0].export_towers(tmp_path / "export")
     config = json.loads((tmp_path / "twin" / "jtcse_twin_config.json").read_text())
-    assert config == {"cael_every": 2, "max_seq_length": 48}
+    assert config == {"cael_every": 2, "max_seq_length": 48, "pooling": pooling}
     np.save(tmp_path / "sentences.npy", np.array(SENTENCES))
     script = f"""
 import sys, numpy as np
 from sentence_transformers import SentenceTransformer
 sentences = list(np.load({str(tmp_path / 'sentences.npy')!r}))
 twin = SentenceTransformer({str(tmp_path / 'twin')!r}, trust_remote_code=True)
-assert twin[0].cael_every == 2 and twin.max_seq_length == 48, twin
+assert twin[0].cael_every == 2 and twin.max_seq_length == 48 and twin[0].pooling == {pooling!r}, twin
 np.save({str(tmp_path / 'twin.npy')!r}, twin.encode(sentences))
 # the exported towers are plain checkpoints: block jtcse and load them
 for name in list(sys.modules):

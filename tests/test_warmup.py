@@ -115,6 +115,48 @@ def test_a_cls_tower_is_taken_unchanged(tiny_bert):
     assert changes == []
 
 
+@pytest.fixture(scope="module")
+def mean_normalized_bert(tiny_bert, tmp_path_factory):
+    """tiny_bert saved as Transformer + mean Pooling + Normalize, the shape of the shipped MiniLM."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+
+    base = SentenceTransformer(tiny_bert, device="cpu")[0]
+    path = tmp_path_factory.mktemp("mean") / "tower"
+    SentenceTransformer(modules=[base, Pooling(32, pooling_mode="mean"), Normalize()], device="cpu").save(str(path))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_warmup_keeps_the_models_own_pooling_and_modules_unless_asked(mean_normalized_bert, tmp_path):
+    batch = default_corpus_sentences(limit=8)
+    kept = train_simcse(mean_normalized_bert, batch, tmp_path / "kept", batch_size=8, max_steps=1)
+    modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((tmp_path / "kept" / "modules.json").read_text())]
+    assert modules == ["Transformer", "Pooling", "Normalize"]
+    assert kept["model"]["pooling"] == "mean" and kept["model"]["changes"] == []
+    cls = train_simcse(mean_normalized_bert, batch, tmp_path / "cls", pooling="cls", batch_size=8, max_steps=1)
+    assert cls["model"]["pooling"] == "cls"
+    assert cls["model"]["changes"] == ["replaced 'mean' pooling by CLS pooling", "dropped Normalize"]
+    with pytest.raises(JTCSEError, match="pooling must be one of cls, mean"):
+        train_simcse(mean_normalized_bert, batch, tmp_path / "bad", pooling="weightedmean")
+
+
+def test_a_weighted_mean_model_is_refused_with_the_reason_until_a_pooling_is_given(tiny_bert, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from jtcse.modeling.loading import load_tower
+
+    base = SentenceTransformer(tiny_bert, device="cpu")[0]
+    path = str(tmp_path / "weighted")
+    SentenceTransformer(modules=[base, Pooling(32, pooling_mode="weightedmean")], device="cpu").save(path)
+    with pytest.raises(JTCSEError, match="pools with 'weightedmean'; a JTCSE tower pools cls or mean"):
+        load_tower(path)
+    model, pooling, changes = load_tower(path, pooling="mean")
+    assert pooling == "mean" and changes == ["replaced 'weightedmean' pooling by mean pooling"]
+    assert load_tower(tiny_bert)[1:] == ("cls", [])
+
+
 # ---------------------------------------------------------------- training
 
 
@@ -274,3 +316,30 @@ def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
         "Error: regulariser 'dispersion' has no option 'wieght'; options: weight, temperature, variant, layers, norm_weight"
     )
     assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+@pytest.mark.slow
+@pytest.mark.cli
+def test_cli_refuses_a_weighted_mean_start_in_one_line_until_pooling_maps_it(tiny_bert, tmp_path):
+    """A starting model pooling neither cls nor mean: jtcse simcse and jtcse train give the reason in one line;
+    --pooling mean maps it explicitly, and the summary says so."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from helpers.cli import one_error_line
+
+    weighted = str(tmp_path / "weighted")
+    SentenceTransformer(modules=[SentenceTransformer(tiny_bert, device="cpu")[0],
+                                 Pooling(32, pooling_mode="weightedmean")], device="cpu").save(weighted)  # fmt: skip
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(default_corpus_sentences(limit=16)) + "\n", encoding="utf-8")
+    tiny = ["--corpus", corpus, "--max-steps", 1, "--batch-size", 4, "--max-seq-length", 16]
+    for args in (["simcse", "--model", weighted], ["train", "--tower-a", weighted, "--tower-b", weighted]):
+        line = one_error_line(run_cli(*args, *tiny, "-o", tmp_path / args[0]))
+        assert "pools with 'weightedmean'" in line and "pooling='mean' (--pooling)" in line, line
+        assert not (tmp_path / args[0]).exists()
+    mapped = run_cli("simcse", "--model", weighted, *tiny, "--pooling", "mean", "-o", tmp_path / "mapped")
+    assert mapped.returncode == 0, mapped.stderr[-2000:]
+    summary = json.loads((tmp_path / "mapped" / "run_summary.json").read_text(encoding="utf-8"))
+    assert summary["model"]["pooling"] == "mean"
+    assert summary["model"]["changes"] == ["replaced 'weightedmean' pooling by mean pooling"]

@@ -14,7 +14,7 @@ import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
@@ -38,8 +38,20 @@ def tower_option(which: str):
     )  # fmt: skip
 
 
+def checked_device(value: Optional[str]) -> Optional[str]:
+    """Callback of ``--device``: a device this machine lacks (``cuda`` without CUDA ...) is one line before
+    anything loads (:func:`jtcse.devices.resolve_device`, the one check)."""
+    if value is not None:
+        from jtcse.devices import resolve_device
+
+        resolve_device(value)
+    return value
+
+
 def device_option():
-    return typer.Option(None, "--device", help="torch device: cpu, cuda, cuda:1, mps. Default: the best available.")
+    return typer.Option(
+        None, "--device", callback=checked_device, help="torch device: cpu, cuda, cuda:1, mps. Default: the best available."
+    )
 
 
 def devices_option():
@@ -55,8 +67,25 @@ def processes_option():
     )
 
 
-def pooling_option():
-    return typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean.")
+def checked_pooling(value: Optional[str]) -> Optional[str]:
+    """Callback of ``--pooling``: ``cls`` or ``mean`` (:data:`jtcse.modeling.loading.POOLING_CHOICES`), else one line."""
+    from jtcse.modeling.loading import POOLING_CHOICES
+
+    if value is not None and value not in POOLING_CHOICES:
+        raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)} (got {value!r}).")
+    return value
+
+
+def pooling_option(training: bool = False):
+    """``--pooling cls|mean``: for an evaluation, replaces the checkpoint's pooling; for training (``training=True``:
+    train, simcse, pipeline), how the towers pool, by default the starting model's own."""
+    what = (
+        "How the towers pool: cls or mean. Default: the starting model's own (a plain transformers model: cls; "
+        "a model pooling otherwise, e.g. weightedmean, must be given one)."
+        if training
+        else "Override the checkpoint's pooling: cls or mean."
+    )
+    return typer.Option(None, "--pooling", callback=checked_pooling, help=what)
 
 
 def student_pooling_option():

@@ -58,6 +58,7 @@ def distill(
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
     keep_checkpoints: bool = opts.keep_checkpoints_option(PRESET.keep_checkpoints),
+    device: Optional[str] = opts.device_option(),
     precision: str = opts.precision_option(PRESET.precision),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(PRESET.gradient_checkpointing),
 ) -> None:
@@ -73,6 +74,7 @@ def distill(
         student_pooling=student_pooling,
         resume=resume,
         overwrite=overwrite,
+        device=device,
     )
     opts.echo_summary(summary, output, "Student")
 

@@ -32,11 +32,20 @@ def _parse_task_dirs(items: list[str]) -> dict[str, str]:
 @eval_app.command("sts")
 def sts(
     model: str = opts.model_argument(required=True),
-    data_dir: Path = typer.Option(..., "--data-dir", help="SentEval data directory (holding STS/ and SICK/)."),
+    data_dir: Optional[Path] = typer.Option(
+        None, "--data-dir", help="SentEval data directory (holding STS/ and SICK/): the 7-task table."
+    ),
+    stsb_file: Optional[Path] = typer.Option(
+        None, "--stsb-file",
+        help="Instead of --data-dir: one STS-B-format file (e.g. sts-dev.csv), scored over all pairs and per genre "
+        "(captions, news, forums).",
+    ),  # fmt: skip
     output: Optional[Path] = opts.output_option("the scores and details as JSON", None, folder=False),
     output_json_alias: Optional[Path] = opts.old_output_option("--output-json"),
     output_csv: Optional[Path] = typer.Option(
-        None, "--output-csv", help="Write a 'model,STS12,…,SICKR,avg' row here (appended when the file has that header)."
+        None, "--output-csv",
+        help="Write a 'model,STS12,…,SICKR,avg' row here (with --stsb-file: 'model,file,all,<genres>'; appended when "
+        "the file has that header).",
     ),
     pooling: Optional[str] = opts.pooling_option(),
     max_seq_length: Optional[int] = typer.Option(
@@ -60,14 +69,28 @@ def sts(
     Expects the SentEval layout under --data-dir: STS/STS12-en-test/STS.input.<subset>.txt and
     STS.gs.<subset>.txt (… STS16-en-test, original STS2016.* names accepted), STS/STSBenchmark/sts-test.csv,
     SICK/SICK_test_annotated.txt. Missing tasks are reported and left out of the average.
-    Scores are percent with two decimals; the JSON also reports encoding throughput (sentences/s).
+    Scores are percent with two decimals; the JSON also reports encoding throughput (sentences/s) and, for
+    STS-B, the Spearman of each genre.
+
+    --stsb-file FILE scores one STS-B-format file instead (any split, e.g. sts-dev.csv): over all pairs and
+    per genre, printed and written as JSON (-o) and CSV (--output-csv).
 
     Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream -o sts.json
+    Example: jtcse eval sts runs/ucd/distilled --stsb-file stsbenchmark/sts-dev.csv -o dev.json
     With --update-card the table also goes into runs/jtcse/README.md (see docs/model_cards.md).
     """
     from jtcse.modeling.loading import FULL_LENGTH, load_model
-    from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts
+    from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts, run_stsb_file
 
+    if (data_dir is None) == (stsb_file is None):
+        raise JTCSEError("give --data-dir (the SentEval 7-task table) or --stsb-file (one STS-B-format file, per genre), one of them.")
+    if stsb_file is not None:
+        given = [name for name, value in (("--task-dir", task_dir), ("--update-card", update_card),
+                                          ("--backend senteval", backend == "senteval")) if value]  # fmt: skip
+        if given:
+            raise JTCSEError(f"{', '.join(given)} applies to --data-dir, not to --stsb-file.")
+        if not stsb_file.is_file():
+            raise JTCSEError(f"STS-B file not found: {stsb_file}")
     task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
     if backend not in ("jtcse", "senteval"):
         raise JTCSEError(f"--backend must be 'jtcse' or 'senteval', not {backend!r}")
@@ -81,7 +104,9 @@ def sts(
             raise JTCSEError("--update-card records the checkpoint as saved; drop --pooling (it evaluates another model).")
         check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
     encoder = load_model(model, pooling=pooling, max_seq_length=max_seq_length or FULL_LENGTH, device=device)
-    if backend == "senteval":
+    if stsb_file is not None:
+        report = run_stsb_file(encoder, stsb_file, batch_size=batch_size, show_progress_bar=True)
+    elif backend == "senteval":
         report = run_senteval_package(encoder, data_dir, task_list, batch_size=batch_size)
     else:
         report = run_senteval_sts(encoder, data_dir, task_list, task_dirs=task_dirs, batch_size=batch_size, show_progress_bar=True)
@@ -140,12 +165,22 @@ def mteb_command(
     summary = run_mteb(
         encoder, names, output, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
     )
+    ran = [name for name, entry in summary["tasks"].items() if "error" not in entry]
     for name, entry in summary["tasks"].items():
         if "error" in entry:
             typer.echo(f"{name}: not run ({entry['error']})")
         else:
             typer.echo(f"{name}: {entry['main_score']:.4f} ({entry['metric']})")
     typer.echo(f"wrote {output / 'summary.json'}")
+    not_run = [name for name in summary["tasks"] if name not in ran]
+    if not ran:
+        raise JTCSEError(
+            f"none of the {len(not_run)} requested MTEB tasks ran ({', '.join(not_run)}); their data could not be "
+            "loaded (offline? see the lines above). Run them where the Hugging Face Hub is reachable, or give local "
+            "files with --local-task."
+        )
+    if not_run:
+        typer.echo(f"ran {len(ran)} of {len(summary['tasks'])} tasks: {', '.join(ran)}; not run: {', '.join(not_run)}")
 
 
 def register(app: typer.Typer) -> None:

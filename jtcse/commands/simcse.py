@@ -16,10 +16,10 @@ HELP = (
     "Warm up one tower with unsupervised SimCSE: two dropout views of each sentence, in-batch "
     "negatives (MultipleNegativesRankingLoss, τ=0.05). With --pairs-file (original<TAB>paraphrase, as "
     "`jtcse rtt` writes), a sentence's positive is its round-trip paraphrase; identical pairs are "
-    "counted and dropped. The output is a plain sentence-transformers checkpoint (Transformer + CLS "
-    "Pooling) that `jtcse train` accepts as a tower; mean pooling / Normalize of the input model are "
-    "replaced. With --dev-file the checkpoint with the best STS-B dev Spearman is kept. An "
-    "interrupted run resumes from its last checkpoint.\n\n"
+    "counted and dropped. The output is a plain sentence-transformers checkpoint that `jtcse train` "
+    "accepts as a tower; it keeps the model's own pooling and modules (MiniLM: mean pooling + Normalize; a "
+    "plain transformers model: CLS) unless --pooling asks for cls or mean. With --dev-file the checkpoint "
+    "with the best STS-B dev Spearman is kept. An interrupted run resumes from its last checkpoint.\n\n"
     "Example: jtcse simcse --model bert-base-uncased --corpus wiki1m.txt --pairs-file rtt_de.tsv "
     "--dev-file sts-dev.csv -o runs/tower_de\n\n"
     "On 4 GPUs with the negatives of all ranks (docs/distributed.md): torchrun --nproc_per_node 4 -m jtcse "
@@ -33,6 +33,7 @@ def simcse(
     model: Optional[str] = typer.Option(
         None, "--model", "-m", help="Tower to start from (sentence-transformers dir). Default: embedded MiniLM."
     ),
+    pooling: Optional[str] = opts.pooling_option(training=True),
     corpus: Optional[Path] = opts.corpus_option(),
     pairs_file: Optional[Path] = typer.Option(
         None,
@@ -56,6 +57,7 @@ def simcse(
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
     keep_checkpoints: bool = opts.keep_checkpoints_option(PRESET.keep_checkpoints),
+    device: Optional[str] = opts.device_option(),
     precision: str = opts.precision_option(PRESET.precision),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(PRESET.gradient_checkpointing),
     gather_across_devices: bool = opts.gather_across_devices_option(),
@@ -67,6 +69,7 @@ def simcse(
         output,
         settings=opts.training_settings(locals()),
         pairs_file=pairs_file,
+        pooling=pooling,
         temperature=temperature,
         dev_file=dev_file,
         regularizers=regularizer,
@@ -74,6 +77,7 @@ def simcse(
         overwrite=overwrite,
         gather_across_devices=gather_across_devices,
         mini_batch_size=mini_batch_size,
+        device=device,
     )
     opts.echo_summary(summary, output, "Tower")
 

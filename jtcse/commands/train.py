@@ -14,7 +14,7 @@ from jtcse.training.twin import train_twin
 SHORT_HELP = "Train a JTCSE twin (two towers, cross-attention, ICNCE + ICTM) on a corpus."
 HELP = """Train a JTCSE twin-tower sentence encoder on a corpus (one sentence per line).
 
-Both towers read every sentence twice (dropout makes the two views) and learn with InfoNCE inside each tower, ICNCE between the towers (on the primitive and the cross-attention stream) and the tensor-modulus term ICTM. The result in OUTPUT is a SentenceTransformer checkpoint whose encode() returns the sum of the two towers' CLS vectors; open it with jtcse.modeling.loading.load_model(path) or SentenceTransformer(path, trust_remote_code=True).
+Both towers read every sentence twice (dropout makes the two views) and learn with InfoNCE inside each tower, ICNCE between the towers (on the primitive and the cross-attention stream) and the tensor-modulus term ICTM. The result in OUTPUT is a SentenceTransformer checkpoint whose encode() returns the sum of the two towers' pooled vectors (--pooling: CLS or mean, by default the towers' own); open it with jtcse.modeling.loading.load_model(path) or SentenceTransformer(path, trust_remote_code=True).
 
 With no options it runs offline: two copies of the embedded MiniLM-L6 tower, trained on English prose from Python's standard library. Blank lines are skipped (and counted), duplicate lines are dropped, sentences longer than --max-seq-length tokens are truncated. Rerunning the same command resumes an interrupted run (even one killed with kill -9) from the newest complete checkpoint in OUTPUT/checkpoints, ending with the same model as an uninterrupted run; for a finished run it does nothing. One process at a time writes OUTPUT.
 
@@ -36,6 +36,7 @@ def train(
     tower_b: Optional[str] = opts.tower_option("b"),
     corpus: Optional[Path] = opts.corpus_option(),
     cael_every: int = opts.cael_every_option(),
+    pooling: Optional[str] = opts.pooling_option(training=True),
     batch_size: int = opts.batch_size_option(PRESET.batch_size),
     max_seq_length: int = opts.max_seq_length_option(PRESET.max_seq_length),
     learning_rate: float = opts.learning_rate_option(PRESET.learning_rate),
@@ -68,6 +69,7 @@ def train(
         output,
         settings=settings,
         cael_every=cael_every or None,
+        pooling=pooling,
         dev_file=dev_file,
         resume=resume,
         overwrite=overwrite,

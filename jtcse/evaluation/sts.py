@@ -18,14 +18,26 @@ from jtcse.errors import JTCSEError
 
 @dataclass
 class STSPairs:
-    """Sentence pairs with gold similarity scores."""
+    """Sentence pairs with gold similarity scores, and each pair's genre when the file has one (STS-B:
+    ``main-captions``, ``main-news``, ``main-forums``)."""
 
     sentences1: list[str]
     sentences2: list[str]
     scores: np.ndarray
+    genres: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.scores)
+
+    def take(self, indices) -> STSPairs:
+        """The pairs at ``indices`` (in that order), genres included."""
+        indices = [int(i) for i in indices]
+        return STSPairs(
+            [self.sentences1[i] for i in indices],
+            [self.sentences2[i] for i in indices],
+            self.scores[indices],
+            None if self.genres is None else [self.genres[i] for i in indices],
+        )
 
 
 def normalize_whitespace(sentence: str) -> str:
@@ -58,11 +70,13 @@ def read_stsb_file(path: str | Path) -> STSPairs:
     """Read an STS Benchmark file (tab-separated: genre, file, year, id, score, s1, s2[, source…]).
 
     Extra trailing columns (licence/source fields present on some rows) are ignored; sentences are
-    whitespace-normalised as SentEval reads them (:func:`normalize_whitespace`).
+    whitespace-normalised as SentEval reads them (:func:`normalize_whitespace`); the first column is kept
+    as each pair's genre (:attr:`STSPairs.genres`).
     """
     path = Path(path)
     if not path.is_file():
         raise JTCSEError(f"STS-B file not found: {path}")
+    genres: list[str] = []
 
     def rows():
         for line_no, line in utf8_lines(path):
@@ -74,9 +88,12 @@ def read_stsb_file(path: str | Path) -> STSPairs:
                     f"{path}: line {line_no} has {len(fields)} tab-separated fields; an STS-B line has "
                     "genre, file, year, id, score, sentence1, sentence2."
                 )
+            genres.append(fields[0].strip())
             yield line_no, fields[5], fields[6], fields[4]
 
-    return scored_pairs(rows(), path, f"STS-B file {path}")
+    pairs = scored_pairs(rows(), path, f"STS-B file {path}")
+    pairs.genres = genres
+    return pairs
 
 
 def encode_unique(model, sentences: list[str], batch_size: int = 64, show_progress_bar: bool = False) -> dict[str, np.ndarray]:
@@ -106,6 +123,41 @@ def cosine_spearman(model, pairs: STSPairs, batch_size: int = 64, show_progress_
 
     table = encode_unique(model, pairs.sentences1 + pairs.sentences2, batch_size, show_progress_bar)
     return float(spearmanr(paired_cosine(table, pairs), pairs.scores).statistic)
+
+
+ALL_GENRES = "all"
+"""The key of the score over every pair in :func:`spearman_by_genre`."""
+
+
+def spearman_by_genre(cosines: np.ndarray, pairs: STSPairs) -> dict[str, float]:
+    """``{"all": ρ, genre: ρ, ...}``: Spearman ρ (fractions) of ``cosines`` (one per pair) against the gold
+    scores, over every pair and over each genre's pairs (genres in order of first appearance; only
+    ``"all"`` when the pairs carry no genres). A genre of fewer than two pairs, or whose gold scores or
+    cosines are all equal, has no correlation: NaN."""
+    from scipy.stats import spearmanr
+
+    cosines = np.asarray(cosines, dtype=np.float64)
+    if cosines.shape != (len(pairs),):
+        raise ValueError(f"{cosines.shape[0] if cosines.ndim else 0} cosines for {len(pairs)} pairs")
+    groups = {ALL_GENRES: np.arange(len(pairs))}
+    for genre in dict.fromkeys(pairs.genres or []):
+        groups[genre] = np.flatnonzero(np.asarray(pairs.genres) == genre)
+    out = {}
+    for genre, rows in groups.items():
+        if len(rows) < 2 or np.ptp(pairs.scores[rows]) == 0 or np.ptp(cosines[rows]) == 0:
+            out[genre] = float("nan")
+        else:
+            out[genre] = float(spearmanr(cosines[rows], pairs.scores[rows]).statistic)
+    return out
+
+
+def genre_spearman(model, pairs: STSPairs | str | Path, batch_size: int = 64, show_progress_bar: bool = False) -> dict[str, float]:
+    """Spearman ρ of ``model`` on an STS-B-format file (or its pairs) per genre, plus ``"all"``
+    (:func:`spearman_by_genre`; each sentence encoded once). ``"all"`` equals :func:`cosine_spearman`."""
+    if not isinstance(pairs, STSPairs):
+        pairs = read_stsb_file(pairs)
+    table = encode_unique(model, pairs.sentences1 + pairs.sentences2, batch_size, show_progress_bar)
+    return spearman_by_genre(paired_cosine(table, pairs), pairs)
 
 
 class STSDevEvaluator(BaseEvaluator):

@@ -14,11 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jtcse.errors import JTCSEError
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from jtcse.toml_file import read_toml
 
 #: The manifest of a source checkout (``data/manifest.toml`` beside the ``jtcse`` package).
 DEFAULT_MANIFEST = Path(__file__).resolve().parents[2] / "data" / "manifest.toml"
@@ -131,10 +127,7 @@ def load_manifest(path: str | Path | None = None) -> Manifest:
     if not path.is_file():
         hint = "" if path != DEFAULT_MANIFEST else " (it ships with the source checkout; pass --manifest FILE)"
         raise FileNotFoundError(f"data manifest not found: {path}{hint}")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise JTCSEError(f"{path} is not valid TOML: {err}") from None
+    raw = read_toml(path)
     _check_keys(raw, {"schema", "datasets"}, str(path))
     if raw.get("schema") != 1:
         raise JTCSEError(f"{path}: 'schema' must be 1")

@@ -4,8 +4,8 @@ Gao et al., "Scaling Deep Contrastive Learning Batch Size under Memory Limited S
 through sentence-transformers' ``CachedLossMixin``:
 
 1. both views are embedded mini-batch by mini-batch without a graph; each mini-batch keeps only the
-   per-sentence features the JTCSE terms read (primitive CLS of both towers, cross-stream CLS when
-   the twin has CAELs, pooler outputs when ICTM is on), packed side by side in one ``(m, k·d)`` row block;
+   per-sentence features the JTCSE terms read (pooled primitive stream of both towers, pooled cross
+   stream when the twin has CAELs, pooler outputs when ICTM is on), packed side by side in one ``(m, k·d)`` row block;
 2. :meth:`JTCSELoss.compute_loss_from_outputs` runs on the cached features and back-propagates to them;
 3. each mini-batch is embedded again with a graph under its step-1 ``RandContext`` (same dropout
    masks) and receives its cached gradient.
@@ -137,16 +137,16 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
 
     def feature_keys(self) -> list[str]:
         """The per-sentence twin outputs the loss reads, in packing order."""
-        keys = ["cls_1", "cls_2"]
+        keys = ["pooled_1", "pooled_2"]
         if self.icnce_weight and self.twin[0].cael_every is not None:
-            keys += ["cross_cls_1", "cross_cls_2"]
+            keys += ["cross_pooled_1", "cross_pooled_2"]
         if self.ictm_weight:
             keys += ["pooler_1", "pooler_2"]
         return keys
 
     def pack(self, outputs: dict[str, Any]) -> Tensor:
         """``(m, k·d)``: the :meth:`feature_keys` outputs of one mini-batch side by side."""
-        if "cls_1" not in outputs:
+        if "pooled_1" not in outputs:
             raise ValueError("CachedJTCSELoss needs the twin's training-mode outputs (call model.train() first).")
         if self.ictm_weight and "pooler_1" not in outputs:
             raise ValueError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")

@@ -98,8 +98,9 @@ class JTCSELoss(nn.Module):
                              + -log max(cos(h_II^a, h_I^b), eps) TMC(p_II^a, p_I^b) ]
             TMC(x, y) = ||x - y|| / (||x|| + ||y||)
 
-        ``h`` is a tower's primitive CLS vector, ``c`` its cross-stream CLS vector (absent without CAELs: TNCSE),
-        ``p`` its pooler output, ``a``/``b`` the two views of a sentence. ``L_NCE(I)`` is SimCSE's unsupervised
+        ``h`` is a tower's pooled primitive-stream vector (CLS or mean, as the twin pools), ``c`` its pooled
+        cross-stream vector (absent without CAELs: TNCSE), ``p`` the tower's pooler head applied to ``h``
+        (:meth:`jtcse.modeling.twin.TwinTowers.pooler_heads`), ``a``/``b`` the two views of a sentence. ``L_NCE(I)`` is SimCSE's unsupervised
         InfoNCE (NT-Xent over the 2B views of tower I, temperature tau); ``ICNCE(x, y)`` the same with tower x's
         views as anchors and tower y's as candidates (positive: y's other view of the sentence). ``R`` in {0, 1}
         says which tower anchors ICNCE and is drawn per forward (see ``seed``).
@@ -237,15 +238,15 @@ class JTCSELoss(nn.Module):
 
     def compute_loss_from_outputs(self, outputs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The weighted loss terms from a training-mode twin forward over a [view a; view b] batch."""
-        if "cls_1" not in outputs:
+        if "pooled_1" not in outputs:
             raise ValueError("JTCSELoss needs the twin's training-mode outputs (call model.train() first).")
-        half = outputs["cls_1"].shape[0] // 2
+        half = outputs["pooled_1"].shape[0] // 2
 
         def views(key: str) -> tuple[Tensor, Tensor]:
             value = outputs[key]
             return value[:half], value[half:]
 
-        h = {1: views("cls_1"), 2: views("cls_2")}
+        h = {1: views("pooled_1"), 2: views("pooled_2")}
         tau = self.temperature
         gather = self._gather()
         losses: dict[str, Tensor] = {}
@@ -255,8 +256,8 @@ class JTCSELoss(nn.Module):
         if self.icnce_weight:
             x, y = (1, 2) if self._tower_one_anchors() else (2, 1)
             term = icnce(*h[x], *h[y], temperature=tau, gather=gather)
-            if "cross_cls_1" in outputs:
-                c = {1: views("cross_cls_1"), 2: views("cross_cls_2")}
+            if "cross_pooled_1" in outputs:
+                c = {1: views("cross_pooled_1"), 2: views("cross_pooled_2")}
                 term = term + icnce(*c[x], *c[y], temperature=tau, gather=gather)
             losses["icnce"] = self.icnce_weight * term
         if self.ictm_weight:

@@ -303,7 +303,7 @@ class RegularizedLoss(nn.Module):
                 # logged as nce_1, nce_2, icnce, ictm, simreg, dispersion
                 loss = RegularizedLoss(twin, JTCSELoss(twin), [SimRegLoss(twin, weight=2.0), DispersionLoss(twin, weight=0.1)])
                 # or any term of the twin's output features, its weight folded in:
-                loss = RegularizedLoss(twin, JTCSELoss(twin), {"cls_norm": lambda out: 0.01 * out["cls_1"].norm(dim=-1).mean()})
+                loss = RegularizedLoss(twin, JTCSELoss(twin), {"cls_norm": lambda out: 0.01 * out["pooled_1"].norm(dim=-1).mean()})
 
                 trainer = SentenceTransformerTrainer(model=twin, train_dataset=train_dataset, loss=loss)
                 trainer.train()

@@ -3,23 +3,35 @@
 from __future__ import annotations
 
 
-def build_twin(tower_a=None, tower_b=None, *, cael_every: int | None = 2, max_seq_length: int | None = 64, device=None):
+def build_twin(tower_a=None, tower_b=None, *, cael_every: int | None = 2, max_seq_length: int | None = 64,
+               pooling: str | None = None, device=None):
     """A ``SentenceTransformer`` whose only module is a :class:`~jtcse.modeling.twin.TwinTowers`.
 
-    ``tower_a`` / ``tower_b``: anything :func:`jtcse.modeling.loading.load_cls_tower` opens (a
+    ``tower_a`` / ``tower_b``: anything :func:`jtcse.modeling.loading.load_tower` opens (a
     sentence-transformers or ``transformers`` directory, a hub name; None: the embedded MiniLM). Only
-    each tower's Transformer is used: the twin always pools CLS.
+    each tower's Transformer is used.
+    ``pooling``: ``cls`` or ``mean``; ``None`` takes the towers' own (:func:`~jtcse.modeling.loading.load_tower`:
+    a sentence-transformers model's ``cls``/``mean`` Pooling, CLS for a plain ``transformers`` model; any other
+    pooling is refused). Towers pooling differently need it given.
     ``cael_every``: CAEL spacing (a divisor of the layer count) or None for no cross-attention.
-    ``encode`` returns the sum of the two towers' last-layer CLS vectors.
+    ``encode`` returns the sum of the two towers' pooled last hidden states.
     """
     from sentence_transformers import SentenceTransformer
 
-    from jtcse.modeling.loading import check_device, load_cls_tower
+    from jtcse.errors import JTCSEError
+    from jtcse.modeling.loading import check_device, describe_source, load_tower
     from jtcse.modeling.twin import TwinTowers
 
     device = check_device(device)
-    towers = [load_cls_tower(t, role="tower")[0][0] for t in (tower_a, tower_b)]
-    twin = TwinTowers(towers[0], towers[1], cael_every=cael_every, max_seq_length=max_seq_length)
+    loaded = [load_tower(t, pooling=pooling, role="tower") for t in (tower_a, tower_b)]
+    poolings = [chosen for _, chosen, _ in loaded]
+    if poolings[0] != poolings[1]:
+        raise JTCSEError(
+            f"the towers pool differently (tower I {describe_source(tower_a)!r}: {poolings[0]}, tower II "
+            f"{describe_source(tower_b)!r}: {poolings[1]}); the twin pools both one way: give pooling='cls' or 'mean'."
+        )
+    twin = TwinTowers(loaded[0][0][0], loaded[1][0][0], cael_every=cael_every, max_seq_length=max_seq_length,
+                      pooling=poolings[0])
     return SentenceTransformer(modules=[twin], device=device)
 
 
@@ -27,7 +39,7 @@ def build_ensemble(models, combine: str = "concat", weights=None, device: str | 
     """A ``SentenceTransformer`` whose only module is an :class:`~jtcse.modeling.ensemble.Ensemble` of ``models``.
 
     ``models``: ``SentenceTransformer`` objects or checkpoint paths/names, opened with
-    :func:`jtcse.modeling.loading.load_model` as they encode (a twin as its towers' summed CLS, a hub
+    :func:`jtcse.modeling.loading.load_model` as they encode (a twin as its towers' summed pooled vectors, a hub
     encoder with its own pooling). To save it with its jtcse model card (members, weights, combination), under
     the output's lock and all at once: :func:`jtcse.training.ensemble.save_ensemble`.
     """

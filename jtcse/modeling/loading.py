@@ -104,6 +104,25 @@ def _looks_local(source: str) -> bool:
     return Path(source).is_absolute() or source.startswith((".", "~"))
 
 
+class _OptimumLocalProbeFilter(logging.Filter):
+    """Drops optimum-intel's "Could not infer whether the model was already converted ... expected str, bytes or
+    os.PathLike object, not NoneType" when it opens a local folder offline.
+
+    With ``HF_HUB_OFFLINE=1`` optimum-intel looks for the model in the hub cache by joining ``cache_dir=None``
+    with the model id, which fails for any local folder; it logs that failure and keeps the ``export`` flag it
+    was given. sentence-transformers has already decided that flag from the folder's files, so the message
+    says nothing true about the model (upstream: ``OVBaseModel.from_pretrained``, optimum-intel 2.2).
+    """
+
+    PREFIX = "Could not infer whether the model was already converted"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.PREFIX)
+
+
+_OPTIMUM_INTEL_LOGGER = "optimum.intel.openvino.modeling_base"
+
+
 def _open(source, role: str, device: str | None, backend: str = "torch"):
     """``SentenceTransformer(source)``: a loaded model is returned as is, a path or hub name is opened
     (twins with jtcse's own classes; ``backend`` as sentence-transformers takes it); failures are
@@ -123,7 +142,13 @@ def _open(source, role: str, device: str | None, backend: str = "torch"):
         trust = needs_jtcse_classes(path) if path.exists() else False
         loader = sentence_transformer_loader(path) if path.exists() else SentenceTransformer
         options = {} if backend == "torch" else {"backend": backend}
-        return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
+        probe_filter = _OptimumLocalProbeFilter()
+        if backend != "torch" and path.exists():
+            logging.getLogger(_OPTIMUM_INTEL_LOGGER).addFilter(probe_filter)
+        try:
+            return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
+        finally:
+            logging.getLogger(_OPTIMUM_INTEL_LOGGER).removeFilter(probe_filter)
     except Exception as err:  # noqa: BLE001 - any load failure is a problem with the user's path, said in one line
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         if path.exists():
@@ -221,6 +246,69 @@ def _repool(model, pooling: str) -> tuple:
     return assemble_tower(transformer, pooling, device=str(model.device)), changes
 
 
+def own_pooling(model) -> str | tuple | None:
+    """The pooling mode of ``model``'s sentence-transformers ``Pooling`` module (a tuple for a multi-mode one),
+    ``None`` when it has none."""
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    return next((module.pooling_mode for module in model if isinstance(module, Pooling)), None)
+
+
+def has_own_modules(source) -> bool:
+    """Whether ``source`` is a sentence-transformers checkpoint (its modules, hence its pooling, are its own)
+    rather than a plain ``transformers`` model, to which sentence-transformers adds mean pooling on loading."""
+    from sentence_transformers import SentenceTransformer
+
+    if isinstance(source, SentenceTransformer):
+        return True
+    path = Path(str(source)).expanduser()
+    if path.exists():
+        return (path / "modules.json").is_file()
+    from sentence_transformers.util.file_io import is_sentence_transformer_model
+
+    try:
+        return is_sentence_transformer_model(str(source))
+    except Exception:  # noqa: BLE001 - an unreachable hub name fails when it is opened, with its own message
+        return False
+
+
+def check_pooling(pooling) -> str | None:
+    """``pooling`` when it is ``None`` or one of :data:`POOLING_CHOICES`; a ``ValueError`` naming them otherwise."""
+    if pooling is not None and pooling not in POOLING_CHOICES:
+        raise JTCSEError(f"pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
+    return pooling
+
+
+def load_tower(source=None, *, pooling: str | None = None, role: str = "tower", max_seq_length=None,
+               device: str | None = None) -> tuple:
+    """Return ``(model, pooling, changes)``: ``source`` as a tower that pools ``cls`` or ``mean``.
+
+    ``pooling=None`` keeps the model's own pooling when it is a sentence-transformers checkpoint whose
+    ``Pooling`` is ``cls`` or ``mean`` (with everything after it: ``Normalize``, ``Dense`` ...), so a warm-up
+    of it is plain SimCSE of the model as it is; a plain ``transformers`` model gets CLS (the JTCSE/SimCSE
+    recipe for BERT and RoBERTa); any other pooling (``weightedmean``, ``lasttoken``, ``max``, several modes)
+    is refused, with the reason, rather than silently replaced. An explicit ``pooling`` equal to the
+    model's own keeps the model as it is; another one replaces what follows the Transformer
+    (``changes`` says what, in words). Twins and ensembles are refused. ``max_seq_length`` as in :func:`load_model`.
+    """
+    check_pooling(pooling)
+    model = _single_encoder(source, role, device)
+    own = own_pooling(model) if has_own_modules(resolve_source(source)) else None
+    changes: list[str] = []
+    if pooling is None and own is not None and own not in POOLING_CHOICES:
+        raise JTCSEError(
+            f"the {role} {describe_source(source)!r} pools with {own!r}; a JTCSE tower pools {' or '.join(POOLING_CHOICES)} "
+            "(the twin sums its towers' pooled vectors and its losses read them), so choose one explicitly: "
+            "pooling='cls' or pooling='mean' (--pooling)."
+        )
+    chosen = pooling or own or "cls"
+    if chosen != own:
+        model, changes = _repool(model, chosen)
+    if max_seq_length is not None:
+        set_max_seq_length(model, max_seq_length, role)
+    return model, chosen, changes
+
+
 def load_cls_tower(source=None, *, role: str = "tower", max_seq_length=None, device: str | None = None):
     """Return ``(model, changes)``: ``source`` rebuilt as ``Transformer`` + CLS ``Pooling``.
 
@@ -259,7 +347,7 @@ def load_model(
     """A ``SentenceTransformer`` for ``source`` (path, hub name, loaded model, or ``None``: the embedded MiniLM).
 
     ``role``: ``encode`` / ``teacher`` keep the checkpoint's modules (a twin encodes as the sum of its
-    towers' CLS); ``student`` keeps them too but must be one encoder (:func:`load_student`; ``pooling``
+    towers' pooled vectors); ``student`` keeps them too but must be one encoder (:func:`load_student`; ``pooling``
     replaces its pooling); ``tower`` rebuilds it as a CLS tower (:func:`load_cls_tower`). The role also
     names the model in error messages.
     ``pooling`` (``cls`` | ``mean``) replaces the checkpoint's pooling after its Transformer.

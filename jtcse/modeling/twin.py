@@ -1,11 +1,16 @@
 """The JTCSE twin: two BERT-layout towers behind one sentence-transformers input module.
 
 Inference (eval mode, what ``SentenceTransformer.encode`` returns): each tower encodes the
-sentence on its own and the embedding is the **sum of the two last-layer CLS vectors** -- no
-pooler, no cross-attention (Zong et al., JTCSE, 2025, sec. III-C).
+sentence on its own and the embedding is the **sum of the two towers' pooled last hidden states** --
+no pooler, no cross-attention. ``pooling`` is ``cls`` (the last-layer CLS vector: Zong et al., JTCSE,
+2025, sec. III-C, for BERT and RoBERTa) or ``mean`` (the mean over the non-padding tokens: the pooling
+most pre-trained sentence encoders -- MiniLM, MPNet, GTE, E5 -- were trained with, which CLS would throw away).
 
-Training mode adds what the JTCSE losses read: per-tower primitive CLS vectors, pooler outputs,
-and -- unless ``cael_every`` is None (TNCSE) -- the CLS vectors of the *cross stream*, which equals
+Training mode adds what the JTCSE losses read: per-tower pooled vectors of the primitive stream, their
+pooler outputs (the tower's pooler head, dense + tanh, applied to the pooled vector: for ``cls`` exactly
+the ``pooler_output`` of BERT/RoBERTa, for ``mean`` the same head on the mean, so ICTM keeps its form,
+a modulus constraint on a bounded head of the sentence vector that NCE/ICNCE read),
+and -- unless ``cael_every`` is None (TNCSE) -- the pooled vectors of the *cross stream*, which equals
 the primitive stream up to the first cross-attention encoder layer (CAEL) and from there on runs
 through CAELs (every ``cael_every``-th layer, see :mod:`jtcse.modeling.cross_attention`) and the
 towers' ordinary layers. The cross stream starts from the primitive hidden state entering the
@@ -28,6 +33,7 @@ from typing import Any
 
 import torch
 from sentence_transformers.base.modules import InputModule, Transformer
+from sentence_transformers.sentence_transformer.modules import Pooling
 from torch import nn
 
 from .cross_attention import cael_forward, encoder_layers, padding_mask
@@ -37,7 +43,16 @@ logger = logging.getLogger(__name__)
 
 TOWER_DIRS = ("tower_1", "tower_2")
 TWIN_CONFIG_FILE = "jtcse_twin_config.json"
+TWIN_POOLINGS = ("cls", "mean")
+"""How a twin pools each tower's last hidden states; a twin saved before pooling was a choice pools ``cls``."""
 _MODEL_INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+
+
+def check_twin_pooling(pooling: Any) -> str:
+    """``pooling`` when it is one of :data:`TWIN_POOLINGS`; a ``ValueError`` naming them otherwise."""
+    if pooling not in TWIN_POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(TWIN_POOLINGS)}, not {pooling!r}.")
+    return pooling
 
 
 def check_cael_every(cael_every: Any, num_layers: int) -> int | None:
@@ -163,7 +178,6 @@ class TwinStreams:
 
     primitive: tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]
     cross: tuple[list[torch.Tensor], list[torch.Tensor]] | None
-    pooler: tuple[torch.Tensor | None, torch.Tensor | None]
 
 
 @portable
@@ -176,6 +190,8 @@ class TwinTowers(InputModule):
             or None for no cross stream (TNCSE). Changes training only, never ``encode``.
         max_seq_length: truncation length of the shared tokenizer (None keeps the towers' own); a
             length beyond the towers' position table is clamped to it, with a warning.
+        pooling: ``cls`` or ``mean`` (:data:`TWIN_POOLINGS`), for each tower's last hidden states, in
+            ``encode`` and in every stream the losses read. A checkpoint without it pools ``cls``.
 
     Saved layout (inside a SentenceTransformer directory): ``tower_1/`` and ``tower_2/`` (each a
     ``Transformer`` folder: HF config, weights, tokenizer), ``jtcse_twin_config.json`` and this
@@ -185,7 +201,7 @@ class TwinTowers(InputModule):
     """
 
     config_file_name = TWIN_CONFIG_FILE
-    config_keys = ["cael_every", "max_seq_length"]
+    config_keys = ["cael_every", "max_seq_length", "pooling"]
     save_in_root = True
 
     def __init__(
@@ -194,9 +210,12 @@ class TwinTowers(InputModule):
         tower_2: Transformer,
         cael_every: int | None = 2,
         max_seq_length: int | None = 64,
+        pooling: str = "cls",
     ) -> None:
         super().__init__()
         check_towers_compatible(tower_1, tower_2)
+        self.pooling = check_twin_pooling(pooling)
+        self._pool = Pooling(tower_1.get_embedding_dimension(), pooling_mode=pooling)  # no parameters
         self.towers = nn.ModuleList([tower_1, tower_2])
         self.num_layers = len(encoder_layers(tower_1.model))
         self.cael_every = cael_every
@@ -264,7 +283,7 @@ class TwinTowers(InputModule):
         return self.towers[0].get_embedding_dimension()
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"cael_every": self.cael_every, "max_seq_length": self.max_seq_length}
+        return {"cael_every": self.cael_every, "max_seq_length": self.max_seq_length, "pooling": self.pooling}
 
     def __repr__(self) -> str:
         arch = type(self.towers[0].model).__name__
@@ -278,28 +297,45 @@ class TwinTowers(InputModule):
 
     # -- forward -------------------------------------------------------------------------------
 
-    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
-        """Eval mode: ``sentence_embedding`` = CLS_1 + CLS_2 and ``token_embeddings`` = H_1 + H_2.
+    def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``(B, d)``: ``hidden`` (``(B, T, d)``) pooled as :attr:`pooling` says (``mean`` skips padding),
+        by sentence-transformers' own ``Pooling``, so an exported tower pools exactly the same."""
+        return self._pool({"token_embeddings": hidden, "attention_mask": attention_mask})["sentence_embedding"]
 
-        Training mode adds ``cls_1``, ``cls_2`` (primitive last-layer CLS), ``pooler_1``, ``pooler_2``
-        (when the towers have a pooler), ``cross_cls_1``, ``cross_cls_2`` (cross-stream CLS, only
-        when ``cael_every`` is set) and the per-tower last hidden states ``token_embeddings_1``,
-        ``token_embeddings_2``. ``token_embeddings`` is the sum of the towers' last hidden states
-        (so its CLS row equals ``sentence_embedding``, as for a CLS-pooled single tower).
+    def pooler_heads(self, pooled: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Each tower's pooler head (BERT/RoBERTa: dense + tanh of the first position) applied to its pooled
+        vector; for ``cls`` this is the model's ``pooler_output``. ``None`` when a tower has no pooler."""
+        poolers = [getattr(model, "pooler", None) for model in self.tower_models()]
+        if any(pooler is None for pooler in poolers):
+            return None
+        return tuple(pooler(vector.unsqueeze(1)) for pooler, vector in zip(poolers, pooled))
+
+    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+        """Eval mode: ``sentence_embedding`` = pool(H_1) + pool(H_2) and ``token_embeddings`` = H_1 + H_2.
+
+        Training mode adds ``pooled_1``, ``pooled_2`` (each tower's pooled last hidden state),
+        ``pooler_1``, ``pooler_2`` (:meth:`pooler_heads`, when the towers have a pooler),
+        ``cross_pooled_1``, ``cross_pooled_2`` (the cross stream pooled, only when ``cael_every`` is
+        set) and the per-tower last hidden states ``token_embeddings_1``, ``token_embeddings_2``.
+        ``token_embeddings`` is the sum of the towers' last hidden states, so pooling it gives
+        ``sentence_embedding`` (both poolings are linear in the hidden states).
         """
         with_cross = self.training and self.cael_every is not None
         streams = self.run_streams(features, cross=with_cross, keep_all=False)
+        mask = features["attention_mask"]
         last_1, last_2 = streams.primitive[0][-1], streams.primitive[1][-1]
+        pooled = (self.pool(last_1, mask), self.pool(last_2, mask))
         features["token_embeddings"] = last_1 + last_2
-        features["sentence_embedding"] = last_1[:, 0] + last_2[:, 0]
+        features["sentence_embedding"] = pooled[0] + pooled[1]
         if self.training:
-            features["cls_1"], features["cls_2"] = last_1[:, 0], last_2[:, 0]
+            features["pooled_1"], features["pooled_2"] = pooled
             features["token_embeddings_1"], features["token_embeddings_2"] = last_1, last_2
-            if streams.pooler[0] is not None and streams.pooler[1] is not None:
-                features["pooler_1"], features["pooler_2"] = streams.pooler
+            heads = self.pooler_heads(pooled)
+            if heads is not None:
+                features["pooler_1"], features["pooler_2"] = heads
             if streams.cross is not None:
-                features["cross_cls_1"] = streams.cross[0][-1][:, 0]
-                features["cross_cls_2"] = streams.cross[1][-1][:, 0]
+                features["cross_pooled_1"] = self.pool(streams.cross[0][-1], mask)
+                features["cross_pooled_2"] = self.pool(streams.cross[1][-1], mask)
         return features
 
     def run_streams(self, features: dict[str, Any], *, cross: bool = True, keep_all: bool = True) -> TwinStreams:
@@ -318,9 +354,8 @@ class TwinTowers(InputModule):
         primitive = tuple(
             out.hidden_states if out.hidden_states is not None else (out.last_hidden_state,) for out in outputs
         )
-        pooler = tuple(getattr(out, "pooler_output", None) for out in outputs)
         cross_states = self._cross_stream(primitive, inputs["attention_mask"]) if cross else None
-        return TwinStreams(primitive=primitive, cross=cross_states, pooler=pooler)
+        return TwinStreams(primitive=primitive, cross=cross_states)
 
     def _cross_stream(self, primitive, attention_mask: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         from transformers.masking_utils import create_bidirectional_mask
@@ -391,13 +426,13 @@ class TwinTowers(InputModule):
         return cls(*towers, **{key: config[key] for key in cls.config_keys if key in config})
 
     def export_tower(self, index: int, out_dir: str | Path) -> str:
-        """Write tower ``index`` (0 or 1) as a plain SentenceTransformer (Transformer + CLS Pooling).
+        """Write tower ``index`` (0 or 1) as a plain SentenceTransformer (Transformer + the twin's Pooling).
 
         The result loads with sentence-transformers alone; it does not need jtcse.
         """
         if index not in (0, 1):
             raise ValueError(f"Tower index must be 0 or 1, not {index!r}.")
-        assemble_tower(self.towers[index], "cls").save(str(out_dir))
+        assemble_tower(self.towers[index], self.pooling).save(str(out_dir))
         return str(out_dir)
 
     def export_towers(self, out_dir: str | Path) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jtcse.errors import JTCSEError
+from jtcse.devices import check_precision, resolve_device
 from jtcse.training import distributed
 from jtcse.training.run_dir import checkpoints_dir
 
@@ -18,26 +18,15 @@ DEV_EVALUATOR_NAME = "sts-dev"
 DEV_METRIC = f"eval_{DEV_EVALUATOR_NAME}_spearman_cosine"
 """The trainer's name for the dev evaluator's score: the metric that picks the best checkpoint."""
 
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
-
-def precision_flags(precision: str) -> dict[str, bool]:
-    """Trainer ``fp16``/``bf16`` flags for ``precision`` (one of :data:`PRECISIONS`: checked by
-    :class:`~jtcse.training.stage.TrainingSettings`).
-
-    ``auto``: bf16 mixed precision on a CUDA GPU that supports it, else fp32. ``fp16`` needs a CUDA
-    GPU; ``bf16`` runs on a GPU that supports it or on the CPU (autocast).
+def precision_flags(precision: str, device: str | None = None) -> dict[str, bool]:
+    """Trainer ``fp16``/``bf16`` flags for ``precision`` (one of :data:`~jtcse.devices.PRECISIONS`) on the
+    device the trainer runs on (``None``: the best one here), by the one rule of
+    :func:`jtcse.devices.check_precision`: ``auto`` is bf16 mixed precision on a CUDA GPU that supports it,
+    else fp32; ``fp16`` needs a CUDA GPU; ``bf16`` runs on a GPU that supports it or on the CPU (autocast).
     """
-    import torch
-
-    cuda = torch.cuda.is_available()
-    if precision == "auto":
-        return {"fp16": False, "bf16": cuda and torch.cuda.is_bf16_supported()}
-    if precision == "fp16" and not cuda:
-        raise JTCSEError("precision fp16 needs a CUDA GPU and none is available; use bf16 or fp32.")
-    if precision == "bf16" and cuda and not torch.cuda.is_bf16_supported():
-        raise JTCSEError("this GPU does not support bf16; use fp16 or fp32.")
-    return {"fp16": precision == "fp16", "bf16": precision == "bf16"}
+    resolved = check_precision(precision, device)
+    return {"fp16": resolved == "fp16", "bf16": resolved == "bf16"}
 
 
 def build_training_args(
@@ -56,6 +45,7 @@ def build_training_args(
     use_no_duplicates_sampler: bool = False,
     precision: str = "auto",
     gradient_checkpointing: bool = False,
+    device: str | None = None,
     **overrides: Any,
 ):
     """``SentenceTransformerTrainingArguments`` for a jtcse stage (values checked by
@@ -68,6 +58,8 @@ def build_training_args(
     :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
     ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
     encoder layer's activations in the backward pass: less memory, ~30% more compute) are for GPUs.
+    ``device``: ``cpu`` trains on the CPU where a GPU is visible too; ``None`` (or another device) leaves the
+    choice to the trainer (the first visible GPU, else the CPU); see :func:`jtcse.training.stage.training_device`.
     ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last; under a
     multi-process launch without CUDA, CPU DDP is switched on (:func:`distributed.training_arguments`).
     """
@@ -75,6 +67,7 @@ def build_training_args(
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
 
+    device = resolve_device("cpu" if overrides.get("use_cpu") else device)
     save_every = eval_steps if has_dev or save_steps is None else save_steps
     kwargs: dict[str, Any] = dict(
         output_dir=str(checkpoints_dir(output_dir)),
@@ -92,7 +85,7 @@ def build_training_args(
         save_steps=save_every,
         save_total_limit=1,
         report_to="none",
-        **precision_flags(precision),
+        **precision_flags(precision, device),
         gradient_checkpointing=gradient_checkpointing,
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
@@ -109,8 +102,8 @@ def build_training_args(
         )
     else:
         kwargs.update(eval_strategy="no")
+    if device == "cpu" and (kwargs["bf16"] or torch.cuda.is_available()):
+        kwargs["use_cpu"] = True  # transformers runs bf16 autocast on the CPU, or ignores a visible GPU, only when told so
     kwargs.update(overrides)
     kwargs.update(distributed.training_arguments(use_cpu=kwargs.get("use_cpu", False)))
-    if kwargs["bf16"] and not torch.cuda.is_available():
-        kwargs["use_cpu"] = True  # transformers runs bf16 autocast on the CPU only when told so
     return SentenceTransformerTrainingArguments(**kwargs)

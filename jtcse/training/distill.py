@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 from jtcse.corpus import read_training_sentences
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
-from jtcse.training.stage import Stage, TrainingSettings, dev_evaluator, run_stage, set_training_length, start_stage
+from jtcse.training.stage import (
+    Stage,
+    TrainingSettings,
+    dev_evaluator,
+    run_stage,
+    set_training_length,
+    start_stage,
+    training_device,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -110,8 +118,9 @@ def _projection_checkpoints(loss, resume_from: str | None):
     return ProjectionCheckpoints()
 
 
-DISTILL_SETTINGS = TrainingSettings(eval_steps=250)
-"""``distill``'s training settings by default."""
+DISTILL_SETTINGS = TrainingSettings(batch_size=64, max_seq_length=32, learning_rate=2e-5, eval_steps=250)
+"""``distill``'s training settings by default, and the pipeline's distillation's: the CPU recipe measured on the
+embedded MiniLM (one pass over the corpus; ``evaluation/DEFAULTS.md``)."""
 
 
 @locks_output("output_dir")
@@ -128,6 +137,7 @@ def distill(
     resume: bool = True,
     overwrite: bool = False,
     callbacks: Sequence[Any] = (),
+    device: str | None = None,
     settings: TrainingSettings | None = None,
     **training: Any,
 ) -> dict[str, Any]:
@@ -143,7 +153,8 @@ def distill(
     the checkpoint with the best dev Spearman. How long and how it trains: ``settings`` (a
     :class:`~jtcse.training.stage.TrainingSettings`) and/or its fields as keywords (``batch_size=32,
     max_steps=100`` ...), on top of :data:`DISTILL_SETTINGS`. An interrupted run resumes from its last
-    trainer checkpoint when ``resume``.
+    trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
+    precision before anything loads (:func:`~jtcse.training.stage.training_device`); the teacher encodes there too.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
@@ -154,6 +165,7 @@ def distill(
 
     settings = DISTILL_SETTINGS.given(settings, training, "distill")
     check_objective(objective)
+    training_device(device, settings.precision)
     if student_pooling not in (None, *POOLING_CHOICES):
         raise JTCSEError(f"student pooling must be one of {', '.join(POOLING_CHOICES)}, not {student_pooling!r}.")
     sentences, data = read_training_sentences(train_file, "training corpus")
@@ -178,7 +190,7 @@ def distill(
     if plan.finished:
         return plan.summary
 
-    model, changes = load_student(student, pooling=student_pooling)
+    model, changes = load_student(student, pooling=student_pooling, device=device)
     own_length = set_training_length(model, settings, "student")
     student_dim = model.get_embedding_dimension()
 
@@ -190,6 +202,7 @@ def distill(
             Path(output_dir) / TEACHER_CACHE_SUBDIR,
             batch_size=teacher_batch_size,
             fingerprint=plan.config["teacher"],
+            device=device,
         )
     )
     teacher_dim = int(targets.embeddings.shape[1])
@@ -218,6 +231,7 @@ def distill(
             },
             data=data,
             restore_max_seq_length=own_length,
+            device=device,
             # neither CLS nor mean pooling reads the transformers pooler, so under DDP its parameters get no gradient
             trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),
             callbacks=callbacks,

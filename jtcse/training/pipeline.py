@@ -13,30 +13,46 @@ Stages and folders:
 =========  ==============  ==========================================================================
 stage      folder          what
 =========  ==============  ==========================================================================
-warmup_a   ``tower_a/``    SimCSE on tower I (positives from ``pairs_a`` when given)
+warmup_a   ``tower_a/``    SimCSE on tower I (positives from ``pairs_a`` when given), its own pooling kept
 warmup_b   ``tower_b/``    SimCSE on tower II (``pairs_b``; another seed), so the towers differ
+probe      ``probe/``      only with ``selection_file``: short twins at each of ``probe_learning_rates``,
+                           scored on that file; the best learning rate trains the twin
 twin       ``twin/``       JTCSE twin training on the two warmed-up towers
-ensemble   ``ensemble/``   only with ``ensemble_with``: the twin + those models in one checkpoint (JTCSE+UC)
+ensemble   ``ensemble/``   the twin + the starting model (on by default when that is a sentence-transformers
+                           model) and/or ``ensemble_with``, in one checkpoint (JTCSE+UC)
 distill    ``distilled/``  the ensemble (else the twin) teaches the student: by default the model tower I
                            started from, with its own pooling (UCD; JTCSE-D for a twin teacher)
-eval       ``eval/``       dev Spearman of every model above and of the starting model(s)
+eval       ``eval/``       dev Spearman (all pairs and per genre) of every model above and of the starting model(s)
 =========  ==============  ==========================================================================
+
+Defaults (:mod:`jtcse.training.pipeline_settings`: each stage's is its trainer's preset, the ensemble's weights,
+the probe's learning rates) are the CPU recipe measured in ``evaluation/DEFAULTS.md`` (``scripts/repro_default.py``);
+each stage's settings given by the caller go on top. The paper's recipes are in ``models/``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, locks_output
+from jtcse.training.distill import distill
+from jtcse.training.pipeline_settings import ENSEMBLE_WEIGHTS, PROBE_LEARNING_RATES, PROBE_STEPS, check_settings
+from jtcse.training.simcse import train_simcse
+from jtcse.training.stage import training_device
+from jtcse.training.twin import train_twin
 
-STAGES = ("warmup_a", "warmup_b", "twin", "ensemble", "distill", "eval")
-FOLDERS = {"warmup_a": "tower_a", "warmup_b": "tower_b", "twin": "twin", "ensemble": "ensemble", "distill": "distilled",
-           "eval": "eval"}
+logger = logging.getLogger(__name__)
+
+STAGES = ("warmup_a", "warmup_b", "probe", "twin", "ensemble", "distill", "eval")
+FOLDERS = {"warmup_a": "tower_a", "warmup_b": "tower_b", "probe": "probe", "twin": "twin", "ensemble": "ensemble",
+           "distill": "distilled", "eval": "eval"}
 PLAN_KEY = "pipeline_plan"
 """Key of a finished stage's marker holding the settings it ran with, compared on rerun."""
 STAGE_DONE = "stage_done.json"
@@ -97,6 +113,52 @@ def run_once(
     return {"output": str(folder), "status": "ran", "seconds": seconds, "summary": summary}
 
 
+def is_sentence_encoder(source) -> bool:
+    """Whether ``source`` (``None``: the embedded MiniLM) is a pre-trained sentence encoder, i.e. a
+    sentence-transformers checkpoint with its own modules, rather than a plain ``transformers`` model."""
+    from jtcse.modeling.loading import has_own_modules, resolve_source
+
+    return has_own_modules(resolve_source(source))
+
+
+MAX_SHARED_SELECTION = 0.01
+"""Largest share of a selection file's pairs that may also be dev pairs (then dropped, with a warning): the
+STS Benchmark repeats 11 of its 5,749 train pairs in dev, so STS-B train is a fair selection file for STS-B dev;
+more than that means the selection file holds the reported data."""
+
+
+def selection_pairs(selection_file, dev_file):
+    """The labelled pairs of ``selection_file`` to choose on (an :class:`~jtcse.evaluation.sts.STSPairs`), without
+    the pairs the dev file has too (in either order). A few shared pairs (at most :data:`MAX_SHARED_SELECTION`
+    of the file) are dropped with a warning; more is an error: a choice made on it would be made on what is
+    reported."""
+    from jtcse.evaluation.sts import read_stsb_file
+
+    selection = read_stsb_file(selection_file)  # a missing or malformed file is its own one-line error
+    if dev_file is None:
+        return selection
+    def pair_keys(pairs) -> list[tuple[str, ...]]:
+        return [tuple(sorted(pair)) for pair in zip(pairs.sentences1, pairs.sentences2)]
+
+    dev = set(pair_keys(read_stsb_file(dev_file)))
+    keys = pair_keys(selection)
+    shared = [i for i, key in enumerate(keys) if key in dev]
+    if not shared:
+        return selection
+    example = " / ".join(keys[shared[0]])
+    if len(shared) > MAX_SHARED_SELECTION * len(keys):
+        raise JTCSEError(
+            f"the selection file {selection_file} shares {len(shared)} of its {len(keys)} sentence pairs with the dev "
+            f"file {dev_file} (e.g. {example!r}); choose on data that is not reported (e.g. STS-B train for STS-B dev)."
+        )
+    logger.warning(
+        "%d of the %d pairs of the selection file %s are also in the dev file %s (e.g. %r); they are left out of "
+        "every choice.", len(shared), len(keys), selection_file, dev_file, example,
+    )  # fmt: skip
+    dropped = set(shared)
+    return selection.take([i for i in range(len(keys)) if i not in dropped])
+
+
 @locks_output("output_dir")  # one pipeline per folder; each stage's trainer also locks its own folder
 def run_pipeline(
     output_dir: str | Path,
@@ -109,44 +171,79 @@ def run_pipeline(
     dev_file: str | Path | None = None,
     until: str = "eval",
     seed: int = 42,
+    pooling: str | None = None,
     warmup_settings: dict[str, Any] | None = None,
     twin_settings: dict[str, Any] | None = None,
     distill_settings: dict[str, Any] | None = None,
+    ensemble: bool | None = None,
     ensemble_with: Sequence[str] = (),
     ensemble_weights: Sequence[float] | None = None,
     ensemble_combine: str = "concat",
+    selection_file: str | Path | None = None,
+    probe_learning_rates: Sequence[float] = PROBE_LEARNING_RATES,
+    probe_steps: int = PROBE_STEPS,
     student: str | None = None,
     student_pooling: str | None = None,
+    device: str | None = None,
+    recipe: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run (or finish) the pipeline in ``output_dir`` up to and including stage ``until``.
 
     ``tower_a`` / ``tower_b``: starting encoders (``None``: the embedded MiniLM). ``corpus``: one sentence a
-    line (``None``: embedded prose). ``*_settings`` are passed to :func:`~jtcse.training.simcse.train_simcse`,
-    :func:`~jtcse.training.twin.train_twin` and :func:`~jtcse.training.distill.distill` (e.g.
-    ``{"max_steps": 100, "learning_rate": 3e-5}``; ``cael_every`` and the loss weights for the twin,
-    ``objective`` for the distillation). ``ensemble_with``: models joined to the trained twin in an ensemble
-    stage (weights: the twin's first, then one per model; ``None``: all 1), which then teaches the student.
-    ``student``: the distillation student (``None``: ``tower_a``, i.e. the model tower I started from), kept with
-    its own pooling unless ``student_pooling`` says otherwise.
+    line (``None``: embedded prose). ``pooling`` (``cls`` | ``mean``; ``None``: the starting model's own, CLS
+    for a plain ``transformers`` model) is kept by the warm-ups and used by the twin. ``*_settings`` go to
+    :func:`~jtcse.training.simcse.train_simcse`, :func:`~jtcse.training.twin.train_twin` and
+    :func:`~jtcse.training.distill.distill` on top of the trainers' presets
+    (:data:`~jtcse.training.pipeline_settings.STAGE_DEFAULTS`), e.g. ``{"max_steps": 100}`` (``cael_every`` and
+    the loss weights for the twin, ``objective`` for the distillation);
+    every stage's settings are checked, with ``device`` and each stage's precision
+    (:func:`~jtcse.training.stage.training_device`), before the first stage runs.
+    ``ensemble``: join the trained twin and the starting model (``tower_a``) in an ensemble that teaches the
+    student (UCD); ``None``: on when the start is a sentence-transformers model (:func:`is_sentence_encoder`)
+    and no ``ensemble_with`` names the members.
+    ``ensemble_with``: other models to join (weights: the twin's first, then the starting model's when the
+    ensemble includes it, then one per model; ``None``: :data:`ENSEMBLE_WEIGHTS` for twin + start, else all 1).
+    ``ensemble=False`` with ``ensemble_with`` is an error.
+    ``selection_file``: an STS-B-format labelled file (e.g. STS-B train) that must not share pairs with
+    ``dev_file``; a probe stage trains a twin for ``probe_steps`` at each of ``probe_learning_rates`` and the
+    best on this file trains the twin (not with a twin ``learning_rate`` given).
+    ``student``: the distillation student (``None``: ``tower_a``, i.e. the model tower I started from), kept
+    with its own pooling unless ``student_pooling`` says otherwise. ``device``: where every stage trains and
+    evaluates (``None``: the best device here). ``recipe``: where the settings came from (``jtcse pipeline
+    --recipe``: the file, its sha256 and the options given on top), recorded in the summary as it is.
     Returns the summary (also written as ``pipeline_summary.json`` and ``.md``).
     """
     from jtcse.modeling.loading import describe_source
-    from jtcse.training.distill import distill
-    from jtcse.training.simcse import train_simcse
 
-    stages = [stage for stage in STAGES if stage != "ensemble" or ensemble_with]
+    settings = check_settings(
+        until=until, pooling=pooling, warmup_settings=warmup_settings, twin_settings=twin_settings,
+        distill_settings=distill_settings, ensemble=ensemble, ensemble_with=ensemble_with,
+        probe_learning_rates=probe_learning_rates, probe_steps=probe_steps, selection_file=selection_file,
+        student_pooling=student_pooling,
+    )  # fmt: skip
+    for stage_training, _ in settings.values():  # a device or precision this machine lacks: before any stage runs
+        training_device(device, stage_training.precision)
+    if ensemble is None:  # the default: twin + start, unless the caller named the members
+        ensemble = not ensemble_with and is_sentence_encoder(tower_a)
+    members = [describe_source(tower_a)] if ensemble else []
+    member_sources = ([tower_a] if ensemble else []) + list(ensemble_with)
+    if ensemble and not ensemble_with and ensemble_weights is None:
+        ensemble_weights = list(ENSEMBLE_WEIGHTS)
+
+    stages = [stage for stage in STAGES if (stage != "ensemble" or member_sources) and (stage != "probe" or selection_file)]
     if until not in stages and until != "warmup":
-        hint = " (the ensemble stage needs --ensemble-with)" if until == "ensemble" else ""
-        raise JTCSEError(f"--until must be one of warmup, {', '.join(stages)} (got {until!r}){hint}.")
+        hint = " (the ensemble stage needs --ensemble-with or a sentence-transformers start)" if until == "ensemble" else ""
+        raise JTCSEError(f"--until must be one of warmup, {', '.join(s for s in stages if s != 'probe')} (got {until!r}){hint}.")
     stages = stages[: stages.index("warmup_b" if until == "warmup" else until) + 1]
     if "eval" in stages and dev_file is None:
         raise JTCSEError("the eval stage needs --dev-file (an STS-B-format file); or stop earlier with --until.")
     if dev_file is not None and not Path(dev_file).is_file():
         raise JTCSEError(f"dev file not found: {dev_file}")
-    if ensemble_with:
+    chosen_on = selection_pairs(selection_file, dev_file) if selection_file is not None else None
+    if member_sources:
         from jtcse.modeling.ensemble import check_combine, check_weights
 
-        check_weights(ensemble_weights, 1 + len(ensemble_with))  # both before any training: the ensemble comes late
+        check_weights(ensemble_weights, 1 + len(member_sources))  # both before any training: the ensemble comes late
         check_combine(ensemble_combine)
     elif ensemble_weights is not None:
         raise JTCSEError("ensemble weights were given without models to ensemble with (--ensemble-with).")
@@ -154,72 +251,113 @@ def run_pipeline(
     output_dir.mkdir(parents=True, exist_ok=True)
     folders = {stage: output_dir / name for stage, name in FOLDERS.items()}
     corpus_arg = str(corpus) if corpus is not None else None
-    warmup = {"dev_file": dev_file, **(warmup_settings or {})}
-    twin_kwargs = {"seed": seed, "dev_file": dev_file, **(twin_settings or {})}
-    distill_kwargs = {"seed": seed, "dev_file": dev_file, "student_pooling": student_pooling, **(distill_settings or {})}
+    (warmup_training, warmup_extra), (twin_training, twin_extra), (distill_training, distill_extra) = settings.values()
+    warmup = {"dev_file": dev_file, "pooling": pooling, "device": device, **warmup_extra}
+    twin_kwargs = {"dev_file": dev_file, "pooling": pooling, "device": device, **twin_extra}
+    distill_kwargs = {"dev_file": dev_file, "student_pooling": student_pooling, "device": device, **distill_extra}
+    # what a finished stage is compared on (the device is not: a run may finish elsewhere)
+    recorded = {name: {**{k: v for k, v in kwargs.items() if k != "device"}, **asdict(training)}
+                for name, kwargs, training in (("warmup", warmup, warmup_training), ("twin", twin_kwargs, twin_training),
+                                               ("distill", distill_kwargs, distill_training))}
     student_source = student if student is not None else tower_a
-    teacher = folders["ensemble"] if ensemble_with else folders["twin"]
+    teacher = folders["ensemble"] if member_sources else folders["twin"]
     starting = _starting_models(tower_a, tower_b, student_source)
-    ensemble_plan = {"members": [str(folders["twin"]), *map(str, ensemble_with)], "weights": ensemble_weights,
+    ensemble_plan = {"members": [str(folders["twin"]), *members, *map(str, ensemble_with)], "weights": ensemble_weights,
                      "combine": ensemble_combine}
+    probe_plan = {"selection_file": str(selection_file), "learning_rates": list(probe_learning_rates),
+                  "steps": probe_steps, "corpus": corpus_arg, **{k: v for k, v in recorded["twin"].items() if k != "learning_rate"},
+                  "seed": seed}
     plans = {
-        "warmup_a": {"model": describe_source(tower_a), "corpus": corpus_arg, "pairs": pairs_a, "seed": seed, **warmup},
-        "warmup_b": {"model": describe_source(tower_b), "corpus": corpus_arg, "pairs": pairs_b, "seed": seed + 1, **warmup},
-        "twin": {"corpus": corpus_arg, **twin_kwargs},
+        "warmup_a": {"model": describe_source(tower_a), "corpus": corpus_arg, "pairs": pairs_a, **recorded["warmup"], "seed": seed},
+        "warmup_b": {"model": describe_source(tower_b), "corpus": corpus_arg, "pairs": pairs_b, **recorded["warmup"], "seed": seed + 1},
+        "probe": probe_plan,
+        "twin": {"corpus": corpus_arg, **recorded["twin"], "seed": seed},
         "ensemble": ensemble_plan,
-        "distill": {"teacher": str(teacher), "student": describe_source(student_source), "corpus": corpus_arg, **distill_kwargs},
+        "distill": {"teacher": str(teacher), "student": describe_source(student_source), "corpus": corpus_arg,
+                    **recorded["distill"], "seed": seed},
         "eval": {"dev_file": str(dev_file), "models": [s for s in stages if s != "eval"],
                  "starting": [describe_source(m) for m in starting.values()]},
     }
 
     def run_warmup_a() -> dict:
-        return train_simcse(tower_a, corpus_arg, folders["warmup_a"], pairs_file=pairs_a, seed=seed, **warmup)
+        return train_simcse(tower_a, corpus_arg, folders["warmup_a"], pairs_file=pairs_a, settings=warmup_training,
+                            seed=seed, **warmup)
 
     def run_warmup_b() -> dict:
-        return train_simcse(tower_b, corpus_arg, folders["warmup_b"], pairs_file=pairs_b, seed=seed + 1, **warmup)
+        return train_simcse(tower_b, corpus_arg, folders["warmup_b"], pairs_file=pairs_b, settings=warmup_training,
+                            seed=seed + 1, **warmup)
+
+    def train_twin_into(folder: Path, **overrides) -> dict:
+        return train_twin(str(folders["warmup_a"]), str(folders["warmup_b"]), corpus_arg, str(folder), resume=True,
+                          settings=twin_training, seed=seed, **{**twin_kwargs, **overrides})
+
+    def run_probe() -> dict:
+        from jtcse.evaluation.sts import cosine_spearman
+        from jtcse.modeling.loading import load_model
+
+        pairs = chosen_on
+        scores = {}
+        for lr in probe_learning_rates:
+            folder = folders["probe"] / f"lr_{lr:g}"
+            train_twin_into(folder, learning_rate=lr, max_steps=probe_steps, dev_file=None, plot=False)
+            scores[f"{lr:g}"] = cosine_spearman(load_model(folder, role="encode", device=device), pairs)
+        best = max(probe_learning_rates, key=lambda lr: scores[f"{lr:g}"])
+        return {"stage": "probe", "selection_file": str(selection_file), "selection_spearman": scores,
+                "learning_rate": best, "steps": probe_steps}
 
     def run_twin() -> dict:
-        from jtcse.training.twin import train_twin
-
-        return train_twin(
-            str(folders["warmup_a"]), str(folders["warmup_b"]), corpus_arg, str(folders["twin"]), resume=True,
-            **twin_kwargs,
-        )
+        probed = rows_by_stage.get("probe")
+        overrides = {"learning_rate": probed["summary"]["learning_rate"]} if probed else {}
+        return train_twin_into(folders["twin"], **overrides)
 
     def run_ensemble() -> dict:
         from jtcse.training.ensemble import save_ensemble
 
+        from jtcse.modeling.loading import resolve_source
+
+        sources = [str(folders["twin"]), *(str(resolve_source(m)) for m in member_sources)]
         # an ensemble folder without a stage marker is left from an interrupted save: replaced
-        model = save_ensemble(
-            ensemble_plan["members"], folders["ensemble"], combine=ensemble_combine, weights=ensemble_weights,
-            overwrite=True,
-        )
+        model = save_ensemble(sources, folders["ensemble"], combine=ensemble_combine, weights=ensemble_weights,
+                              overwrite=True)
         return {"stage": "ensemble", **ensemble_plan, "weights": model[0].weights,
                 "dimension": model.get_embedding_dimension()}
 
     def run_distill() -> dict:
-        return distill(str(teacher), student_source, corpus_arg, folders["distill"], **distill_kwargs)
+        return distill(str(teacher), student_source, corpus_arg, folders["distill"], settings=distill_training,
+                       seed=seed, **distill_kwargs)
 
     def run_eval() -> dict:
-        return {"dev_file": str(dev_file), "dev_spearman": _dev_scores(dev_file, folders, stages, starting)}
+        from jtcse.evaluation.sts import ALL_GENRES
+
+        genres = _dev_scores(dev_file, folders, stages, starting, device)
+        return {"dev_file": str(dev_file), "dev_spearman": {label: g[ALL_GENRES] for label, g in genres.items()},
+                "dev_spearman_by_genre": {label: {k: v for k, v in g.items() if k != ALL_GENRES}
+                                          for label, g in genres.items()}}
 
     runners = {
         "warmup_a": run_warmup_a,
         "warmup_b": run_warmup_b,
+        "probe": run_probe,
         "twin": run_twin,
         "ensemble": run_ensemble,
         "distill": run_distill,
         "eval": run_eval,
     }
-    rows = [
-        {"stage": stage, **run_once(folders[stage], runners[stage], plans[stage], rerun_if_changed=stage == "eval")}
-        for stage in stages
-    ]
+    rows_by_stage: dict[str, dict[str, Any]] = {}
+    for stage in stages:
+        plan = plans[stage]
+        if stage == "twin" and "probe" in rows_by_stage:
+            plan = {**plan, "learning_rate": rows_by_stage["probe"]["summary"]["learning_rate"]}
+        rows_by_stage[stage] = {"stage": stage,
+                                **run_once(folders[stage], runners[stage], plan, rerun_if_changed=stage == "eval")}
+    rows = list(rows_by_stage.values())
 
-    eval_scores = next((row["summary"]["dev_spearman"] for row in rows if row["stage"] == "eval"), {})
+    evaluated = next((row["summary"] for row in rows if row["stage"] == "eval"), {})
+    eval_scores = evaluated.get("dev_spearman", {})
+    eval_genres = evaluated.get("dev_spearman_by_genre", {})
     table = [
         {"stage": label, "status": "starting model (its own pooling)", "seconds": 0.0,
-         "output": describe_source(model), "dev_spearman": eval_scores.get(label)}
+         "output": describe_source(model), "dev_spearman": eval_scores.get(label), "dev_genres": eval_genres.get(label)}
         for label, model in starting.items()
         if label in eval_scores
     ]
@@ -230,12 +368,14 @@ def run_pipeline(
             "seconds": row["seconds"],
             "output": row["output"],
             "dev_spearman": eval_scores.get(row["stage"], row["summary"].get("final_dev_spearman")),
+            "dev_genres": eval_genres.get(row["stage"]),
         }
         for row in rows
     ]
     result = {
         "output_dir": str(output_dir),
         "until": until,
+        **({"recipe": dict(recipe)} if recipe is not None else {}),
         "table": table,
         "stages": {row["stage"]: row["summary"] for row in rows},
     }
@@ -256,18 +396,19 @@ def _starting_models(tower_a, tower_b, student) -> dict[str, Any]:
     return out
 
 
-def _dev_scores(dev_file, folders: dict[str, Path], stages: list[str], starting: dict[str, Any]) -> dict[str, float]:
-    """Dev Spearman of each starting model as it is (its own pooling) and of every model the stages built."""
-    from jtcse.evaluation.sts import cosine_spearman, read_stsb_file
+def _dev_scores(dev_file, folders: dict[str, Path], stages: list[str], starting: dict[str, Any], device=None) -> dict[str, dict]:
+    """Dev Spearman per genre and over all pairs (:func:`~jtcse.evaluation.sts.genre_spearman`) of each starting
+    model as it is (its own pooling) and of every model the stages built (the probe's twins aside)."""
+    from jtcse.evaluation.sts import genre_spearman, read_stsb_file
     from jtcse.modeling.loading import load_model
 
     pairs = read_stsb_file(dev_file)
     scores = {}
     for label, model in starting.items():
-        scores[label] = cosine_spearman(load_model(model, role="encode"), pairs)
+        scores[label] = genre_spearman(load_model(model, role="encode", device=device), pairs)
     for stage in stages:
-        if stage != "eval":
-            scores[stage] = cosine_spearman(load_model(folders[stage], role="encode"), pairs)
+        if stage not in ("eval", "probe"):
+            scores[stage] = genre_spearman(load_model(folders[stage], role="encode", device=device), pairs)
     return scores
 
 
@@ -284,4 +425,19 @@ def format_table(table: list[dict[str, Any]]) -> str:
         shown = f"{100 * score:.2f}" if scored else "–"
         delta = f"{100 * (score - base):+.2f}" if scored and isinstance(base, (int, float)) and row["stage"] != "start" else "–"
         lines.append(f"| {row['stage']} | {row['status']} | {row['seconds']:.1f} | {shown} | {delta} | {row['output']} |")
+    genres = list(dict.fromkeys(g for row in table for g in (row.get("dev_genres") or {})))
+    if genres:  # a second table: the same models per genre, so no kind of text is traded for another
+        start = next((row.get("dev_genres") or {} for row in table if row["stage"] == "start"), {})
+        lines += ["", "| stage | " + " | ".join(f"{g} ×100 (Δ vs start)" for g in genres) + " |",
+                  "| --- |" + " ---: |" * len(genres)]
+        for row in table:
+            scores = row.get("dev_genres")
+            if not scores:
+                continue
+            cells = []
+            for g in genres:
+                value, base_g = scores.get(g), start.get(g)
+                delta = f" ({100 * (value - base_g):+.2f})" if value is not None and base_g is not None and row["stage"] != "start" else ""
+                cells.append("–" if value is None else f"{100 * value:.2f}{delta}")
+            lines.append(f"| {row['stage']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

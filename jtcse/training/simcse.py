@@ -9,8 +9,10 @@ Without a pairs file the positive is the sentence itself and the two dropout pas
 (Gao et al., 2021, "SimCSE"). With a pairs file (``original<TAB>paraphrase``) a sentence's positive is its
 round-trip paraphrase, still under dropout (Zong & Zhang, 2023, EDFSE; the JTCSE warm-up).
 
-The output is a plain sentence-transformers checkpoint, ``Transformer`` + CLS ``Pooling``, usable as a
-tower by ``jtcse train``; a training-only head (the NITP regulariser's predictor) is trained and kept in
+The output is a plain sentence-transformers checkpoint, usable as a tower by ``jtcse train``: the starting
+model with its own modules when it pools CLS or mean (the embedded MiniLM: mean ``Pooling`` + ``Normalize``;
+the warm-up is then plain SimCSE of that model), else ``Transformer`` + the ``pooling`` asked for (CLS for a
+plain ``transformers`` model); a training-only head (the NITP regulariser's predictor) is trained and kept in
 the checkpoints but not saved with the final tower, so it loads without jtcse.
 """
 
@@ -32,6 +34,7 @@ from jtcse.training.stage import (
     run_stage,
     set_training_length,
     start_stage,
+    training_device,
 )
 
 
@@ -62,8 +65,10 @@ def _fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-SIMCSE_SETTINGS = TrainingSettings(max_seq_length=32, learning_rate=3e-5, eval_steps=125)
-"""``train_simcse``'s training settings by default (SimCSE's unsupervised recipe at MiniLM scale)."""
+SIMCSE_SETTINGS = TrainingSettings(batch_size=32, max_seq_length=32, learning_rate=3e-5, eval_steps=125)
+"""``train_simcse``'s training settings by default, and the pipeline's warm-ups': the CPU recipe measured on the
+embedded MiniLM (one pass of SimCSE's unsupervised recipe at MiniLM scale; ``evaluation/DEFAULTS.md``). The
+paper-scale settings are in ``models/jtcse-bert-base/recipe.toml``."""
 
 
 @locks_output("output_dir")
@@ -73,6 +78,7 @@ def train_simcse(
     output_dir: str | Path = "runs/simcse",
     *,
     pairs_file: str | Path | None = None,
+    pooling: str | None = None,
     temperature: float = 0.05,
     dev_file: str | Path | None = None,
     extra_losses: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
@@ -82,13 +88,16 @@ def train_simcse(
     callbacks: Sequence[Any] = (),
     gather_across_devices: bool = False,
     mini_batch_size: int | None = None,
+    device: str | None = None,
     settings: TrainingSettings | None = None,
     **training: Any,
 ) -> dict[str, Any]:
-    """Warm up one tower with SimCSE and save it to ``output_dir`` as Transformer + CLS Pooling.
+    """Warm up one tower with SimCSE and save it to ``output_dir``.
 
-    ``model``: path, ``SentenceTransformer`` or ``None`` (embedded MiniLM). Any pooling other than CLS
-    (and a trailing ``Normalize``) is replaced; the summary lists the changes.
+    ``model``: path, ``SentenceTransformer`` or ``None`` (embedded MiniLM). ``pooling`` (``cls`` | ``mean``;
+    ``None``: the model's own, :func:`jtcse.modeling.loading.load_tower`): the model's own pooling is kept
+    with all its modules (``Normalize`` ...); another one replaces what follows its Transformer, and a model
+    pooling otherwise (weighted mean, last token ...) must be given one. The summary lists the changes.
     ``corpus``: a one-sentence-a-line file, a list of sentences, or ``None`` (the embedded prose corpus,
     unless ``pairs_file`` is given, in which case the pairs alone are the training data).
     ``pairs_file``: ``original<TAB>paraphrase`` TSV; identical pairs are counted and dropped.
@@ -102,15 +111,18 @@ def train_simcse(
     (:func:`jtcse.training.stage.run_stage`). ``gather_across_devices``: under a multi-process launch,
     every rank's anchors meet the positives of all ranks (docs/distributed.md). ``mini_batch_size``:
     train with sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache), this many
-    sentences per forward; not with regularisers or extra losses.
+    sentences per forward; not with regularisers or extra losses. ``device`` (``None``: the trainer's choice)
+    is checked with the precision before anything loads (:func:`~jtcse.training.stage.training_device`).
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.losses.registry import build_regularised_loss, check_mini_batch_size, parse_regularizer_spec
-    from jtcse.modeling.loading import describe_source, load_cls_tower
+    from jtcse.modeling.loading import check_pooling, describe_source, load_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
     settings = SIMCSE_SETTINGS.given(settings, training, "train_simcse")
+    check_pooling(pooling)
+    training_device(device, settings.precision)
     if temperature <= 0:
         raise JTCSEError(f"temperature must be positive (got {temperature}).")
     regularizers = list(regularizers)
@@ -138,6 +150,7 @@ def train_simcse(
         settings,
         {
             "model": model_source,
+            "pooling": pooling,
             "data": _fingerprint(anchors + positives),
             "temperature": temperature,
             "regularizers": regularizers,
@@ -160,7 +173,7 @@ def train_simcse(
 
     from jtcse.training.distributed import pooler_parameters
 
-    tower, pooling_changes = load_cls_tower(model, role="tower")
+    tower, pooled, pooling_changes = load_tower(model, pooling=pooling, role="tower", device=device)
     own_length = set_training_length(tower, settings, "tower")
     if mini_batch_size is None:
         base = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature, gather_across_devices=gather_across_devices)
@@ -177,11 +190,12 @@ def train_simcse(
             train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
             settings=settings,
             evaluator=evaluator,
-            model_info={"source": model_source, "changes": pooling_changes},
+            model_info={"source": model_source, "pooling": pooled, "changes": pooling_changes},
             data=data,
             restore_max_seq_length=own_length,
             use_no_duplicates_sampler=True,
-            # CLS pooling never reads the transformers pooler, so under DDP its parameters get no gradient
+            device=device,
+            # neither pooling reads the transformers pooler, so under DDP its parameters get no gradient
             trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(tower))),
             callbacks=callbacks,
         )

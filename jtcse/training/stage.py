@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from jtcse import processes
+from jtcse.devices import PRECISIONS
 from jtcse.errors import JTCSEError
 from jtcse.locking import crash_point
-from jtcse.training.arguments import DEV_EVALUATOR_NAME, DEV_METRIC, PRECISIONS, build_training_args
+from jtcse.training.arguments import DEV_EVALUATOR_NAME, DEV_METRIC, build_training_args
 from jtcse.training.curves import CURVES_FILE, plot_training_curves
 from jtcse.training.run_dir import (
     RUN_SUMMARY_NAME,
@@ -126,6 +127,25 @@ def start_stage(
     return processes.run_on_main(lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite))
 
 
+def training_device(device: str | None, precision: str) -> str | None:
+    """``device`` (``None``: the trainer's choice, the first visible GPU else the CPU) checked with the stage's
+    ``precision`` before anything loads, by :mod:`jtcse.devices`' rules: a device this machine lacks, or a
+    precision that device cannot run (fp16 off CUDA, bf16 on a GPU without it), is one line. The trainer trains
+    on the first visible GPU, so ``cuda:N`` past 0 is refused with the way to choose that GPU. Returns
+    ``device`` as given."""
+    from jtcse.devices import check_precision, resolve_device
+
+    resolved = resolve_device(device)
+    kind, _, index = resolved.partition(":")
+    if kind == "cuda" and index not in ("", "0") and processes.world_size() == 1:
+        raise JTCSEError(
+            f"training runs on the first visible GPU; to train on {resolved} run with CUDA_VISIBLE_DEVICES={index} "
+            "and --device cuda."
+        )
+    check_precision(precision, resolved)
+    return device
+
+
 def require_negatives(count: int, what: str) -> None:
     """In-batch negatives need at least :data:`MIN_BATCH_SIZE` distinct training rows."""
     if count < MIN_BATCH_SIZE:
@@ -162,6 +182,7 @@ class Stage:
     built with its training length already set (:func:`set_training_length`). ``model_info`` /
     ``data`` describe the model(s) and the data counts for the summary. ``restore_max_seq_length``:
     the model's own length, set back before saving (``None`` keeps the training length).
+    ``device``: where it trains (``None``: the trainer's choice; checked by :func:`training_device`).
     ``trainer_overrides`` are further ``SentenceTransformerTrainingArguments`` fields.
     """
 
@@ -176,6 +197,7 @@ class Stage:
     data: dict[str, Any] = field(default_factory=dict)
     restore_max_seq_length: int | None = None
     use_no_duplicates_sampler: bool = False
+    device: str | None = None
     trainer_overrides: dict[str, Any] = field(default_factory=dict)
     callbacks: Sequence[Any] = ()
     plot: bool = True
@@ -339,5 +361,6 @@ def _training_args(stage: Stage):
         use_no_duplicates_sampler=stage.use_no_duplicates_sampler,
         precision=s.precision,
         gradient_checkpointing=s.gradient_checkpointing,
+        device=stage.device,
         **stage.trainer_overrides,
     )

@@ -24,6 +24,7 @@ from jtcse.training.stage import (
     run_stage,
     set_training_length,
     start_stage,
+    training_device,
 )
 
 
@@ -36,9 +37,13 @@ def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk:
     return truncated
 
 
-TWIN_SETTINGS = TrainingSettings(learning_rate=1.3e-6, logging_steps=None, precision="fp32")
-"""``train_twin``'s training settings by default: the reference recipe (batch 64, length 64, lr 1.3e-6, one
-epoch, dev evaluation every 100 steps; logging about ten times a run)."""
+TWIN_SETTINGS = TrainingSettings(
+    batch_size=16, max_seq_length=32, learning_rate=3e-5, max_steps=300, logging_steps=None, precision="fp32"
+)
+"""``train_twin``'s training settings by default, and the pipeline's twin stage's: the CPU recipe measured on the
+embedded MiniLM (``evaluation/DEFAULTS.md``): a learning rate that moves pre-trained towers in a few hundred
+steps, dev evaluation every 100 steps, logging about ten times a run. The paper's (batch 64, length 64,
+lr 1.3e-6, one epoch of Wiki1M) are in ``models/jtcse-bert-base/recipe.toml``."""
 
 
 @locks_output("output_dir")
@@ -49,6 +54,7 @@ def train_twin(
     output_dir: str | Path = "runs/jtcse",
     *,
     cael_every: int | None = 2,
+    pooling: str | None = None,
     dev_file: str | Path | None = None,
     resume: bool = True,
     temperature: float = 0.05,
@@ -71,14 +77,17 @@ def train_twin(
 
     How long and how it trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its
     fields as keywords (``batch_size=32, max_steps=100`` ...), on top of :data:`TWIN_SETTINGS` (the
-    reference recipe); with a dev file the best checkpoint by dev Spearman is kept. ``tower_a``/``tower_b`` None: the
+    CPU recipe); with a dev file the best checkpoint by dev Spearman is kept. ``tower_a``/``tower_b`` None: the
     embedded MiniLM; ``corpus`` None: the standard library's prose. ``cael_every`` None trains
-    without cross-attention (TNCSE). ``extra_losses``: ``{name: fn(outputs) -> scalar}`` on the twin's
-    own training-mode outputs (``token_embeddings``, ``cls_1`` ...), and ``regularizers``: specs such
+    without cross-attention (TNCSE). ``pooling`` (``cls`` | ``mean``; ``None``: the towers' own, see
+    :func:`jtcse.modeling.build.build_twin`) pools each tower for ``encode`` and for every loss term.
+    ``extra_losses``: ``{name: fn(outputs) -> scalar}`` on the twin's
+    own training-mode outputs (``token_embeddings``, ``pooled_1`` ...), and ``regularizers``: specs such
     as ``"simreg:weight=2"`` (see :mod:`jtcse.losses.registry`); both join the JTCSE terms through
     :class:`jtcse.losses.RegularizedLoss` and are logged by name. Run rules (resume, overwrite,
     checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`);
-    ``precision``/``gradient_checkpointing`` are for GPUs. ``callbacks``: extra ``TrainerCallback``s.
+    ``precision``/``gradient_checkpointing`` are for GPUs; ``device`` (``None``: the trainer's choice) is
+    checked with the precision before anything loads (:func:`~jtcse.training.stage.training_device`). ``callbacks``: extra ``TrainerCallback``s.
     ``gather_across_devices``: under a multi-process launch, every rank's anchors meet the candidates of
     all ranks (docs/distributed.md). ``mini_batch_size``: train with :class:`jtcse.losses.CachedJTCSELoss`
     (GradCache), this many sentences per forward; not with regularisers or extra losses.
@@ -87,7 +96,11 @@ def train_twin(
     """
     from jtcse.losses.registry import check_mini_batch_size
 
+    from jtcse.modeling.loading import check_pooling
+
     settings = TWIN_SETTINGS.given(settings, training, "train_twin")
+    check_pooling(pooling)
+    training_device(device, settings.precision)
     check_mini_batch_size(mini_batch_size, regularizers, extra_losses)
     output_dir = Path(output_dir)
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
@@ -102,6 +115,7 @@ def train_twin(
             "corpus": data["source"],
             "sentences": len(sentences),
             "cael_every": cael_every,
+            "pooling": pooling,
             "temperature": temperature,
             "loss_weights": [nce_weight, icnce_weight, ictm_weight],
             "extra_losses": sorted(extra_losses or {}),
@@ -123,7 +137,7 @@ def train_twin(
     from jtcse.modeling.build import build_twin
     from jtcse.training.distributed import pooler_parameters
 
-    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, device=device)
+    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, pooling=pooling, device=device)
     set_training_length(model, settings, "twin")
     data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
     terms = dict(
@@ -148,6 +162,7 @@ def train_twin(
                 "towers": [str(t) if t else "embedded MiniLM" for t in (tower_a, tower_b)],
                 "cael_every": twin.cael_every,
                 "cael_layers": twin.cael_layers,
+                "pooling": twin.pooling,
                 "num_layers": twin.num_layers,
             },
             data=data,
@@ -158,11 +173,11 @@ def train_twin(
                 eval_on_start=evaluator is not None and plan.resume_from is None,
                 dataloader_drop_last=len(sentences) > settings.batch_size,
                 disable_tqdm=not show_progress,
-                use_cpu=device == "cpu",
                 # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
                 ddp_find_unused_parameters=not ictm_weight and bool(pooler_parameters(model)),
             ),
             callbacks=callbacks,
             plot=plot,
+            device=device,
         )
     )

@@ -101,7 +101,7 @@ def ictm(
 
     ``mean_s [ -log(max(cos(h_anchor_s, h_partner_s), eps)) * TMC(p_anchor_s, p_partner_s) ]``
 
-    with ``h`` the towers' CLS vectors and ``p`` their pooler outputs (JTCSE sec. III-C). The full
+    with ``h`` the towers' pooled vectors (CLS in JTCSE sec. III-C) and ``p`` their pooler outputs. The full
     ICTM is ``ictm(h_I^a, h_II^b, p_I^a, p_II^b) + ictm(h_II^a, h_I^b, p_II^a, p_I^b)``.
     """
     cos = F.cosine_similarity(h_anchor, h_partner, dim=-1)
