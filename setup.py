@@ -4,6 +4,7 @@ from setuptools import find_packages, setup
 
 # jtcse export --format openvino: sentence-transformers' OpenVINO backend (Optimum Intel). optimum-intel 2.2 is the
 # first release that installs beside transformers 5.3+ (2.0/2.1 pin safetensors<0.8); it caps transformers <5.6.
+RAY = "ray[data]>=2.40"
 OPENVINO = ["sentence-transformers[openvino]>=6.2,<7", "optimum-intel[openvino]>=2.2"]
 
 setup(
@@ -31,6 +32,8 @@ setup(
         "faiss-cpu>=1.8",
         "pyarrow>=14",
         "filelock>=4.2.11",  # output locks (jtcse.locking uses on_acquired, fallback_to_soft); a torch/hub dependency too
+        "httpx>=0.27",  # jtcse data fetch: resumable Range downloads (jtcse/fetch/download.py)
+        "tomli>=1.1; python_version < '3.11'",  # data/manifest.toml on Python 3.10 (3.11+ has tomllib)
     ],
     extras_require={
         "mteb": ["mteb>=2.0,<3"],
@@ -42,7 +45,13 @@ setup(
         "openvino": OPENVINO,
         "openvino-tests": ["pytest>=8", *OPENVINO],  # scripts/test.sh --export: the export tests' own virtualenv
         "rtt": ["googletrans>=4.0.2", "httpx>=0.27", "sentencepiece"],
-        "dev": ["pytest>=8", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27", "cryptography"],
+        # jtcse encode --engine ray: Ray Data (map_batches over an actor pool; ActorPoolStrategy(size=...)).
+        "ray": [RAY],
+        # dev: the test suite and the house checks of .ci/run (ruff pinned: its formatter's output is part of CI).
+        "dev": [
+            "pytest>=8", "pytest-xdist>=3.5", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27",
+            "cryptography", "import-linter>=2.1", "ruff==0.17.6", RAY,
+        ],
     },
     entry_points={"console_scripts": ["jtcse=jtcse.cli:main"]},
 )

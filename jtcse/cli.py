@@ -12,7 +12,7 @@ import os
 
 import typer
 
-from jtcse.commands import diagnose, distill, encode, ensemble, export, index, pipeline, rtt, simcse, train
+from jtcse.commands import data, diagnose, distill, encode, ensemble, export, index, pipeline, rtt, simcse, train
 from jtcse.commands import eval as eval_command
 
 app = typer.Typer(
@@ -25,7 +25,7 @@ app = typer.Typer(
 )
 
 # Order here is the order in `jtcse --help`.
-COMMANDS = (train, simcse, distill, ensemble, pipeline, rtt, eval_command, diagnose, encode, index, export)
+COMMANDS = (train, simcse, distill, ensemble, pipeline, rtt, eval_command, diagnose, encode, index, export, data)
 for _command in COMMANDS:
     _command.register(app)
 
@@ -39,21 +39,21 @@ def main() -> None:
     Under a multi-process launch (torchrun, accelerate launch) ranks other than 0 print nothing but
     their own errors, labelled with the rank; one that stops because rank 0 failed stays silent.
     """
-    from jtcse.training import distributed
+    from jtcse import processes
 
-    distributed.quiet_replica()
+    processes.quiet_replica()
     try:
         app()
     except USER_ERRORS as err:
         if os.environ.get("JTCSE_DEBUG") == "1":
             raise
-        if not isinstance(err, distributed.MainProcessFailed):
+        if not isinstance(err, processes.MainProcessFailed):
             message = " ".join(str(err).split()) or type(err).__name__
-            where = "" if distributed.is_main_process() else f" (rank {distributed.rank()})"
+            where = "" if processes.is_main_process() else f" (rank {processes.rank()})"
             typer.secho(f"Error{where}: {message}", fg=typer.colors.RED, err=True)
         raise SystemExit(2) from None
     finally:
-        distributed.leave_process_group()
+        processes.leave_process_group()
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
-"""Reading plain-text corpora (one sentence per line) with clear errors for bad files."""
+"""Reading plain-text corpora (one sentence per line) with clear errors for bad files, and the distinct
+sentences a trainer trains on (:func:`read_training_sentences`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 
 
@@ -57,3 +60,34 @@ def read_corpus(path: str | Path) -> Corpus:
     if not sentences:
         raise JTCSEError(f"Corpus file {path} has no sentences (it is empty or only blank lines).")
     return Corpus(sentences=sentences, path=str(path), skipped_empty=len(skipped), skipped_lines=skipped)
+
+
+EMBEDDED_CORPUS = "<embedded stdlib prose>"
+
+
+def read_training_sentences(source: str | Path | Sequence[str] | None, what: str = "corpus") -> tuple[list[str], dict[str, Any]]:
+    """Distinct sentences to train on, and their counts for the run summary's ``data``.
+
+    ``source``: a one-sentence-a-line file (missing / empty / non-UTF-8 errors from
+    :func:`read_corpus`), a list of sentences (blank entries dropped), or ``None`` (the
+    standard library's prose, :func:`jtcse.defaults.default_corpus_sentences`). Repeats are kept once.
+    """
+    if source is None:
+        raw, label, skipped = default_corpus_sentences(), EMBEDDED_CORPUS, 0
+    elif isinstance(source, (str, Path)):
+        read = read_corpus(source)
+        raw, label, skipped = read.sentences, str(Path(read.path).resolve()), read.skipped_empty
+    else:
+        raw = [s.strip() for s in source if s and s.strip()]
+        label, skipped = f"<{len(raw)} sentences given in memory>", 0
+    if not raw:
+        raise JTCSEError(f"the {what} has no sentences.")
+    sentences = list(dict.fromkeys(raw))
+    counts = {
+        "source": label,
+        "lines": len(raw),
+        "skipped_blank_lines": skipped,
+        "duplicates_dropped": len(raw) - len(sentences),
+        "sentences": len(sentences),
+    }
+    return sentences, counts

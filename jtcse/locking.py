@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jtcse.errors import JTCSEError
-from jtcse.training.distributed import is_main_process
+from jtcse.processes import is_main_process
 
 logger = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 
 LOCK_SUFFIX = ".lock"
 CRASH_ENV = "JTCSE_CRASH_AT"
+CRASH_ONCE_ENV = "JTCSE_CRASH_ONCE"
 
 
 class OutputLockedError(JTCSEError):
@@ -154,7 +155,7 @@ def locks_output(parameter: str) -> Callable[[F], F]:
         def build_index(model, input_path, index_dir, ...): ...
 
     Under a multi-process launch (``torchrun``, ``accelerate launch``) the N processes are one job that
-    writes through rank 0 (:mod:`jtcse.training.distributed`): rank 0 holds the lock, the other ranks take
+    writes through rank 0 (:mod:`jtcse.processes`): rank 0 holds the lock, the other ranks take
     none (they would be refused by rank 0's), so a second job is still refused by rank 0's lock.
     """
 
@@ -241,6 +242,10 @@ def crash_point(name: str) -> None:
     ``rtt-pivot`` (a pivot's pairs and drop files written), ``checkpoint-save`` (inside a trainer
     checkpoint save: weights, optimizer and RNG states written, ``trainer_state.json`` not yet),
     ``final-save`` (a trainer's final model saved, its run summary not yet written).
+
+    With ``JTCSE_CRASH_ONCE=PATH`` as well, only the first process to get there dies: it creates ``PATH``
+    first, and a process that finds ``PATH`` already there goes on. That is for workers that are started
+    again after they die (Ray actors), which would otherwise die at the same point forever.
     """
     wanted = os.environ.get(CRASH_ENV)
     if not wanted:
@@ -250,6 +255,12 @@ def crash_point(name: str) -> None:
         return
     passes = _crash_passes[name] = _crash_passes.get(name, 0) + 1
     if passes == int(count):
+        once = os.environ.get(CRASH_ONCE_ENV)
+        if once:
+            try:
+                os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
         sys.stdout.flush()
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGSTOP if how == ["STOP"] else signal.SIGKILL)

@@ -6,9 +6,13 @@ model is (twin, warm-up tower, distilled student, ensemble), its towers or teach
 recipe, the data counts, the dev Spearman history, the citations and, once ``jtcse eval sts
 --update-card`` ran, the SentEval STS table (a ``model-index`` entry and a Markdown table).
 
-* :func:`write_model_card` renders ``<output_dir>/README.md`` for a model and its :class:`CardFacts`.
-* :func:`facts_from_run_summary` turns a trainer's ``run_summary.json`` into :class:`CardFacts`.
+* :func:`write_model_card` renders ``<output_dir>/README.md`` for a model and its :class:`CardFacts`;
+  :func:`attach_card_data` gives a model the card it writes when it is saved.
 * :func:`update_card_sts` writes an STS table into an existing card, in place.
+
+The facts come from where the model was made: a training run's summary
+(:func:`jtcse.training.run_summary.facts_from_run_summary`), an ensemble's members
+(:func:`jtcse.training.ensemble.ensemble_card_facts`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ STS_END = "<!-- /jtcse:sts-table -->"
 KINDS = {
     "twin": "JTCSE twin: two encoder towers, coupled by cross-attention while training, whose [CLS] vectors are summed",
     "warmup": "SimCSE warm-up tower: one encoder trained with the unsupervised SimCSE objective",
-    "distilled": "distilled student: one encoder trained to reproduce a teacher's embeddings (MSE)",
+    "distilled": "distilled student: one encoder trained to reproduce a teacher's embeddings",
     "ensemble": "jtcse ensemble: several encoders whose L2-normalised embeddings are weighted and concatenated (or summed) into one vector",
 }
 
@@ -56,6 +60,31 @@ RECIPES = {
     "This is the \"+UC\" ensemble of the JTCSE paper (Table I): a JTCSE twin combined with an independently trained "
     "checkpoint.",
 }
+
+DISTILL_OBJECTIVES = {
+    "similarity": "the student's in-batch cosine-similarity matrix is fitted to the teacher's (mean squared difference "
+    "of the cosines of every pair of sentences in a batch); only the teacher's cosines are imitated, so the widths may "
+    "differ",
+    "cosine": "each student embedding is pulled towards the teacher's by cosine distance (1 − cos), through a "
+    "training-only projection when the widths differ",
+    "mse-normalized": "mean squared error between the L2-normalised student and teacher embeddings, through a "
+    "training-only projection when the widths differ",
+    "mse": "mean squared error between the student's and the teacher's embeddings, through a training-only projection "
+    "when the widths differ",
+}
+"""What each ``jtcse distill`` objective does, for a distilled card's recipe (:func:`distilled_recipe`)."""
+
+
+def distilled_recipe(objective: str | None) -> str:
+    """The recipe of a student distilled with ``objective`` (one of :data:`DISTILL_OBJECTIVES`; ``None``: unknown)."""
+    if objective not in DISTILL_OBJECTIVES:
+        return RECIPES["distilled"]
+    return (
+        f"Embedding distillation: on unlabeled sentences the student learns to reproduce the teacher with the "
+        f"`{objective}` objective: {DISTILL_OBJECTIVES[objective]}. The teacher's embeddings are computed once and "
+        "cached. The student keeps its own architecture, pooling and width."
+    )
+
 
 SIMCSE_CITATION = """
 @inproceedings{gao2021simcse,
@@ -111,42 +140,26 @@ def default_citations(kind: str) -> dict[str, str]:
     jtcse = JTCSELoss.citation.fget(None)
     if kind == "warmup":
         return {"SimCSE": SIMCSE_CITATION}
-    if kind == "distilled":
-        return {"MSELoss (distillation)": MSELoss.citation.fget(None), "JTCSE (teacher)": jtcse}
+    if kind == "distilled":  # MSELoss cites the paper that set up distilling a sentence-embedding teacher
+        return {"Sentence-embedding distillation": MSELoss.citation.fget(None), "JTCSE (teacher)": jtcse}
     if kind == "ensemble":
         return {"JTCSE (+UC ensembles)": jtcse}
     return {"JTCSELoss": jtcse} if kind == "twin" else {}
 
 
-_SPEC_CLASSES = {"simreg": "SimRegLoss", "dispersion": "DispersionLoss", "nitp": "NITPLoss"}
+def loss_citations(names) -> dict[str, str]:
+    """``{class name: bibtex}`` of the loss classes named (jtcse's, else sentence-transformers'); a name that is
+    no loss class, or whose citation needs an instance, is left out."""
+    import sentence_transformers.sentence_transformer.losses as st_losses
 
-
-def _regularizer_name(entry: Any) -> str:
-    """The loss class name of a summary's regulariser entry: a config dict or a spec such as ``simreg:weight=2``."""
-    if isinstance(entry, dict):
-        return str(entry.get("name", entry))
-    name = str(entry).split(":")[0]
-    return _SPEC_CLASSES.get(name, name)
-
-
-def _regularizer_label(entry: Any) -> str:
-    """``SimRegLoss(weight=2)`` for a config dict; a spec string as it is."""
-    if not isinstance(entry, dict):
-        return str(entry)
-    return f"{_regularizer_name(entry)}({_value({k: v for k, v in entry.items() if k != 'name'})})"
-
-
-def _regularizer_citations(regularizers: list[Any]) -> dict[str, str]:
-    """``{class name: bibtex}`` for the regulariser entries of a run summary."""
     import jtcse.losses
 
     out: dict[str, str] = {}
-    for entry in regularizers:
-        name = _regularizer_name(entry)
-        cls = getattr(jtcse.losses, name, None)
+    for name in names:
+        cls = getattr(jtcse.losses, str(name), None) or getattr(st_losses, str(name), None)
         try:
             out[str(name)] = cls.citation.fget(None)
-        except Exception:  # not a jtcse loss class, or its citation needs an instance
+        except Exception:  # not a loss class, or its citation needs an instance
             continue
     return out
 
@@ -179,16 +192,16 @@ def _markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _value(value: Any) -> str:
+def format_value(value: Any) -> str:
     """A table cell: floats to 6 significant digits, strings as code, lists and dicts inline, ``–`` for nothing."""
     if value is None or value == "" or value == [] or value == {}:
         return "–"
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, (list, tuple)):
-        return ", ".join(_value(v) for v in value)
+        return ", ".join(format_value(v) for v in value)
     if isinstance(value, dict):
-        return ", ".join(f"{k}={_value(v)}" for k, v in value.items())
+        return ", ".join(f"{k}={format_value(v)}" for k, v in value.items())
     return f"`{value}`" if isinstance(value, str) else str(value)
 
 
@@ -312,10 +325,12 @@ class JTCSEModelCardData(SentenceTransformerModelCardData):
             towers=list(facts.towers),
             teacher=facts.teacher,
             pooling=facts.pooling or describe_pooling(self.model),
-            settings_table=_markdown_table(["Setting", "Value"], [[k, _value(v)] for k, v in facts.settings.items()])
+            settings_table=_markdown_table(
+                ["Setting", "Value"], [[k, format_value(v)] for k, v in facts.settings.items()]
+            )
             if facts.settings
             else "",
-            data_table=_markdown_table(["Count", "Value"], [[k, _value(v)] for k, v in facts.data.items()])
+            data_table=_markdown_table(["Count", "Value"], [[k, format_value(v)] for k, v in facts.data.items()])
             if facts.data
             else "",
             dev_table=_markdown_table(["Step", "Spearman (cosine)"], dev_rows) if dev_rows else "",
@@ -422,150 +437,3 @@ def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str
     else:
         text = text.rstrip("\n") + f"\n\n## Evaluation\n\n{section}\n"
     return atomic_write_text(path, f"---\n{card.data.to_yaml()}\n---\n{text}")
-
-
-# --------------------------------------------------------------------------- run summaries -> facts
-_STAGE_KINDS = {"simcse": "warmup", "warmup": "warmup", "distill": "distilled", "twin": "twin"}
-_SETTING_KEYS = (
-    "batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "temperature",
-    "cael_every", "num_layers", "loss_weights", "warmup_ratio", "eval_steps", "project", "objective",
-    "student_pooling", "dev_file",
-)  # fmt: skip
-_DATA_KEYS = {
-    "corpus": "corpus",
-    "train_file": "corpus",
-    "pairs_file": "pairs file",
-    "corpus_lines": "lines read",
-    "skipped_empty_lines": "blank lines skipped",
-    "corpus_skipped_blank_lines": "blank lines skipped",
-    "skipped_blank_lines": "blank lines skipped",
-    "duplicates_dropped": "duplicates dropped",
-    "truncated_to_max_seq_length": "sentences truncated to max_seq_length",
-    "sentences": "sentences used",
-    "rows": "training rows",
-    "paraphrase_rows": "paraphrase rows",
-    "dropout_only_rows": "dropout-only rows",
-    "pairs_used": "pairs used",
-    "pairs_dropped_identical": "identical pairs dropped",
-    "pairs_dropped_empty": "empty pairs dropped",
-}
-
-
-def _flatten_stage_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """The stage runner's schema (``settings``/``model``/``data`` objects, see ``docs/runs.md``) as flat keys."""
-    if not isinstance(summary.get("model"), dict):
-        return summary
-    model = dict(summary["model"])
-    if "source" in model:
-        model["model"] = model.pop("source")
-    data = {("corpus" if k == "source" else "corpus_lines" if k == "lines" else k): v
-            for k, v in (summary.get("data") or {}).items()}
-    rest = {k: v for k, v in summary.items() if k not in ("model", "data", "settings")}
-    return {**(summary.get("settings") or {}), **data, **model, **rest}
-
-
-def infer_kind(summary: dict[str, Any]) -> str:
-    """The card kind of a run summary: its ``stage`` (simcse, distill, twin), else a twin by its ``towers``."""
-    stage = summary.get("stage") or summary.get("config", {}).get("stage")
-    if stage in _STAGE_KINDS:
-        return _STAGE_KINDS[stage]
-    if "towers" in summary:
-        return "twin"
-    if "teacher" in summary:
-        return "distilled"
-    raise JTCSEError("cannot tell what kind of model this run summary describes; pass kind= explicitly.")
-
-
-def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> CardFacts:
-    """:class:`CardFacts` from a ``run_summary.json`` of ``train``, ``simcse`` or ``distill``; missing keys are left out.
-
-    Keys read: ``stage`` (or ``config.stage``), ``towers``, ``model``, ``student``, ``teacher``, the
-    settings in ``_SETTING_KEYS`` (top level or under ``config``), ``loss``, ``regularizers``, the data
-    counts in ``_DATA_KEYS``, ``steps``/``global_step``, ``dev_spearman_history`` (``[[step, rho], …]``) or
-    ``dev_spearman_by_step`` (``{step: rho}``), ``best_dev_spearman``, ``final_dev_spearman``.
-    """
-    summary = _flatten_stage_summary(summary)
-    kind = kind or infer_kind(summary)
-    config = summary.get("config") or {}
-    settings: dict[str, Any] = {}
-    for key in _SETTING_KEYS:
-        if key in summary or key in config:
-            settings[key] = summary.get(key, config.get(key))
-    steps = summary.get("global_step", summary.get("steps"))
-    if steps is not None:
-        settings["steps trained"] = steps
-    regularizers = summary.get("regularizers") or config.get("regularizers") or []
-    loss = summary.get("loss")
-    if isinstance(loss, dict):  # a loss's get_config_dict(); a wrapped loss nests its base loss's
-        flat = {**loss, **(loss.get("base_loss_config") or {})}
-        settings["loss"] = {k: v for k, v in flat.items() if not isinstance(v, (dict, list))}
-        regularizers = regularizers or loss.get("regularizers") or []
-    if regularizers:
-        settings["regularizers"] = [_regularizer_label(r) for r in regularizers]
-    data: dict[str, Any] = {}
-    for key, label in _DATA_KEYS.items():
-        if summary.get(key) is not None and label not in data:
-            data[label] = summary[key]
-    history = summary.get("dev_spearman_history")
-    if history is None:
-        history = list((summary.get("dev_spearman_by_step") or {}).items())
-    dev_history = [(int(step), float(score)) for step, score in history]
-
-    if kind == "twin":
-        towers = [str(t) for t in summary.get("towers") or config.get("towers") or []]
-    elif kind == "distilled":
-        towers = [str(summary["student"])] if summary.get("student") else []
-    else:
-        towers = [str(summary["model"])] if summary.get("model") else []
-    towers = ["embedded MiniLM (all-MiniLM-L6-v2)" if "embedded MiniLM" in t else t for t in towers]
-    citations = {**default_citations(kind), **_regularizer_citations(regularizers)}
-    return CardFacts(
-        kind=kind,
-        towers=towers,
-        teacher=str(summary["teacher"]) if summary.get("teacher") else None,
-        settings=settings,
-        data=data,
-        dev_history=dev_history,
-        best_dev_spearman=summary.get("best_dev_spearman"),
-        final_dev_spearman=summary.get("final_dev_spearman"),
-        citations=citations,
-        base_model=EMBEDDED_MINILM_HUB_ID if towers and all("all-MiniLM-L6-v2" in t for t in towers) else None,
-    )
-
-
-def ensemble_card_facts(model, sources) -> CardFacts:
-    """:class:`CardFacts` of an ensemble ``model`` (a ``SentenceTransformer`` whose module is an ``Ensemble``)
-    built from ``sources`` (the paths or models it was given): each member with its pooling, width and weight."""
-    from jtcse.modeling.loading import describe_source
-
-    ensemble = model[0]
-    members = [
-        f"`{describe_source(source)}`: {describe_pooling(member)}; {width} dimensions, weight {weight:g}"
-        for source, member, width, weight in zip(sources, ensemble.members, ensemble.widths, ensemble.weights)
-    ]
-    return CardFacts(
-        kind="ensemble",
-        towers=members,
-        settings={
-            "combine": ensemble.combine,
-            "weights": list(ensemble.weights),
-            "member widths": list(ensemble.widths),
-            "output width": ensemble.get_embedding_dimension(),
-        },
-    )
-
-
-def write_run_card(output_dir: str | Path, model=None, kind: str | None = None) -> Path:
-    """The card of a finished training run: facts from ``<output_dir>/run_summary.json``
-    (:func:`facts_from_run_summary`), the model given or the one saved in ``output_dir``."""
-    import json
-
-    from jtcse.modeling.loading import load_model
-    from jtcse.training.common import RUN_SUMMARY_NAME
-
-    summary_path = Path(output_dir) / RUN_SUMMARY_NAME
-    if not summary_path.is_file():
-        raise JTCSEError(f"{output_dir} holds no finished run ({RUN_SUMMARY_NAME} is missing).")
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    facts = facts_from_run_summary(summary, kind)
-    return write_model_card(model if model is not None else load_model(output_dir), output_dir, facts)

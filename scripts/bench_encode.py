@@ -4,7 +4,7 @@
 One run, same sentences, batch size, length limit and device for all three; repeats are interleaved
 (round-robin, order rotated each round) so drift in a shared machine's load hits every model alike; the
 best repeat counts.
-Prints JSON (also written to --out) with sentences/s per model and the ratios against the speed targets:
+Prints JSON (also written to -o/--output) with sentences/s per model and the ratios against the speed targets:
 distilled ≥ 0.97 × plain, twin ≥ 0.48 × plain.
 
 Defaults (when a path is not given):
@@ -14,7 +14,7 @@ Defaults (when a path is not given):
   --twin     `jtcse.build_twin(student, student)`.
 
 Example:
-  python scripts/bench_encode.py --student runs/distilled --twin runs/twin --sentences 4096 --out bench.json
+  python scripts/bench_encode.py --student runs/distilled --twin runs/twin --sentences 4096 -o bench.json
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int, default=64, help="token limit applied to every model")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per model (best counts)")
     parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
-    parser.add_argument("--out", help="also write the JSON here")
+    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", help="also write the JSON here")
+    parser.add_argument("--out", dest="out", help=argparse.SUPPRESS)  # the old spelling
     args = parser.parse_args()
 
     import torch

@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for every backend alike")
     parser.add_argument("--calibration", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki12k.txt"),
                         help="OpenVINO int8: sentences to calibrate on, one a line")
-    parser.add_argument("--output", default=None, help="also write the JSON here")
+    parser.add_argument("-o", "--output", default=None, help="also write the JSON here")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--memory-length", type=int, default=512, help="sequence length for the chunk-memory table")
     parser.add_argument("--chunk-counts", default="1,2,4,8,16")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--output", default=None, help="also write the JSON here")
+    parser.add_argument("-o", "--output", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
 
     import torch

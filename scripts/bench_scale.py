@@ -17,7 +17,7 @@ reached before the first step (imports, model), so it is the memory the step its
 Targets: cached-256 peak <= 1.5 x plain-16 peak; cached step time <= 1.5 x plain at the same batch.
 
 Example:
-  python scripts/bench_scale.py --out bench_scale.json            # tiny 4-layer/128 towers, a few minutes
+  python scripts/bench_scale.py -o bench_scale.json              # tiny 4-layer/128 towers, a few minutes
   python scripts/bench_scale.py --tower minilm --batch 64 --mini-batch 8
 """
 
@@ -159,7 +159,8 @@ def main() -> None:
     parser.add_argument("--cael-every", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per configuration")
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", type=Path, help="also write the JSON here")
+    parser.add_argument("--out", dest="out", type=Path, help=argparse.SUPPRESS)  # the old spelling
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -62,7 +62,7 @@ def timed_search(index, queries: np.ndarray, k: int, repeats: int = 3):
 def bench_faiss(n: int, dim: int, nq: int, k: int, target: float, seed: int) -> dict:
     import faiss
 
-    from jtcse.search.index import build_faiss_index, recall_at_k, set_nprobe
+    from jtcse.search.faiss_index import build_faiss_index, recall_at_k, set_nprobe
 
     rng = np.random.default_rng(seed)
     base, queries = unit_normal(n, dim, rng), unit_normal(nq, dim, rng)
@@ -116,7 +116,8 @@ def bench_quantized_on(base: np.ndarray, queries: np.ndarray, k: int, multiplier
     """Memory, recall@k vs float flat and QPS of binary/int8 indexes over ``base`` (unit vectors)."""
     from sentence_transformers.util.quantization import semantic_search_faiss
 
-    from jtcse.search.index import build_quantized_index, exact_search, recall_at_k, search_quantized, write_rescore_vectors
+    from jtcse.search.faiss_index import build_quantized_index, exact_search, recall_at_k, search_quantized
+    from jtcse.search.index import write_rescore_vectors
 
     _, truth = exact_search(queries, base, k)
     _, flat_qps = _timed(lambda q: exact_search(q, base, k), queries)
@@ -156,7 +157,8 @@ def bench_quantized_on(base: np.ndarray, queries: np.ndarray, k: int, multiplier
 
 def binary_recall_by_corpus_size(base: np.ndarray, queries: np.ndarray, k: int, multipliers: list[int], seed: int) -> dict:
     """Binary + int8 rescoring recall@k on random subsets of ``base``: how it falls as the corpus grows."""
-    from jtcse.search.index import build_quantized_index, exact_search, recall_at_k, search_quantized, write_rescore_vectors
+    from jtcse.search.faiss_index import build_quantized_index, exact_search, recall_at_k, search_quantized
+    from jtcse.search.index import write_rescore_vectors
 
     rng = np.random.default_rng(seed)
     out = {}
@@ -210,7 +212,7 @@ def real_embeddings(data: Path, lines: int, queries: int, batch_size: int) -> tu
 def bench_quantized(n: int, dim: int, nq: int, data: Path, real_lines: int, real_queries: int, batch_size: int, seed: int) -> dict:
     import faiss
 
-    from jtcse.search.index import DEFAULT_RESCORE_MULTIPLIER
+    from jtcse.search.faiss_index import DEFAULT_RESCORE_MULTIPLIER
 
     rng = np.random.default_rng(seed)
     multipliers = sorted({10, 20, 40, DEFAULT_RESCORE_MULTIPLIER, 100})
@@ -301,7 +303,7 @@ def main() -> None:
     parser.add_argument("--real-lines", type=int, default=12000, help="part 3: wiki12k lines encoded (0: skip real data)")
     parser.add_argument("--real-queries", type=int, default=1000, help="part 3: STS-B dev sentences used as queries")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default=None, help="also write the JSON here")
+    parser.add_argument("-o", "--output", default=None, help="also write the JSON here")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -7,7 +7,7 @@ Variants are interleaved per repeat so machine noise hits all of them alike; the
 medians and the ratios against two SimCSE steps (targets: <= 1.15 without CAEL, <= 2.2 with k=2).
 
     python scripts/bench_train.py                      # MiniLM, batch 16, length 32, CPU
-    python scripts/bench_train.py --threads 1 --repeats 10 --out bench_train.json
+    python scripts/bench_train.py --threads 1 --repeats 10 -o bench_train.json
 """
 
 from __future__ import annotations
@@ -16,6 +16,99 @@ import argparse
 import json
 import statistics
 import time
+
+
+def make_steps(tower_path, sentences, *, max_seq_length, device, precision="fp32"):
+    """The three step functions (``simcse``, ``jtcse_no_cael``, ``jtcse_k2``) on one tokenised batch, the
+    forward passes under ``precision`` autocast (:func:`jtcse.devices.autocast`); also the SimCSE model."""
+    import torch
+
+    from jtcse import build_twin
+    from jtcse.devices import autocast
+    from jtcse.losses import JTCSELoss
+    from jtcse.losses.functional import info_nce
+    from jtcse.losses.jtcse_loss import stack_views
+    from jtcse.modeling.loading import load_cls_tower
+
+    def make_step(model, loss_fn):
+        model.to(device).float().train()  # fp32 master weights, whatever dtype the checkpoint was saved in
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        features = {k: v.to(device) if torch.is_tensor(v) else v for k, v in model.preprocess(sentences).items()}
+
+        def step() -> None:
+            with autocast(precision, device):
+                loss = loss_fn(features)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        return step
+
+    simcse_model, _ = load_cls_tower(tower_path, max_seq_length=max_seq_length, device=device)
+    pad_id = simcse_model.tokenizer.pad_token_id or 0
+
+    def simcse_loss(features):
+        embeddings = simcse_model(stack_views([features], pad_id))["sentence_embedding"]
+        half = embeddings.shape[0] // 2
+        return info_nce(embeddings[:half], embeddings[half:])
+
+    steps = {"simcse": make_step(simcse_model, simcse_loss)}
+    for name, k in (("jtcse_no_cael", None), ("jtcse_k2", 2)):
+        twin = build_twin(tower_path, tower_path, cael_every=k, max_seq_length=max_seq_length, device=device)
+        loss = JTCSELoss(twin)
+        steps[name] = make_step(twin, lambda f, loss=loss: torch.stack(list(loss([f]).values())).sum())
+    return steps, simcse_model
+
+
+def timed(fn, device: str) -> float:
+    """Seconds ``fn()`` takes (CUDA work waited for on both sides)."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def time_rounds(steps, device: str, *, warmup: int, repeats: int, peaks: dict | None = None) -> dict[str, list[float]]:
+    """Seconds per round of two SimCSE steps, one TNCSE step and one k=2 JTCSE step, interleaved per round so
+    machine noise hits all alike (the first ``warmup`` rounds untimed). On CUDA, ``peaks`` (if given) gets
+    each variant's peak allocated MiB."""
+    import torch
+
+    cuda = device.startswith("cuda") and peaks is not None
+
+    def run(name: str, fn) -> float:
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        seconds = timed(fn, device)
+        if cuda:
+            peaks[name] = max(peaks.get(name, 0.0), torch.cuda.max_memory_allocated(device) / 2**20)
+        return seconds
+
+    times: dict[str, list[float]] = {"two_simcse_steps": [], "jtcse_no_cael": [], "jtcse_k2": []}
+    for round_ in range(warmup + repeats):
+        two_simcse = run("simcse", steps["simcse"]) + run("simcse", steps["simcse"])
+        no_cael = run("jtcse_no_cael", steps["jtcse_no_cael"])
+        k2 = run("jtcse_k2", steps["jtcse_k2"])
+        if round_ >= warmup:
+            times["two_simcse_steps"].append(two_simcse)
+            times["jtcse_no_cael"].append(no_cael)
+            times["jtcse_k2"].append(k2)
+    return times
+
+
+def step_ratios(times: dict[str, list[float]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Median seconds per variant, and each JTCSE step's median over that of two SimCSE steps."""
+    median = {name: statistics.median(values) for name, values in times.items()}
+    ratios = {
+        "jtcse_no_cael / two_simcse_steps": median["jtcse_no_cael"] / median["two_simcse_steps"],
+        "jtcse_k2 / two_simcse_steps": median["jtcse_k2"] / median["two_simcse_steps"],
+    }
+    return median, ratios
 
 
 def main() -> None:
@@ -27,75 +120,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds (median reported)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", default=None, help="also write the JSON here")
+    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", default=None, help="also write the JSON here")
+    parser.add_argument("--out", dest="out", help=argparse.SUPPRESS)  # the old spelling
     args = parser.parse_args()
 
     import torch
 
-    from jtcse import build_twin
     from jtcse.defaults import default_corpus_sentences
-    from jtcse.losses import JTCSELoss
-    from jtcse.losses.functional import info_nce
-    from jtcse.losses.jtcse_loss import stack_views
-    from jtcse.modeling.loading import load_cls_tower, resolve_source
+    from jtcse.modeling.loading import resolve_source
 
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     tower_path = resolve_source(args.tower)
     sentences = [s for s in default_corpus_sentences() if len(s.split()) >= 20][: args.batch_size]
+    steps, simcse_model = make_steps(tower_path, sentences, max_seq_length=args.max_seq_length, device=args.device)
 
-    def make_step(model, loss_fn):
-        model.to(args.device).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
-        features = {k: v.to(args.device) if torch.is_tensor(v) else v for k, v in model.preprocess(sentences).items()}
-
-        def step() -> None:
-            loss = loss_fn(features)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
-        return step
-
-    simcse_model, _ = load_cls_tower(tower_path, max_seq_length=args.max_seq_length, device=args.device)
-    pad_id = simcse_model.tokenizer.pad_token_id or 0
-
-    def simcse_loss(features):
-        embeddings = simcse_model(stack_views([features], pad_id))["sentence_embedding"]
-        half = embeddings.shape[0] // 2
-        return info_nce(embeddings[:half], embeddings[half:])
-
-    steps = {"simcse": make_step(simcse_model, simcse_loss)}
-    for name, k in (("jtcse_no_cael", None), ("jtcse_k2", 2)):
-        twin = build_twin(tower_path, tower_path, cael_every=k, max_seq_length=args.max_seq_length, device=args.device)
-        loss = JTCSELoss(twin)
-        steps[name] = make_step(twin, lambda f, loss=loss: torch.stack(list(loss([f]).values())).sum())
-
-    def timed(fn) -> float:
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        return time.perf_counter() - start
-
-    times: dict[str, list[float]] = {"two_simcse_steps": [], "jtcse_no_cael": [], "jtcse_k2": []}
-    for round_ in range(args.warmup + args.repeats):
-        two_simcse = timed(steps["simcse"]) + timed(steps["simcse"])
-        no_cael = timed(steps["jtcse_no_cael"])
-        k2 = timed(steps["jtcse_k2"])
-        if round_ >= args.warmup:
-            times["two_simcse_steps"].append(two_simcse)
-            times["jtcse_no_cael"].append(no_cael)
-            times["jtcse_k2"].append(k2)
-
-    median = {name: statistics.median(values) for name, values in times.items()}
-    ratios = {
-        "jtcse_no_cael / two_simcse_steps": median["jtcse_no_cael"] / median["two_simcse_steps"],
-        "jtcse_k2 / two_simcse_steps": median["jtcse_k2"] / median["two_simcse_steps"],
-    }
+    times = time_rounds(steps, args.device, warmup=args.warmup, repeats=args.repeats)
+    median, ratios = step_ratios(times)
     targets = {"jtcse_no_cael / two_simcse_steps": 1.15, "jtcse_k2 / two_simcse_steps": 2.2}
     report = {
         "benchmark": "one JTCSE step vs two SimCSE steps (forward + backward + AdamW, train mode)",

@@ -5,7 +5,7 @@
 # sentence-transformers >= 6 asks for that flag for any module class outside its own package).
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 # CPU-sized settings (a few minutes on 2 cores); later options override these, e.g. --max-steps 200.
-jtcse train --output-dir runs/quickstart --batch-size 32 --max-seq-length 32 --max-steps 30 --eval-steps 30 "$@"
+jtcse train -o runs/quickstart --batch-size 32 --max-seq-length 32 --max-steps 30 --eval-steps 30 "$@"
 python - <<'PY'
 from jtcse.modeling.loading import load_model
 model = load_model("runs/quickstart")

@@ -36,9 +36,9 @@ import os
 import re
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from jtcse.training.grid import TrainingGrid, mean_std, pair_of, refresh_tables
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -108,74 +108,10 @@ def twin_rows(seeds: list[int], quick: bool, long_steps: int = 0, ablation_seeds
     return rows
 
 
-def pair_of(seed: int, seeds: list[int]) -> tuple[int, int]:
-    """Warm-up towers of the twin with this seed: W_s and the next one (cyclically)."""
-    i = seeds.index(seed)
-    return seeds[i], seeds[(i + 1) % len(seeds)]
+class Runner(TrainingGrid):
+    """The CPU reproduction's grid: :class:`~jtcse.training.grid.TrainingGrid` (inputs, row bookkeeping, warm-ups)
+    plus the baseline, twin, distillation, control and diagnostics stages."""
 
-
-class Runner:
-    """The grid's shared inputs (corpus, dev pairs, diagnostics sentences) and its row bookkeeping."""
-
-    def __init__(self, work: Path, cfg: dict, threads: int, data: Path = DATA):
-        import torch
-
-        torch.set_num_threads(threads)
-        self.threads = threads
-        self.work = work
-        self.cfg = cfg
-        (work / "results").mkdir(parents=True, exist_ok=True)
-        self.corpus = work / "corpus.txt"
-        lines = (data / "wiki12k.txt").read_text(encoding="utf-8").splitlines()
-        if not self.corpus.exists():
-            self.corpus.write_text("\n".join(lines[: cfg["corpus_lines"]]) + "\n", encoding="utf-8")
-        # diagnostics sentences: wiki lines the models never trained on
-        start = cfg["corpus_lines"]
-        self.diag_sentences = [s for s in lines[start : start + 2 * cfg["diag_sentences"]] if s.strip()][: cfg["diag_sentences"]]
-        from jtcse.evaluation.sts import STSPairs, read_stsb_file
-
-        pairs = read_stsb_file(data / "stsbenchmark" / "sts-dev.csv")
-        n = cfg["dev_pairs"]
-        self.dev = pairs if n is None else STSPairs(pairs.sentences1[:n], pairs.sentences2[:n], pairs.scores[:n])
-
-    # -- bookkeeping -------------------------------------------------------------------------------
-    def result_path(self, name: str) -> Path:
-        return self.work / "results" / f"{name}.json"
-
-    def done(self, name: str) -> bool:
-        return self.result_path(name).exists()
-
-    def save(self, name: str, record: dict) -> dict:
-        record = {"name": name, "threads": self.threads, **record}
-        self.result_path(name).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
-        print(f"[repro] {name}: dev {record.get('dev_spearman')}  train_s {record.get('train_seconds')}", flush=True)
-        return record
-
-    def trained(self, name: str, run: Callable[[], dict], load: Callable[[], Any], **record) -> None:
-        """Row ``name``: train it into ``work/name`` once (:func:`~jtcse.training.pipeline.run_once`), score
-        the saved model on the dev pairs and save the row with the run summary's numbers."""
-        from jtcse.training.pipeline import run_once
-
-        if self.done(name):
-            return
-        stage = run_once(self.work / name, run)
-        summary = stage["summary"]
-        rho, eval_s = self.dev_spearman(load())
-        self.save(name, {**record, "dev_spearman": rho, "eval_seconds": eval_s,
-                         "train_seconds": stage["seconds"] or summary["seconds"], "steps": summary["steps"],
-                         "first_loss": summary["first_logged_loss"], "last_loss": summary["last_logged_loss"],
-                         "last_loss_terms": summary["loss_terms"]})
-
-    def dev_spearman(self, model, pairs=None) -> tuple[float, float]:
-        """``(Spearman, seconds)`` of ``model`` on ``pairs`` (default: the dev pairs) at the evaluation length."""
-        from jtcse.evaluation.sts import cosine_spearman
-
-        model.max_seq_length = self.cfg["eval_max_seq_length"]
-        started = time.perf_counter()
-        rho = cosine_spearman(model, self.dev if pairs is None else pairs, batch_size=64)
-        return float(rho), round(time.perf_counter() - started, 2)
-
-    # -- stages ------------------------------------------------------------------------------------
     def baselines(self) -> None:
         from jtcse.modeling.loading import load_cls_tower, load_model
 
@@ -186,22 +122,6 @@ class Runner:
             model, _ = load_cls_tower(None, role="tower")
             rho, secs = self.dev_spearman(model)
             self.save("minilm_cls", {"group": "baseline", "pooling": "cls", "dev_spearman": rho, "eval_seconds": secs})
-
-    def tower_dir(self, seed: int) -> Path:
-        return self.work / f"warmup_s{seed}"
-
-    def warmups(self) -> None:
-        from jtcse.modeling.loading import load_model
-        from jtcse.training.simcse import train_simcse
-
-        for seed in self.cfg["seeds"]:
-            out = self.tower_dir(seed)
-            self.trained(
-                f"warmup_s{seed}",
-                lambda: train_simcse(None, self.corpus, out, seed=seed, logging_steps=5, **self.cfg["simcse"]),
-                lambda: load_model(out, device="cpu"),
-                group="warmup", seed=seed,
-            )
 
     def untrained_twins(self) -> None:
         from jtcse.modeling.build import build_twin
@@ -452,10 +372,6 @@ def markdown_tables(rows: dict, headline: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def mean_std(values: list[float]) -> tuple[float, float | None]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
-
-
 def build_report(work: Path, out: Path, cfg: dict) -> dict:
     import matplotlib
 
@@ -563,7 +479,8 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)")
     parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/repro[_quick])")
-    parser.add_argument("--out", type=Path, default=None, help="results and plots (default evaluation/repro, quick: runs/repro_quick/report)")
+    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", type=Path, default=None, help="results and plots (default evaluation/repro, quick: runs/repro_quick/report)")
+    parser.add_argument("--out", dest="out", type=Path, help=argparse.SUPPRESS)  # the old spelling
     args = parser.parse_args()
 
     cfg = QUICK if args.quick else FULL
@@ -600,11 +517,7 @@ def main() -> None:
     summary = build_report(work, out, cfg)
     report = Path("evaluation/REPRODUCTION.md")
     if not args.quick and args.out is None and report.exists():  # refresh the generated tables in the write-up
-        text = report.read_text(encoding="utf-8")
-        tables = (out / "tables.md").read_text(encoding="utf-8")
-        text = re.sub(r"<!-- TABLES START -->.*<!-- TABLES END -->",
-                      lambda _: f"<!-- TABLES START -->\n{tables}<!-- TABLES END -->", text, flags=re.S)
-        report.write_text(text, encoding="utf-8")
+        refresh_tables(report, (out / "tables.md").read_text(encoding="utf-8"))
     print(json.dumps(summary["headline"], indent=2))
 
 

@@ -129,7 +129,7 @@ class DefaultsRunner(Runner):
         train = read_stsb_file(data / "stsbenchmark" / "sts-train.csv")
         rng = np.random.default_rng(0)  # the sample repro_ucd.py drew
         sample = train.take(np.sort(rng.choice(len(train), size=min(cfg["select_pairs"], len(train)), replace=False)))
-        # STS-B train repeats 7 pairs of dev (3 of them in this sample): left out, as the pipeline does
+        # STS-B train repeats 11 pairs of dev (3 of them in this sample): left out, as the pipeline does
         self.select, _ = without_pairs_of(sample, self.dev)
         dev_keys = set(pair_keys(self.dev))
         self.sample_keep = np.array([key not in dev_keys for key in pair_keys(sample)])

@@ -32,15 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jtcse.training.grid import TrainingGrid, mean_std, pair_of, refresh_tables
 
-from repro_cpu import DATA, Runner, mean_std  # noqa: E402  (the shared row bookkeeping of the CPU reproduction)
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+"""Default ``--data``: the shared data folder beside the repository (``../shared/data``)."""
 
 FULL = {
     "corpus_lines": 3000,
@@ -84,10 +83,11 @@ def best_on_selection(rows: dict) -> object | None:
     return max(rows, key=lambda key: rows[key]["select_spearman"])
 
 
-class UCDRunner(Runner):
-    """:class:`repro_cpu.Runner` plus the selection split and the ensemble / distillation stages."""
+class UCDRunner(TrainingGrid):
+    """:class:`~jtcse.training.grid.TrainingGrid` (inputs, row bookkeeping, warm-ups) plus the selection split
+    and the twin / ensemble / distillation stages."""
 
-    def __init__(self, work: Path, cfg: dict, threads: int, data: Path = DATA):
+    def __init__(self, work: Path, cfg: dict, threads: int, data: Path):
         super().__init__(work, cfg, threads, data)
         import numpy as np
 
@@ -119,7 +119,7 @@ class UCDRunner(Runner):
         return self.save(name, {**row, **record, **out})
 
     def trained_and_scored(self, name: str, run, load, **record) -> dict:
-        """Train row ``name`` once (:meth:`Runner.trained`, dev score included), then add its selection score."""
+        """Train row ``name`` once (:meth:`TrainingGrid.trained`, dev score included), then add its selection score."""
         self.trained(name, run, load, **record)
         return self.score(name, load)
 
@@ -152,8 +152,7 @@ class UCDRunner(Runner):
         from jtcse.modeling.loading import load_model
         from jtcse.training.twin import train_twin
 
-        seeds = self.cfg["seeds"]
-        a, b = seeds[seeds.index(seed)], seeds[(seeds.index(seed) + 1) % len(seeds)]
+        a, b = pair_of(seed, self.cfg["seeds"])
         name = self.twin_name(lr, seed)
         out = self.work / name
         return self.trained_and_scored(
@@ -192,8 +191,8 @@ class UCDRunner(Runner):
         from sentence_transformers import SentenceTransformer
 
         from jtcse.defaults import default_tower_path
-        from jtcse.modeling.build import build_ensemble
         from jtcse.modeling.loading import load_model
+        from jtcse.training.ensemble import save_ensemble
 
         lr = self.tuned_lr()
         shipped = SentenceTransformer(default_tower_path(), device="cpu")
@@ -214,8 +213,7 @@ class UCDRunner(Runner):
             grid = {w: {"select": combined("select", w), "dev": combined("dev", w)} for w in self.cfg["weight_grid"]}
             best = max(grid, key=lambda w: grid[w]["select"])
             out = self.work / name
-            model = build_ensemble([default_tower_path(), str(twin_dir)], weights=[1.0, best], device="cpu")
-            model.save(str(out))
+            save_ensemble([default_tower_path(), str(twin_dir)], out, weights=[1.0, best], overwrite=True, device="cpu")
             equal = grid.get(1.0) or {"select": combined("select", 1.0), "dev": combined("dev", 1.0)}
             self.save(f"ensemble_eq_s{seed}", {"group": "ensemble_equal", "seed": seed, "weights": [1.0, 1.0],
                                                "dev_spearman": equal["dev"], "select_spearman": equal["select"],
@@ -403,7 +401,8 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)")
     parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/ucd[_quick])")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default evaluation/ucd; quick: <work>/report)")
+    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", type=Path, default=None, help="results folder (default evaluation/ucd; quick: <work>/report)")
+    parser.add_argument("--out", dest="out", type=Path, help=argparse.SUPPRESS)  # the old spelling
     args = parser.parse_args()
 
     cfg = QUICK if args.quick else FULL
@@ -423,10 +422,7 @@ def main() -> None:
     (out / "tables.md").write_text(tables, encoding="utf-8")
     report = Path("evaluation/UCD.md")
     if not args.quick and args.out is None and report.exists():  # refresh the generated tables in the write-up
-        text = report.read_text(encoding="utf-8")
-        text = re.sub(r"<!-- TABLES START -->.*<!-- TABLES END -->",
-                      lambda _: f"<!-- TABLES START -->\n{tables}<!-- TABLES END -->", text, flags=re.S)
-        report.write_text(text, encoding="utf-8")
+        refresh_tables(report, tables)
     print(tables)
 
 

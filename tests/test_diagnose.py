@@ -181,14 +181,16 @@ def test_cli_diagnose(tiny_bert, tmp_path):
 
     corpus = tmp_path / "s.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    # --out, the old spelling of -o/--output, still works, with a warning
     result = CliRunner().invoke(app, ["diagnose", tiny_bert, "--sentences", str(corpus), "--out", str(tmp_path / "d"), "--seq-len", "8"])
     assert result.exit_code == 0, result.output
+    assert "DeprecationWarning: --out is deprecated; use -o/--output." in result.stderr
     report = json.loads((tmp_path / "d" / "report.json").read_text())
     assert report["n_sentences"] == 5 and "alignment" not in report["alignment_uniformity"]["model"]
     assert sorted(report["plots"]) == ["attention_encoder.png", "cls_energy.png", "condensation.png"]
     one = tmp_path / "one.txt"
     one.write_text("only one\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["diagnose", tiny_bert, "--sentences", str(one), "--out", str(tmp_path / "e")])
+    result = CliRunner().invoke(app, ["diagnose", tiny_bert, "--sentences", str(one), "-o", str(tmp_path / "e")])
     assert isinstance(result.exception, JTCSEError) and "at least 2 sentences" in str(result.exception)
 
 
@@ -199,7 +201,7 @@ def test_cli_diagnose_clamps_max_length_to_the_position_table(tiny_bert, tmp_pat
 
     corpus = tmp_path / "s.txt"
     corpus.write_text("\n".join(SENTENCES + [" ".join(["word"] * 150)]) + "\n", encoding="utf-8")
-    args = ["diagnose", tiny_bert, "--sentences", str(corpus), "--out", str(tmp_path / "d"), "--seq-len", "8", "--max-length", "200"]
+    args = ["diagnose", tiny_bert, "--sentences", str(corpus), "-o", str(tmp_path / "d"), "--seq-len", "8", "--max-length", "200"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "d" / "report.json").read_text())["n_sentences"] == 6

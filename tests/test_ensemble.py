@@ -57,10 +57,10 @@ def twin_dir(tiny_bert, tiny_bert_b, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def ensemble_dir(twin_dir, narrow_roberta, mean_bert, tmp_path_factory) -> str:
     """A saved 3-member concat ensemble: a twin, a RoBERTa of width 16, a mean-pooled BERT; weights 1, 2, 0.5."""
-    from jtcse.modeling.build import build_ensemble
+    from jtcse.training.ensemble import save_ensemble
 
     out = tmp_path_factory.mktemp("ensemble") / "ens"
-    build_ensemble([twin_dir, narrow_roberta, mean_bert], weights=[1, 2, 0.5], device="cpu").save(str(out))
+    save_ensemble([twin_dir, narrow_roberta, mean_bert], out, weights=[1, 2, 0.5], device="cpu")
     return str(out)
 
 
@@ -106,6 +106,7 @@ def test_each_member_tokenises_for_itself(tiny_bert, narrow_roberta):
     from jtcse.modeling.build import build_ensemble
 
     model = build_ensemble([tiny_bert, narrow_roberta], device="cpu")
+    assert not hasattr(model.model_card_data, "facts")  # a bare model: the card comes with save_ensemble
     features = model.preprocess(SENTENCES[:2])
     members = model[0].members
     for i, member in enumerate(members):
@@ -195,7 +196,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
     np.testing.assert_allclose(np.load(out), _encode(model), atol=1e-5)
 
     idx = tmp_path / "idx"
-    result = runner.invoke(app, ["index", "build", str(ens), "-i", str(corpus), "--index", str(idx), "--no-progress"])
+    result = runner.invoke(app, ["index", "build", str(ens), "-i", str(corpus), "-o", str(idx), "--no-progress"])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["index", "search", "--index", str(idx), "-q", SENTENCES[2], "-k", "1"])
     assert result.exit_code == 0 and SENTENCES[2] in result.stdout, result.output
@@ -207,7 +208,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
     sts.write_text("".join(f"g\tf\t2012\t{k}\t{s}\t{a}\t{b}\n" for k, (a, b, s) in enumerate(pairs)), encoding="utf-8")
     report = tmp_path / "sts.json"
     result = runner.invoke(app, ["eval", "sts", str(ens), "--data-dir", str(tmp_path), "--tasks", "STSB",
-                                 "--task-dir", f"STSB={sts}", "--output-json", str(report)])  # fmt: skip
+                                 "--task-dir", f"STSB={sts}", "-o", str(report)])  # fmt: skip
     assert result.exit_code == 0, result.output
     a, b = _unit(_encode(model, [p[0] for p in pairs])), _unit(_encode(model, [p[1] for p in pairs]))
     expected = spearmanr((a * b).sum(1), [p[2] for p in pairs]).statistic
@@ -218,7 +219,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
     for teacher, extra in ((ens, []), (ensemble_dir, []), (ensemble_dir, ["--objective", "cosine"])):
         student = tmp_path / f"student_{len(list(tmp_path.glob('student_*')))}"
         args = ["distill", "--teacher", str(teacher), "--student", tiny_bert, "-o", str(student),
-                "--train-file", str(corpus), "--max-steps", "2", "--batch-size", "4", *extra]  # fmt: skip
+                "--corpus", str(corpus), "--max-steps", "2", "--batch-size", "4", *extra]  # fmt: skip
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
         model_info = json.loads((student / "run_summary.json").read_text())["model"]
@@ -236,7 +237,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
         ("nested", "itself an ensemble"),
         ("weights_count", "2 weight(s) given for 3 ensemble members"),
         ("weights_bad", "positive finite"),
-        ("combine", "--combine must be one of concat, sum"),
+        ("combine", "combine must be one of concat, sum, not 'max'"),
     ],
 )
 def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert, narrow_roberta, tmp_path):

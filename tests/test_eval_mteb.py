@@ -61,14 +61,30 @@ def test_unavailable_registry_task_is_reported_not_raised(local_tsv, tiny_bert, 
     from jtcse.cli import app
 
     result = CliRunner().invoke(
-        app, ["eval", "mteb", tiny_bert, "--tasks", "STS17:en-en", "--local-task", str(local_tsv), "--output-dir", str(tmp_path),
+        app, ["eval", "mteb", tiny_bert, "--tasks", "STS17:en-en", "--local-task", str(local_tsv), "-o", str(tmp_path),
               "--cache-dir", str(tmp_path / "cache")]
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert "error" in summary["tasks"]["STS17"] and "Traceback" not in summary["tasks"]["STS17"]["error"]
     assert "STS17: not run" in result.output
+    assert "ran 1 of 2 tasks: Local_my_sts; not run: STS17" in result.output
     assert "main_score" in summary["tasks"]["Local_my_sts"]
+
+
+def test_a_run_where_no_task_ran_fails_in_one_line(tiny_bert, tmp_path, monkeypatch, capsys):
+    """Offline, a registry task cannot load its data: when nothing ran the command must not exit 0."""
+    from jtcse.cli import main
+
+    monkeypatch.setattr("sys.argv", ["jtcse", "eval", "mteb", tiny_bert, "--tasks", "STS17:en-en",
+                                     "-o", str(tmp_path), "--cache-dir", str(tmp_path / "cache")])  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2
+    [error] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error")]
+    assert "none of the 1 requested MTEB tasks ran (STS17)" in error
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert list(summary["tasks"]) == ["STS17"] and "error" in summary["tasks"]["STS17"]
 
 
 def test_bad_inputs(tmp_path):

@@ -10,91 +10,11 @@ import pytest
 from scipy.stats import spearmanr
 
 from helpers.cli import run_cli
+from helpers.sts import LETTERS, LetterCounts, write_senteval_dir
 from jtcse.errors import JTCSEError
-from jtcse.evaluation.senteval_data import STS_YEAR_SUBSETS, load_task, read_sick_file, read_sts_input_gold
+from jtcse.evaluation.senteval_data import load_task, read_sick_file, read_sts_input_gold
 from jtcse.evaluation.senteval_sts import percent, run_senteval_sts
 from jtcse.evaluation.sts import STSDevEvaluator, read_stsb_file
-
-LETTERS = "abcdefgh"
-
-
-class LetterCounts:
-    """A transparent encoder: letter counts, so every cosine is computable by hand. Records its calls."""
-
-    def __init__(self):
-        self.calls: list[list[str]] = []
-
-    def encode(self, sentences, **_):
-        self.calls.append(list(sentences))
-        return np.array([[s.count(c) for c in LETTERS] for s in sentences], dtype=np.float32)
-
-
-def letter_cos(a: str, b: str) -> float:
-    u = np.array([a.count(c) for c in LETTERS], dtype=np.float64)
-    v = np.array([b.count(c) for c in LETTERS], dtype=np.float64)
-    return float(u @ v / np.sqrt((u @ u) * (v @ v)))
-
-
-# Per year, per subset: (raw input line, gold line). Gold "" = skipped pair. Raw lines carry the
-# irregular whitespace and extra tab columns the reader must handle.
-def year_rows(year: int) -> dict[str, list[tuple[str, str]]]:
-    rng = np.random.default_rng(year)
-    rows = {}
-    for k, subset in enumerate(STS_YEAR_SUBSETS[f"STS{year}"]):
-        lines = []
-        for i in range(4):
-            a = "".join(rng.choice(list(LETTERS), size=rng.integers(2, 7)))
-            b = "".join(rng.choice(list(LETTERS), size=rng.integers(2, 7)))
-            lines.append((f"{a}  x\t {b} y", f"{rng.uniform(0, 5):.2f}"))
-        lines.append((f"{a} z\t{a} z\tsource-a\tsource-b", "5.0"))  # extra columns are ignored
-        lines.append(("cab\tbad", ""))  # blank gold: the pair is dropped
-        rows[subset] = lines
-    return rows
-
-
-def expected_all(rows: dict[str, list[tuple[str, str]]]) -> float:
-    cos, gold = [], []
-    for lines in rows.values():
-        for pair, score in lines:
-            if not score:
-                continue
-            s1, s2 = pair.split("\t")[:2]
-            cos.append(letter_cos(" ".join(s1.split()), " ".join(s2.split())))
-            gold.append(float(score))
-    return float(spearmanr(cos, gold).statistic)
-
-
-STSB_ROWS = [("abc d", "abd", 4.2), ("aaa", "hhh", 0.4), ("bcd", "bce", 3.1), ("ggg ff", "ff ggg", 4.8), ("ab", "gh", 1.0)]
-SICK_ROWS = [("a b c", "a b d", 4.1), ("e f", "g h", 1.2), ("a a", "a b", 3.3), ("h h h", "h g", 2.5)]
-
-
-def write_senteval_dir(root, years=(12, 13, 14, 15, 16), original_names=(16,)):
-    expected = {}
-    for year in years:
-        rows = year_rows(year)
-        d = root / "STS" / f"STS{year}-en-test"
-        d.mkdir(parents=True)
-        prefix = f"STS20{year}" if year in original_names else "STS"
-        for subset, lines in rows.items():
-            (d / f"{prefix}.input.{subset}.txt").write_text("".join(p + "\n" for p, _ in lines), encoding="utf-8")
-            (d / f"{prefix}.gs.{subset}.txt").write_text("".join(g + "\n" for _, g in lines), encoding="utf-8")
-        expected[f"STS{year}"] = expected_all(rows)
-    stsb = root / "STS" / "STSBenchmark"
-    stsb.mkdir(parents=True)
-    (stsb / "sts-test.csv").write_text(
-        "".join(f"main-news\tf\t2012\t{i}\t{s}\t{a}\t{b}\textra\tcols\n" for i, (a, b, s) in enumerate(STSB_ROWS)),
-        encoding="utf-8",
-    )
-    expected["STSB"] = float(spearmanr([letter_cos(a, b) for a, b, _ in STSB_ROWS], [s for *_, s in STSB_ROWS]).statistic)
-    sick = root / "SICK"
-    sick.mkdir()
-    (sick / "SICK_test_annotated.txt").write_text(
-        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
-        + "".join(f"{i}\t{a}\t{b}\t{s}\tNEUTRAL\n" for i, (a, b, s) in enumerate(SICK_ROWS)),
-        encoding="utf-8",
-    )
-    expected["SICKR"] = float(spearmanr([letter_cos(a, b) for a, b, _ in SICK_ROWS], [s for *_, s in SICK_ROWS]).statistic)
-    return expected
 
 
 @pytest.fixture
@@ -278,7 +198,7 @@ def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):
     (root / "SICK" / "SICK_test_annotated.txt").unlink()
     out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
     result = CliRunner().invoke(
-        app, ["eval", "sts", tiny_bert, "--data-dir", str(root), "--output-json", str(out_json),
+        app, ["eval", "sts", tiny_bert, "--data-dir", str(root), "-o", str(out_json),
               "--output-csv", str(out_csv), "--pooling", "mean"]
     )
     assert result.exit_code == 0, result.output
@@ -355,3 +275,52 @@ def test_genres_follow_their_pairs_and_undefined_genres_are_nan(genre_file):
     assert out["main-captions"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="3 cosines for 4 pairs"):
         spearman_by_genre(np.zeros(3), subset)
+
+
+def test_the_senteval_stsb_task_reports_its_genres(senteval_dir, genre_file):
+    """The SentEval table keeps its format; its JSON adds each STS-B genre's Spearman ×100 (and the table a line)."""
+    from jtcse.evaluation.sts import genre_spearman
+
+    root, _ = senteval_dir
+    (root / "STS" / "STSBenchmark" / "sts-test.csv").write_bytes(genre_file.read_bytes())
+    report = run_senteval_sts(LetterCounts(), root, tasks=["STSB", "STS12"])
+    expected = genre_spearman(LetterCounts(), genre_file)
+    out = report.to_json()
+    assert out["genres"] == {"STSB": {g: percent(expected[g]) for g in ("main-captions", "main-news", "main-forums")}}
+    assert out["STSB"] == percent(expected["all"]) and "STS12" not in out["genres"]  # STS12 rows have no genre
+    assert out["details"]["STSB"]["genres"]["main-forums"] == pytest.approx(expected["main-forums"], abs=1e-12)
+    assert f"STSB per genre: main-captions {percent(expected['main-captions']):.2f}, main-news" in report.table()
+
+
+def test_cli_scores_one_stsb_file_over_all_pairs_and_per_genre(genre_file, tiny_bert, tmp_path):
+    from typer.testing import CliRunner
+
+    from jtcse.cli import app
+    from jtcse.evaluation.sts import genre_spearman
+    from jtcse.modeling.loading import load_model
+
+    out_json, out_csv = tmp_path / "dev.json", tmp_path / "dev.csv"
+    args = ["eval", "sts", tiny_bert, "--stsb-file", str(genre_file), "-o", str(out_json), "--output-csv", str(out_csv)]
+    for _ in range(2):  # the second run appends its row to the same table
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    expected = genre_spearman(load_model(tiny_bert, max_seq_length="max"), genre_file)
+    data = json.loads(out_json.read_text())
+    assert data["file"] == str(genre_file) and data["meta"]["model"] == tiny_bert
+    assert data["spearman"] == {genre: percent(rho) for genre, rho in expected.items()}
+    assert data["pairs"] == {"all": 9, "main-captions": 3, "main-news": 3, "main-forums": 3}
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 2 and list(rows[0]) == ["model", "file", "all", "main-captions", "main-news", "main-forums"]
+    assert rows[0]["main-news"] == f"{percent(expected['main-news']):.2f}"
+    assert "main-captions" in result.output and f"{percent(expected['all']):.2f}" in result.output
+    import re
+
+    model, stsb = ["eval", "sts", tiny_bert], ["--stsb-file", str(genre_file)]
+    for args, message in (
+        (model, "give --data-dir .* or --stsb-file"),
+        ([*model, *stsb, "--data-dir", str(tmp_path)], "one of them"),
+        ([*model, *stsb, "--update-card"], "--update-card applies to --data-dir, not to --stsb-file"),
+        ([*model, "--stsb-file", str(tmp_path / "none.csv")], "STS-B file not found"),
+    ):
+        result = CliRunner().invoke(app, args)
+        assert isinstance(result.exception, JTCSEError) and re.search(message, str(result.exception)), result

@@ -88,6 +88,40 @@ def test_encode_killed_mid_run_resumes_to_the_same_bytes(tiny_bert, corpus, tmp_
     assert not lock_path_for(out).exists() and not out.with_name(out.name + ".parts").exists()
 
 
+def _processes_tagged(tag: str) -> list[int]:
+    """PIDs of live processes whose environment holds ``JTCSE_TEST_TAG=tag`` (children inherit it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"JTCSE_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
+def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_workers(tiny_bert, corpus, tmp_path):
+    args = (*_encode_args(tiny_bert, corpus), "--processes", 2)
+    out = tmp_path / "killed"  # a shards folder: part files
+    tag = f"pool-{os.getpid()}-{tmp_path.name}"
+    killed = run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:2", JTCSE_TEST_TAG=tag)
+    assert killed.returncode == -signal.SIGKILL
+    # run_cli returned, so nothing holds the child's stdout any more: the watchdog took the pool workers down
+    assert _processes_tagged(tag) == []
+    assert json.loads(meta_path_for(out).read_text())["rows_done"] == 10
+
+    rerun = run_cli(*args, "-o", out)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "Resumed after row 10." in rerun.stderr
+    fresh = run_cli(*args, "-o", tmp_path / "fresh")
+    assert fresh.returncode == 0, fresh.stderr
+    parts = sorted(p.name for p in out.glob("part-*"))
+    assert parts == sorted(p.name for p in (tmp_path / "fresh").glob("part-*")) and len(parts) == 5
+    for name in parts:
+        assert (out / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+
+
 def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_path):
     args = _encode_args(tiny_bert, corpus)
     out = tmp_path / "shared.parquet"
@@ -129,9 +163,9 @@ def test_encode_overwrite_with_a_bad_model_keeps_the_old_output(tiny_bert, corpu
 def test_index_build_holds_a_lock_on_its_folder(tiny_bert, corpus, tmp_path):
     args = ("index", "build", tiny_bert, "-i", corpus, "--chunk-size", 5, "--no-progress", "--cpu")
     index = tmp_path / "idx"
-    first = _start_frozen((*args, "--index", index), "encode-chunk:1")
+    first = _start_frozen((*args, "-o", index), "encode-chunk:1")
     try:
-        line = one_error_line(run_cli(*args, "--index", index))
+        line = one_error_line(run_cli(*args, "-o", index))
         assert f"{index} is being written by PID {first.pid} on " in line
     finally:
         finished = _resume(first)
@@ -218,7 +252,7 @@ def test_rtt_output_that_is_a_file(tmp_path):
     line = one_error_line(
         run_cli("rtt", "-i", tmp_path / "c.txt", "-o", target, "--backend", "replay", "--cache", tmp_path / "c.sqlite", "--pivots", "de", "--no-progress")
     )
-    assert f"{target} is a file; --output-dir names the folder" in line
+    assert f"{target} is a file; -o/--output names the folder" in line
     assert target.read_text() == "precious\n" and sorted(os.listdir(tmp_path)) == ["c.sqlite", "c.txt", "out.txt"]
 
 
@@ -403,12 +437,12 @@ def test_trainer_output_that_is_a_file(tiny_bert, tiny_bert_b, tmp_path):
     target = tmp_path / "afile.txt"
     target.write_text("precious\n")
     line = one_error_line(run_cli("simcse", "-m", tiny_bert, "-o", target, "--max-steps", 1))
-    assert f"{target} is a file; --output-dir names the folder the model is written to." in line
+    assert f"{target} is a file; -o/--output names the folder the model is written to." in line
     for call in (
         lambda: train_twin(tiny_bert, tiny_bert_b, SENTENCES, target, max_steps=1),
         lambda: distill(tiny_bert, tiny_bert, SENTENCES, target, max_steps=1),
     ):
-        with pytest.raises(ValueError, match=f"{target} is a file; --output-dir names the folder"):
+        with pytest.raises(ValueError, match=f"{target} is a file; -o/--output names the folder"):
             call()
     assert target.read_text() == "precious\n" and sorted(os.listdir(tmp_path)) == ["afile.txt"]
 

@@ -1,10 +1,9 @@
-"""CLI regulariser specs → loss objects, with one clear JTCSEError per mistake."""
+"""CLI regulariser specs → loss objects, with one clear ValueError per mistake."""
 
 from __future__ import annotations
 
 import pytest
 
-from jtcse.errors import JTCSEError
 from jtcse.losses import DispersionLoss, NITPLoss, RegularizedLoss, SimRegLoss
 from jtcse.losses.registry import (
     REGULARIZER_HELP,
@@ -44,7 +43,7 @@ def test_parse_specs():
     ],
 )
 def test_parse_errors(spec, message):
-    with pytest.raises(JTCSEError, match=message):
+    with pytest.raises(ValueError, match=message):
         parse_regularizer_spec(spec)
 
 
@@ -86,7 +85,7 @@ def test_build_wraps_the_base_loss(tiny_bert):
 )
 def test_build_errors(tiny_bert, specs, message):
     model, base = _model_and_base(tiny_bert)
-    with pytest.raises(JTCSEError, match=message):
+    with pytest.raises(ValueError, match=message):
         build_regularised_loss(model, base, specs)
 
 
@@ -117,12 +116,12 @@ def test_options_and_help_defaults_come_from_the_class_signature(name, cls, tiny
 @pytest.mark.parametrize("name, cls", [("simreg", SimRegLoss), ("dispersion", DispersionLoss), ("nitp", NITPLoss)])
 def test_options_and_their_meanings_come_from_the_class(name, cls):
     """The registry writes no help of its own: the options are the class's ``cli_options`` and each meaning is
-    the first sentence of the option's ``Args:`` entry in the class docstring, without reST markup."""
+    the first sentence of the option's ``Args:`` entry in the ``__init__`` docstring, without reST markup."""
     import inspect
 
     options = regularizer_options(name)
     assert tuple(options) == cls.cli_options
-    doc = inspect.getdoc(cls)
+    doc = inspect.getdoc(cls.__init__)
     for key, option in options.items():
         assert f"\n    {key}: " in doc and option.meaning and "`" not in option.meaning
         assert f"{key}={option.default} ({option.meaning}" in REGULARIZER_HELP or f"{key} ({option.meaning}" in REGULARIZER_HELP
@@ -148,7 +147,7 @@ def test_extra_terms_join_the_regularisers_in_one_loss(tiny_bert):
     model, base = _model_and_base(tiny_bert)
     loss = build_regularised_loss(model, base, ["simreg"], extra_terms={"norm": lambda out: out["token_embeddings"].sum()})
     assert sorted(loss.terms) == ["norm", "simreg"]
-    with pytest.raises(JTCSEError, match="has the name of a regulariser"):
+    with pytest.raises(ValueError, match="has the name of a regulariser"):
         build_regularised_loss(model, base, ["simreg"], extra_terms={"simreg": lambda out: 0})
 
 

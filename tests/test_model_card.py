@@ -15,16 +15,8 @@ import yaml
 from huggingface_hub import ModelCard
 
 from jtcse.errors import JTCSEError
-from jtcse.model_card import (
-    STS_BEGIN,
-    CardFacts,
-    check_writable,
-    facts_from_run_summary,
-    infer_kind,
-    update_card_sts,
-    write_model_card,
-    write_run_card,
-)
+from jtcse.model_card import STS_BEGIN, CardFacts, check_writable, update_card_sts, write_model_card
+from jtcse.training.run_summary import SCHEMA_VERSION, facts_from_run_summary, infer_kind, write_run_card
 from helpers.cli import one_error_line, run_cli, run_python
 from helpers.sts import write_stsb
 
@@ -168,37 +160,51 @@ def test_twin_remote_code_snippet_runs_without_jtcse(twin_card):
 def test_facts_from_summaries_are_tolerant_and_know_each_kind():
     assert infer_kind({"stage": "simcse"}) == "warmup"
     assert infer_kind({"stage": "distill"}) == "distilled"
-    assert infer_kind({"towers": ["a", "b"]}) == "twin"
+    assert infer_kind({"stage": "twin"}) == "twin"
     with pytest.raises(JTCSEError, match="kind"):
         infer_kind({})
+    with pytest.raises(JTCSEError, match="kind"):
+        infer_kind({"towers": ["a", "b"]})  # a summary names its stage; nothing is guessed from other keys
     empty = facts_from_run_summary({}, kind="ensemble")
     assert empty.settings == {} and empty.data == {} and empty.dev_history == []
 
     distilled = facts_from_run_summary(
         {
+            "schema_version": SCHEMA_VERSION,
             "stage": "distill",
-            "teacher": "runs/twin",
-            "student": "runs/tower_a",
-            "train_file": "corpus.txt",
-            "skipped_blank_lines": 3,
-            "sentences": 120,
+            "model": {"teacher": "runs/twin", "student": "runs/tower_a", "objective": "similarity"},
+            "data": {"source": "corpus.txt", "skipped_blank_lines": 3, "sentences": 120, "teacher_cache_hit": True},
+            "loss": {"name": "SimilarityMatrixLoss"},
+            "settings": {"batch_size": 16, "learning_rate": 1e-4},
             "steps": 7,
             "dev_spearman_by_step": {"5": 0.25, "7": 0.3},
-            "config": {"batch_size": 16, "learning_rate": 1e-4, "project": False},
+            "config": {"batch_size": 16, "learning_rate": 1e-4, "objective": "similarity"},
         }
     )
     assert distilled.kind == "distilled" and distilled.teacher == "runs/twin" and distilled.towers == ["runs/tower_a"]
-    assert distilled.settings == {"batch_size": 16, "learning_rate": 1e-4, "project": False, "steps trained": 7}
+    assert distilled.settings == {
+        "batch_size": 16, "learning_rate": 1e-4, "objective": "similarity", "steps trained": 7,
+        "loss": {"name": "SimilarityMatrixLoss"},
+    }  # fmt: skip
     assert distilled.data == {"corpus": "corpus.txt", "blank lines skipped": 3, "sentences used": 120}
     assert distilled.dev_history == [(5, 0.25), (7, 0.3)]
-    assert "MSELoss (distillation)" in distilled.citations and "JTCSE (teacher)" in distilled.citations
+    # the card names and cites the objective the student was trained with, not MSE
+    assert "`similarity` objective" in distilled.recipe and "cosine-similarity matrix" in distilled.recipe
+    assert "SimilarityMatrixLoss (objective `similarity`)" in distilled.citations
+    assert "JTCSE (teacher)" in distilled.citations
+    assert not any("MSELoss" in name for name in distilled.citations)
+    mse = facts_from_run_summary({"stage": "distill", "model": {"objective": "mse"}, "loss": {"name": "MSELoss"}})
+    assert "`mse` objective" in mse.recipe and "Sentence-embedding distillation" in mse.citations
+    with pytest.raises(JTCSEError, match="schema_version 2"):
+        facts_from_run_summary({"schema_version": 2, "stage": "twin"})
 
     loss = {
         "base_loss": "JTCSELoss",
         "base_loss_config": {"temperature": 0.05, "ictm_weight": 0.5},
         "regularizers": [{"name": "SimRegLoss", "weight": 2.0}],
     }
-    twin = facts_from_run_summary({"towers": ["embedded MiniLM", "embedded MiniLM"], "loss": loss})
+    towers = {"towers": ["embedded MiniLM", "embedded MiniLM"]}
+    twin = facts_from_run_summary({"stage": "twin", "model": towers, "loss": loss})
     assert twin.base_model == "sentence-transformers/all-MiniLM-L6-v2"
     assert twin.settings["loss"] == {"base_loss": "JTCSELoss", "temperature": 0.05, "ictm_weight": 0.5}
     assert twin.settings["regularizers"] == ["SimRegLoss(weight=2)"]
@@ -220,10 +226,10 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
     common = ["--corpus", corpus, "--dev-file", dev, "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "4", "--eval-steps", "2"]
     runs = {
         "warmup": ["simcse", "--model", tiny_bert, "-o", tmp_path / "simcse", "--learning-rate", "5e-5", *common],
-        "twin": ["train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--output-dir", tmp_path / "twin", "--lr", "5e-5", *common],
+        "twin": ["train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "-o", tmp_path / "twin", "--learning-rate", "5e-5", *common],
     }
     for kind, args in runs.items():
-        out = Path(args[args.index("-o" if "-o" in args else "--output-dir") + 1])
+        out = Path(args[args.index("-o") + 1])
         run = run_cli(*args)
         assert run.returncode == 0, run.stderr[-3000:]
         summary = json.loads((out / "run_summary.json").read_text(encoding="utf-8"))
@@ -231,7 +237,8 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
         _, body = split_card((out / "README.md").read_text(encoding="utf-8"))
         for heading in SECTIONS:
             assert f"\n{heading}\n" in body, (kind, heading)
-        history = summary.get("dev_spearman_history") or list(summary["dev_spearman_by_step"].items())
+        assert summary["schema_version"] == SCHEMA_VERSION
+        history = list(summary["dev_spearman_by_step"].items())
         assert len(history) >= 2
         for step, score in history:
             assert f"| {int(step)} | {score:.4f} |" in body
@@ -259,7 +266,7 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     write_model_card(SentenceTransformer(str(tower_copy)), tower_copy, CardFacts(kind="distilled", teacher="runs/twin"))
     data_dir = tmp_path / "senteval"
     write_stsb(data_dir / "STS" / "STSBenchmark" / "sts-test.csv")
-    args = ["eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "--output-json", tmp_path / "r.json", "--update-card"]
+    args = ["eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "-o", tmp_path / "r.json", "--update-card"]
     update_card_sts(tower_copy, {"STSB": 12.5, "STS12": 40.0})  # an earlier table, replaced below for STSB
     run = run_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -50,6 +50,8 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path):
         run_pipeline(tmp_path, until="ensemble", ensemble=False, twin=True)
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):
         run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_weights=[1])
+    with pytest.raises(ValueError, match="combine must be one of concat, sum, not 'max'"):  # Ensemble's check, early
+        run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_combine="max")
     with pytest.raises(JTCSEError, match="without models to ensemble with"):
         run_pipeline(tmp_path, until="twin", ensemble_weights=[1, 1], ensemble=False)
     with pytest.raises(JTCSEError, match="ensemble=False \\(--no-ensemble\\) and models to ensemble with"):
@@ -131,6 +133,12 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     assert (distilled["steps"], distilled["settings"]["learning_rate"], distilled["settings"]["batch_size"]) == (2, 3e-4, 6)
     assert distilled["model"]["objective"] == "cosine" and distilled["model"]["teacher_dimension"] == 64
     assert distilled["model"]["student_dimension"] == 32  # the width it started with; the projection is not saved
+    # the ensemble stage saves as `jtcse ensemble` does: its card, and nothing left beside the folder
+    assert "\n# jtcse ensemble\n" in (out / "ensemble" / "README.md").read_text(encoding="utf-8")
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("ensemble")) == ["ensemble"]
+    card = (out / "distilled" / "README.md").read_text(encoding="utf-8")  # states and cites the objective used
+    assert "with the `cosine` objective" in card and "#### EmbedDistillLoss (objective `cosine`)" in card
+    assert "(MSE)" not in card
 
     table = (out / "pipeline_summary.md").read_text()
     start = summary["stages"]["eval"]["dev_spearman"]["start"]
@@ -154,16 +162,37 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
         run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=dev)
     selection = tmp_path / "selection.csv"
     a, b, score = DEV_PAIRS[2]
-    rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(12)] + [(b, a, score)]  # swapped
+    rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(120)] + [(b, a, score)]  # swapped
     selection.write_text("".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)),
                          encoding="utf-8")
-    kept = selection_pairs(selection, dev)
-    assert len(kept) == 12 and a not in kept.sentences1 + kept.sentences2
-    assert "1 pair(s) of the selection file" in caplog.text
+    kept = selection_pairs(selection, dev)  # 1 of 121: left out, with a warning
+    assert len(kept) == 120 and a not in kept.sentences1 + kept.sentences2
+    assert "1 of the 121 pairs of the selection file" in caplog.text
+    rows[:110] = []  # 1 of 11 shared: more than a few, so the file is refused
+    selection.write_text("".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)),
+                         encoding="utf-8")
+    with pytest.raises(JTCSEError, match="shares 1 of its 11 sentence pairs with the dev file"):
+        run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=selection)
     with pytest.raises(JTCSEError, match="STS-B file not found"):
         run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=tmp_path / "nope.csv")
     with pytest.raises(JTCSEError, match="a twin learning rate was given and a selection file"):
         run_pipeline(tmp_path / "out", until="twin", twin=True, selection_file=selection, twin_settings={"learning_rate": 1e-5})
+
+
+def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(shared_data, caplog):
+    """STS-B repeats 11 of its train pairs in dev: STS-B train stays a valid selection file for STS-B dev, without them."""
+    from jtcse.evaluation.sts import read_stsb_file
+    from jtcse.training.selection import selection_pairs
+
+    train, dev = shared_data / "stsbenchmark" / "sts-train.csv", shared_data / "stsbenchmark" / "sts-dev.csv"
+    with caplog.at_level("WARNING"):
+        kept = selection_pairs(train, dev)
+    assert len(read_stsb_file(train)) - len(kept) == 11
+    assert "11 of the 5749 pairs of the selection file" in caplog.text
+    dev_pairs = read_stsb_file(dev)
+    shared = {frozenset(p) for p in zip(dev_pairs.sentences1, dev_pairs.sentences2)}
+    assert not any(frozenset(p) in shared for p in zip(kept.sentences1, kept.sentences2))
+    assert len(kept.genres) == len(kept)
 
 
 def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny_bert, tmp_path):
@@ -191,7 +220,7 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
     dev.write_text("\n".join(lines[:30] + lines[700:730] + lines[1200:1230]) + "\n", encoding="utf-8")
     train = (shared_data / "stsbenchmark" / "sts-train.csv").read_text(encoding="utf-8").splitlines()
-    selection.write_text("\n".join(train[:40]) + "\n", encoding="utf-8")
+    selection.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
     settings = {"batch_size": 8, "max_steps": 2}
     common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, dev_file=dev, selection_file=selection,
                   warmup_settings=settings, twin_settings={"batch_size": 4, "max_steps": 2}, distill_settings=settings)

@@ -11,21 +11,17 @@ import pytest
 from helpers.cli import run_cli
 from jtcse.errors import JTCSEError
 from jtcse.search.encode import encode_file, meta_path_for, rows_path_for
-from jtcse.search.index import (
+from jtcse.search.faiss_index import (
     DEFAULT_RESCORE_MULTIPLIER,
-    INDEX_FORMAT_VERSION,
-    MANIFEST,
-    RESCORE_FILE,
-    SearchIndex,
     build_faiss_index,
-    build_index,
     calibrate_nprobe,
     default_nlist,
     exact_search,
     gpu_available,
     recall_at_k,
-    read_manifest,
 )
+from jtcse.search.build import build_index
+from jtcse.search.index import INDEX_FORMAT_VERSION, MANIFEST, RESCORE_FILE, SearchIndex, read_manifest
 from jtcse.search.lines import count_rows, iter_chunks, read_line_at
 
 
@@ -131,6 +127,28 @@ def test_encode_npy_in_chunks_equals_direct_encode(corpus, tmp_path, tiny_model,
     assert meta["complete"] and meta["model"] == "tiny" and meta["normalized"] and meta["rows_done"] == 11
 
 
+def test_encode_reuse_returns_a_finished_output_and_restarts_one_with_other_settings(corpus, tmp_path, tiny_model, monkeypatch):
+    out = tmp_path / "emb.npy"
+    first = encode_file(tiny_model, corpus, out, normalize=True, model_name="tiny", show_progress=False)
+    with pytest.raises(JTCSEError, match="already complete"):  # without reuse a finished output is refused
+        encode_file(tiny_model, corpus, out, normalize=True, model_name="tiny", show_progress=False)
+    encoded: list[str] = []
+    real_encode = tiny_model.encode
+    monkeypatch.setattr(tiny_model, "encode", lambda s, **kw: encoded.extend(s) or real_encode(s, **kw))
+    again = encode_file(tiny_model, corpus, out, normalize=True, model_name="tiny", show_progress=False, reuse=True)
+    assert encoded == [] and (again.rows, again.dim, again.resumed_from, again.chunks_encoded) == (11, 32, 11, 0)
+    assert again.output == first.output and again.meta == first.meta
+    # other settings (no normalisation): started over, not refused and not reused
+    other = encode_file(tiny_model, corpus, out, normalize=False, model_name="tiny", show_progress=False, reuse=True)
+    assert encoded == SENTENCES and other.resumed_from == 0 and not other.normalized
+    np.testing.assert_allclose(np.load(out), real_encode(SENTENCES), atol=1e-5)
+    # a stray output without a progress file is started over too
+    meta_path_for(out).unlink()
+    encoded.clear()
+    encode_file(tiny_model, corpus, out, model_name="tiny", show_progress=False, reuse=True)
+    assert encoded == SENTENCES and json.loads(meta_path_for(out).read_text())["complete"]
+
+
 def test_encode_parquet_fp16(corpus, tmp_path, tiny_model, tiny_bert):
     import pyarrow.parquet as pq
 
@@ -138,8 +156,12 @@ def test_encode_parquet_fp16(corpus, tmp_path, tiny_model, tiny_bert):
     result = encode_file(tiny_bert, corpus, out, chunk_size=4, fp16=True, show_progress=False)
     assert result.dtype == "float16" and result.chunks_encoded == 3
     table = pq.read_table(out)
-    assert table.column_names == ["line", "offset", "text", "embedding"]
+    assert table.column_names == ["row", "line", "offset", "text", "embedding"]
+    assert table.column("row").to_pylist() == list(range(11))
     assert str(table.schema.field("embedding").type.value_type) == "halffloat"
+    recorded = json.loads(table.schema.metadata[b"jtcse"])  # the file says what made it, wherever it is copied
+    assert recorded == {"model": str(Path(tiny_bert).resolve()), "normalized": False, "input": str(corpus.resolve()),
+                        "dim": 32, "dtype": "float16"}  # fmt: skip
     assert table.column("text").to_pylist() == SENTENCES
     vectors = np.asarray(table.column("embedding").to_pylist(), dtype=np.float32)
     np.testing.assert_allclose(vectors, tiny_model.encode(SENTENCES), rtol=2e-3, atol=2e-3)
@@ -186,7 +208,7 @@ def test_encode_refuses_bad_input_and_conflicting_outputs(corpus, tmp_path, tiny
     empty.write_text("\n   \n\n", encoding="utf-8")
     with pytest.raises(JTCSEError, match="no sentences"):
         encode_file(tiny_bert, empty, tmp_path / "e.npy", show_progress=False)
-    with pytest.raises(JTCSEError, match="must end in .npy or .parquet"):
+    with pytest.raises(JTCSEError, match="must end in .npy or .parquet, or be a folder name without a suffix"):
         encode_file(tiny_bert, corpus, tmp_path / "e.txt", show_progress=False)
     with pytest.raises(JTCSEError, match="not found"):
         encode_file(tiny_bert, tmp_path / "nope.txt", tmp_path / "e.npy", show_progress=False)
@@ -476,7 +498,7 @@ def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
     assert json.loads(result.stdout)["rows"] == 11 and np.load(out).dtype == np.float16
 
     idx = tmp_path / "idx"
-    result = runner.invoke(app, ["index", "build", tiny_bert, "-i", str(corpus), "--index", str(idx), "--no-progress"])
+    result = runner.invoke(app, ["index", "build", tiny_bert, "-i", str(corpus), "-o", str(idx), "--no-progress"])
     assert result.exit_code == 0, result.output
     hits_file = tmp_path / "hits.jsonl"
     result = runner.invoke(app, ["index", "search", "--index", str(idx), "-q", SENTENCES[3], "-k", "2", "-o", str(hits_file)])
@@ -586,5 +608,5 @@ def test_cli_unknown_precision_is_one_line(tmp_path, tiny_bert):
 
     corpus = tmp_path / "c.txt"
     write_corpus(corpus)
-    line = one_error_line(run_cli("index", "build", tiny_bert, "-i", corpus, "--index", tmp_path / "idx", "--precision", "int4"))
+    line = one_error_line(run_cli("index", "build", tiny_bert, "-i", corpus, "-o", tmp_path / "idx", "--precision", "int4"))
     assert "float32, int8, binary" in line

@@ -33,15 +33,16 @@ def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tin
     out = tmp_path / "run"
     args = [
         "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b,
-        "--corpus", str(corpus), "--output-dir", str(out), "--batch-size", "8", "--max-seq-length", "32",
+        "--corpus", str(corpus), "-o", str(out), "--batch-size", "8", "--max-seq-length", "32",
         "--max-steps", "4", "--eval-steps", "2", "--lr", "5e-5", "--dev-file", str(dev_file), "--cael-every", "2",
     ]
     run = run_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "run_summary.json" in run.stdout
+    assert run.stderr.count("DeprecationWarning: --lr is deprecated; use --learning-rate.") == 1  # the old name works
 
     summary = json.loads((out / "run_summary.json").read_text())
-    assert summary["steps"] == 4
+    assert summary["steps"] == 4 and summary["settings"]["learning_rate"] == 5e-5
     data = summary["data"]
     assert data["skipped_blank_lines"] == 2 and data["duplicates_dropped"] == 1
     assert data["sentences"] == 35 and data["truncated_to_max_seq_length"] >= 1
@@ -125,7 +126,7 @@ def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert, tiny_roberta
         (["--corpus", str(corpus), "--tower-a", tiny_bert, "--tower-b", tiny_roberta], "The towers differ in model type"),
     ]
     for extra, message in cases:
-        run = run_cli("train", "--output-dir", tmp_path / "run", *extra, timeout=300)
+        run = run_cli("train", "-o", tmp_path / "run", *extra, timeout=300)
         assert run.returncode == 2, run.stderr[-2000:]
         error_lines = [line for line in run.stderr.splitlines() if line.startswith("Error:")]
         assert len(error_lines) == 1 and message in error_lines[0]
@@ -172,7 +173,7 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
 @pytest.mark.cli
 def test_unknown_regulariser_is_a_one_line_error(tmp_path, tiny_bert, tiny_bert_b, corpus):
     run = run_cli(
-        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "--output-dir", tmp_path / "x",
+        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", tmp_path / "x",
         "--max-steps", "1", "--regularizer", "simreg:wieght=2",
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr

@@ -264,9 +264,12 @@ def test_bad_settings_are_clear_errors(tiny_bert, tmp_path, kwargs, message):
 def test_cli_reports_an_empty_pairs_file_in_one_line(tmp_path):
     empty = tmp_path / "empty.tsv"
     empty.write_text("", encoding="utf-8")
-    result = run_cli("simcse", "-o", tmp_path / "out", "--pairs", empty, timeout=300)
+    result = run_cli("simcse", "-o", tmp_path / "out", "--pairs", empty, timeout=300)  # the old name still works
     assert result.returncode == 2
-    assert result.stderr.strip() == f"Error: pairs file {empty} is empty (no original<TAB>paraphrase lines)."
+    assert result.stderr.splitlines() == [
+        "DeprecationWarning: --pairs is deprecated; use --pairs-file.",
+        f"Error: pairs file {empty} is empty (no original<TAB>paraphrase lines).",
+    ]
 
 
 def test_cli_takes_the_pairs_file_as_pairs_file_and_refuses_both_names(tmp_path):
@@ -280,7 +283,7 @@ def test_cli_takes_the_pairs_file_as_pairs_file_and_refuses_both_names(tmp_path)
     result = CliRunner().invoke(app, [*out, "--pairs-file", str(empty)])
     assert isinstance(result.exception, JTCSEError) and "is empty" in str(result.exception)
     result = CliRunner().invoke(app, [*out, "--pairs-file", str(empty), "--pairs", str(empty)])
-    assert isinstance(result.exception, JTCSEError) and "give the pairs file once" in str(result.exception)
+    assert isinstance(result.exception, JTCSEError) and "give --pairs-file once" in str(result.exception)
 
 
 @pytest.mark.slow
@@ -313,3 +316,30 @@ def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
         "Error: regulariser 'dispersion' has no option 'wieght'; options: weight, temperature, variant, layers, norm_weight"
     )
     assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+@pytest.mark.slow
+@pytest.mark.cli
+def test_cli_refuses_a_weighted_mean_start_in_one_line_until_pooling_maps_it(tiny_bert, tmp_path):
+    """A starting model pooling neither cls nor mean: jtcse simcse and jtcse train give the reason in one line;
+    --pooling mean maps it explicitly, and the summary says so."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from helpers.cli import one_error_line
+
+    weighted = str(tmp_path / "weighted")
+    SentenceTransformer(modules=[SentenceTransformer(tiny_bert, device="cpu")[0],
+                                 Pooling(32, pooling_mode="weightedmean")], device="cpu").save(weighted)  # fmt: skip
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(default_corpus_sentences(limit=16)) + "\n", encoding="utf-8")
+    tiny = ["--corpus", corpus, "--max-steps", 1, "--batch-size", 4, "--max-seq-length", 16]
+    for args in (["simcse", "--model", weighted], ["train", "--tower-a", weighted, "--tower-b", weighted]):
+        line = one_error_line(run_cli(*args, *tiny, "-o", tmp_path / args[0]))
+        assert "pools with 'weightedmean'" in line and "pooling='mean' (--pooling)" in line, line
+        assert not (tmp_path / args[0]).exists()
+    mapped = run_cli("simcse", "--model", weighted, *tiny, "--pooling", "mean", "-o", tmp_path / "mapped")
+    assert mapped.returncode == 0, mapped.stderr[-2000:]
+    summary = json.loads((tmp_path / "mapped" / "run_summary.json").read_text(encoding="utf-8"))
+    assert summary["model"]["pooling"] == "mean"
+    assert summary["model"]["changes"] == ["replaced 'weightedmean' pooling by mean pooling"]

@@ -1,14 +1,20 @@
 """Every option that more than one command takes, declared once with one help text.
 
 Each function returns a fresh ``typer.Option`` (a command owns its parameter objects); a default
-that differs between commands is an argument, the meaning and the help never differ.
+that differs between commands is an argument, the meaning and the help never differ. Defaults are
+read, not repeated: a training option's default is its trainer's preset (``TWIN_SETTINGS.learning_rate``
+...) or what the trainer declares (:func:`declared_default`), read when the command is defined, so
+changing a trainer changes its command. Every command writes to ``-o/--output`` (:func:`output_option`);
+an old option name stays accepted, hidden and with a deprecation warning (:func:`alias_option`).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
@@ -32,12 +38,54 @@ def tower_option(which: str):
     )  # fmt: skip
 
 
+def checked_device(value: Optional[str]) -> Optional[str]:
+    """Callback of ``--device``: a device this machine lacks (``cuda`` without CUDA ...) is one line before
+    anything loads (:func:`jtcse.devices.resolve_device`, the one check)."""
+    if value is not None:
+        from jtcse.devices import resolve_device
+
+        resolve_device(value)
+    return value
+
+
 def device_option():
-    return typer.Option(None, "--device", help="torch device: cpu, cuda, cuda:1, mps. Default: the best available.")
+    return typer.Option(
+        None, "--device", callback=checked_device, help="torch device: cpu, cuda, cuda:1, mps. Default: the best available."
+    )
 
 
-def pooling_option():
-    return typer.Option(None, "--pooling", help="Override the checkpoint's pooling: cls or mean.")
+def devices_option():
+    return typer.Option(
+        None, "--devices",
+        help="Encode with one worker process per device, e.g. cuda:0,cuda:1 (sentence-transformers' multi-process pool).",
+    )  # fmt: skip
+
+
+def processes_option():
+    return typer.Option(
+        None, "--processes", help="Encode with N CPU worker processes (each with cores/N threads). Default: one process."
+    )
+
+
+def checked_pooling(value: Optional[str]) -> Optional[str]:
+    """Callback of ``--pooling``: ``cls`` or ``mean`` (:data:`jtcse.modeling.loading.POOLING_CHOICES`), else one line."""
+    from jtcse.modeling.loading import POOLING_CHOICES
+
+    if value is not None and value not in POOLING_CHOICES:
+        raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)} (got {value!r}).")
+    return value
+
+
+def pooling_option(training: bool = False):
+    """``--pooling cls|mean``: for an evaluation, replaces the checkpoint's pooling; for training (``training=True``:
+    train, simcse, pipeline), how the towers pool, by default the starting model's own."""
+    what = (
+        "How the towers pool: cls or mean. Default: the starting model's own (a plain transformers model: cls; "
+        "a model pooling otherwise, e.g. weightedmean, must be given one)."
+        if training
+        else "Override the checkpoint's pooling: cls or mean."
+    )
+    return typer.Option(None, "--pooling", callback=checked_pooling, help=what)
 
 
 def student_pooling_option():
@@ -48,8 +96,10 @@ def student_pooling_option():
 
 
 def objective_option():
+    from jtcse.training.distill import DEFAULT_OBJECTIVE
+
     return typer.Option(
-        "similarity", "--objective",
+        DEFAULT_OBJECTIVE, "--objective",
         help="Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, "
         "mse-normalized or mse (vectors; a training-only projection when widths differ).",
     )  # fmt: skip
@@ -71,7 +121,7 @@ def parse_weights(text: str | None, flag: str = "--weights") -> list[float] | No
         raise JTCSEError(f"{flag} must be comma-separated numbers such as 1,0.5; got {text!r}.") from None
 
 
-def batch_size_option(default: int = 64):
+def batch_size_option(default: int):
     return typer.Option(default, "--batch-size", help="Sentences per batch (training: in-batch negatives).")
 
 
@@ -81,7 +131,7 @@ def max_seq_length_option(default: int):
 
 # ---------------------------------------------------------------- data
 def corpus_option():
-    return typer.Option(None, "--corpus", help="UTF-8 text file, one sentence per line. Default: the embedded stdlib prose.")
+    return typer.Option(None, "--corpus", callback=given_once, help="UTF-8 text file, one sentence per line. Default: the embedded stdlib prose.")
 
 
 def input_file_option():
@@ -102,62 +152,81 @@ def progress_option():
     return typer.Option(True, "--progress/--no-progress", help="Show a progress bar.")
 
 
-# ---------------------------------------------------------------- training schedule
-def learning_rate_option(default: float):
-    return typer.Option(default, "--learning-rate", help="AdamW learning rate.")
-
-
+# ---------------------------------------------------------------- old option names
 def alias_option(old: str, new: str):
-    """A hidden old name of option ``new``; the command resolves the two with :func:`pick_alias`."""
-    return typer.Option(None, old, hidden=True, help=f"Old name of {new}.")
+    """A hidden old name ``old`` of option ``new`` (whose factory gives it the callback :func:`given_once`).
 
+    Given, it prints a deprecation warning once and stands in for ``new``: it is processed first (eager)
+    and becomes ``new``'s default for this call, so the command reads ``new`` alone, required or not; the
+    command never reads this parameter itself. ``new`` given too is an error (:func:`given_once`).
+    """
+    name = new.split("/")[-1].lstrip("-").replace("-", "_")  # -o/--output -> output: the command's parameter
 
-def pick_alias(value: Any, alias: Any, *, default: Any = None, what: str, new: str, old: str) -> Any:
-    """The value of option ``new``, or of its old name ``old`` (``alias``); both at once is an error."""
-    if alias is None:
+    def stand_in(ctx: typer.Context, value: Any) -> Any:
+        if value is not None:
+            from jtcse.processes import is_main_process
+
+            if is_main_process():
+                typer.secho(f"DeprecationWarning: {old} is deprecated; use {new}.", fg=typer.colors.YELLOW, err=True)
+            ctx.meta[f"jtcse.old_name.{name}"] = (old, new)
+            ctx.default_map = {**(ctx.default_map or {}), name: value}
         return value
-    if value != default:
-        raise JTCSEError(f"give the {what} once, with {new} ({old} is its old name).")
-    return alias
+
+    return typer.Option(None, old, hidden=True, is_eager=True, callback=stand_in, help=f"Deprecated name of {new}.")
+
+
+def given_once(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """Callback of an option that has an old name (:func:`alias_option`): both names at once is an error."""
+    names = ctx.meta.get(f"jtcse.old_name.{param.name}")
+    # typer's ParameterSource lives in its private copy of click: compared by name
+    if names is not None and ctx.get_parameter_source(param.name).name == "COMMANDLINE":
+        old, new = names
+        raise JTCSEError(f"give {new} once ({old} is its old name).")
+    return value
+
+
+def declared_default(function: Callable[..., Any], name: str) -> Any:
+    """The default ``function`` (a trainer) declares for its keyword ``name``: the option passes it on unchanged."""
+    return inspect.signature(function).parameters[name].default
+
+
+# ---------------------------------------------------------------- training schedule: defaults from the trainer's preset
+def learning_rate_option(default: float):
+    return typer.Option(default, "--learning-rate", callback=given_once, help="AdamW learning rate.")
 
 
 def lr_alias_option():
     return alias_option("--lr", "--learning-rate")
 
 
-def pick_learning_rate(learning_rate: float, lr_alias: float | None, default: float) -> float:
-    """``--learning-rate``, or its old name ``--lr``; both at once is an error."""
-    return pick_alias(learning_rate, lr_alias, default=default, what="learning rate", new="--learning-rate", old="--lr")
+def epochs_option(default: float):
+    return typer.Option(default, "--epochs", help="Passes over the data (ignored when --max-steps is set).")
 
 
-def epochs_option():
-    return typer.Option(1.0, "--epochs", help="Passes over the data (ignored when --max-steps is set).")
-
-
-def max_steps_option():
-    return typer.Option(-1, "--max-steps", help="Stop after this many steps (-1: run the epochs).")
+def max_steps_option(default: int):
+    return typer.Option(default, "--max-steps", help="Stop after this many steps (-1: run the epochs).")
 
 
 def eval_steps_option(default: int):
     return typer.Option(default, "--eval-steps", help="Evaluate on --dev-file (and checkpoint) every N steps.")
 
 
-def save_steps_option():
-    return typer.Option(None, "--save-steps", help="Checkpoint every N steps without a dev file.")
+def save_steps_option(default: int | None):
+    return typer.Option(default, "--save-steps", help="Checkpoint every N steps without a dev file.")
 
 
-def logging_steps_option(default: int | None = 50):
+def logging_steps_option(default: int | None):
     return typer.Option(
         default, "--logging-steps", help="Log the training loss every N steps (unset: about ten times per run)."
     )
 
 
-def seed_option():
-    return typer.Option(42, "--seed", help="Random seed (data order, dropout).")
+def seed_option(default: int):
+    return typer.Option(default, "--seed", help="Random seed (data order, dropout).")
 
 
-def temperature_option():
-    return typer.Option(0.05, "--temperature", help="InfoNCE temperature τ (scale = 1/τ).")
+def temperature_option(default: float):
+    return typer.Option(default, "--temperature", help="InfoNCE temperature τ (scale = 1/τ).")
 
 
 def regularizer_option():
@@ -166,7 +235,7 @@ def regularizer_option():
     return typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP)
 
 
-def precision_option(default: str = "auto"):
+def precision_option(default: str):
     return typer.Option(
         default,
         "--precision",
@@ -174,20 +243,51 @@ def precision_option(default: str = "auto"):
     )
 
 
-def gradient_checkpointing_option():
+def gradient_checkpointing_option(default: bool):
     return typer.Option(
-        False,
+        default,
         "--gradient-checkpointing",
         help="Recompute layer activations in the backward pass: less GPU memory for ~30% more compute.",
     )
 
 
-def training_settings(arguments: dict[str, Any], **given: Any):
+def training_settings(arguments: dict[str, Any]):
     """The :class:`~jtcse.training.stage.TrainingSettings` among a training command's arguments (call with
-    ``locals()``), with ``given`` on top (e.g. a value picked from an old option name)."""
+    ``locals()``)."""
     from jtcse.training.stage import TrainingSettings
 
-    return TrainingSettings.from_arguments({**arguments, **given})
+    return TrainingSettings.from_arguments(arguments)
+
+
+# ---------------------------------------------------------------- the twin's objective (jtcse train; jtcse pipeline --twin-*)
+_TWIN_TERMS = {
+    "nce": "InfoNCE inside each tower",
+    "icnce": "ICNCE between the towers (on the primitive and the cross-attention stream)",
+    "ictm": "the tensor-modulus term ICTM",
+}
+
+
+def _twin_default(name: str) -> Any:
+    from jtcse.training.twin import train_twin
+
+    return declared_default(train_twin, name)
+
+
+def cael_every_option(prefix: str = ""):
+    """``--cael-every`` (``--twin-cael-every`` with ``prefix="twin-"``); 0 on the command line is ``cael_every=None``."""
+    return typer.Option(
+        _twin_default("cael_every") or 0, f"--{prefix}cael-every",
+        help="A cross-attention encoder layer (CAEL) every k layers of the twin (k must divide the layer count; "
+        "the last layer is always one). 0 = no cross-attention (TNCSE).",
+    )  # fmt: skip
+
+
+def twin_weight_option(term: str, prefix: str = ""):
+    """``--nce-weight``, ``--icnce-weight`` or ``--ictm-weight`` (``--twin-...`` with ``prefix="twin-"``)."""
+    return typer.Option(
+        _twin_default(f"{term}_weight"), f"--{prefix}{term}-weight",
+        help=f"Weight of {_TWIN_TERMS[term]} in the twin's loss (0 = off).",
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- past one device (docs/distributed.md)
@@ -210,15 +310,27 @@ def mini_batch_size_option():
 
 
 # ---------------------------------------------------------------- output
-def output_dir_option(what: str, default: Path | None = None):
-    """``--output-dir``/``-o``: the folder a command writes ``what`` to (required unless ``default``)."""
-    return typer.Option(... if default is None else default, "--output-dir", "-o", help=f"Folder for {what}.")
+OUTPUT = "-o/--output"
+
+
+def output_option(what: str, default: Any = ..., *, folder: bool = True, also: tuple[str, ...] = ()):
+    """``-o/--output``, what every writing command writes to: the folder (or, ``folder=False``, the file) for
+    ``what``; required unless a ``default`` is given (None: optional). ``also``: further names that are not
+    deprecated (e.g. ``data fetch``'s ``--to``)."""
+    return typer.Option(
+        default, "--output", "-o", *also, callback=given_once, help=f"{'Folder' if folder else 'File'} for {what}."
+    )
+
+
+def old_output_option(old: str):
+    """A command's old spelling of ``-o/--output`` (``--output-dir``, ``--out``, ...): hidden, warns, still works."""
+    return alias_option(old, OUTPUT)
 
 
 def resume_option():
     return typer.Option(
         True, "--resume/--no-resume",
-        help="Resume from the last checkpoint in --output-dir; the other settings must match (see docs/runs.md).",
+        help="Resume from the last checkpoint in -o/--output; the other settings must match (see docs/runs.md).",
     )  # fmt: skip
 
 
@@ -226,13 +338,13 @@ def overwrite_option():
     return typer.Option(False, "--overwrite", help="Replace a finished output instead of refusing or resuming.")
 
 
-def keep_checkpoints_option():
-    return typer.Option(False, "--keep-checkpoints", help="Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run further; by default they are deleted.")
+def keep_checkpoints_option(default: bool):
+    return typer.Option(default, "--keep-checkpoints", help="Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run further; by default they are deleted.")
 
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
     """Print the run summary (without the recorded config) and where the model and summary are (rank 0 only)."""
-    from jtcse.training.distributed import is_main_process
+    from jtcse.processes import is_main_process
 
     if not is_main_process():
         return

@@ -15,7 +15,8 @@ def diagnose(
     sentences: Optional[Path] = typer.Option(
         None, "--sentences", help="One sentence per line [default: 512 sentences of the embedded stdlib prose]."
     ),
-    out: Path = typer.Option(..., "--out", help="Output folder for report.json and the PNGs."),
+    output: Path = opts.output_option("report.json and the PNGs"),
+    out_alias: Optional[Path] = opts.old_output_option("--out"),
     pairs: Optional[Path] = typer.Option(
         None, "--pairs", help="STS-B-format file: alignment over pairs scoring above --positive-threshold."
     ),
@@ -29,11 +30,11 @@ def diagnose(
 ) -> None:
     """Alignment/uniformity, CLS energy per layer, attention-sink heat maps, condensation, MACs.
 
-    Writes OUT/report.json, OUT/attention_<encoder>.png (one panel per layer), OUT/condensation.png,
-    OUT/cls_energy.png and, with --pairs, OUT/alignment_uniformity.png. A twin checkpoint is
+    Writes OUTPUT/report.json, OUTPUT/attention_<encoder>.png (one panel per layer), OUTPUT/condensation.png,
+    OUTPUT/cls_energy.png and, with --pairs, OUTPUT/alignment_uniformity.png. A twin checkpoint is
     inspected tower by tower; the cost total is the sum over towers.
 
-    Example: jtcse diagnose runs/jtcse --sentences data/wiki.txt --pairs sts-dev.csv --out diag/
+    Example: jtcse diagnose runs/jtcse --sentences data/wiki.txt --pairs sts-dev.csv -o diag/
     """
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
@@ -51,7 +52,7 @@ def diagnose(
     pair_data = read_stsb_file(pairs) if pairs is not None else None
     encoder = load_model(model, max_seq_length=max_length, device=device)  # clamped to the position table
     report = run_diagnostics(
-        encoder, texts, out, pairs=pair_data, positive_threshold=positive_threshold, seq_len=seq_len,
+        encoder, texts, output, pairs=pair_data, positive_threshold=positive_threshold, seq_len=seq_len,
         max_length=encoder.max_seq_length, batch_size=batch_size, attention_size=attention_size, max_pairs=limit,
         model_name=model,
     )
@@ -65,7 +66,7 @@ def diagnose(
             f"kendall {cond['kendall']:.3f}; {entry['cost']['macs'] / 1e9:.3f} GMACs @ {seq_len} tokens, "
             f"{entry['cost']['params'] / 1e6:.2f} M params"
         )
-    typer.echo(f"wrote {Path(out) / 'report.json'} and {len(report['plots'])} PNGs")
+    typer.echo(f"wrote {Path(output) / 'report.json'} and {len(report['plots'])} PNGs")
 
 
 def register(app: typer.Typer) -> None:

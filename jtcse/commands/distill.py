@@ -8,13 +8,15 @@ from typing import Optional
 import typer
 
 from jtcse.commands import _options as opts
+from jtcse.training.distill import DISTILL_SETTINGS as PRESET
+from jtcse.training.distill import distill as run_distill
 
 
 SHORT_HELP = "Distil a teacher (a twin, an ensemble, any encoder) into one student encoder (JTCSE-D, UCD)."
 HELP = (
     "Distil a teacher (a JTCSE twin, an ensemble from jtcse ensemble, any encoder) into one student: the "
     "student is trained to reproduce the teacher on unlabeled sentences (JTCSE-D; UCD when the teacher is an "
-    "ensemble). Teacher embeddings are computed once and cached in OUTPUT_DIR/teacher_cache, reused on rerun. "
+    "ensemble). Teacher embeddings are computed once and cached in OUTPUT/teacher_cache, reused on rerun. "
     "The student keeps its own architecture, pooling and width (default: the embedded MiniLM with its mean "
     "pooling; --student-pooling cls for a CLS tower), tokenizes for itself (teacher and student tokenizers "
     "may differ) and loads with plain sentence-transformers. --objective similarity (default) matches the "
@@ -22,7 +24,7 @@ HELP = (
     "vectors, through a training-only projection (not saved) when the widths differ. An interrupted run "
     "resumes; --overwrite keeps the teacher cache.\n\n"
     "Example: jtcse distill --teacher runs/ensemble --student all-MiniLM-L6-v2-dir --corpus wiki1m.txt "
-    "--dev-file sts-dev.csv --output-dir runs/ucd"
+    "--dev-file sts-dev.csv -o runs/ucd"
 )
 
 
@@ -30,7 +32,8 @@ def distill(
     teacher: str = typer.Option(
         ..., "--teacher", "-t", help="Teacher model dir: a twin, an ensemble (jtcse ensemble) or any encoder."
     ),
-    output_dir: Path = opts.output_dir_option("the student, its run summary and the teacher cache"),
+    output: Path = opts.output_option("the student, its run summary and the teacher cache"),
+    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
     student: Optional[str] = typer.Option(
         None, "--student", "-s",
         help="Student initialisation (any single encoder, kept with its own pooling). Default: embedded MiniLM.",
@@ -38,32 +41,32 @@ def distill(
     corpus: Optional[Path] = opts.corpus_option(),
     train_file_alias: Optional[Path] = opts.alias_option("--train-file", "--corpus"),
     dev_file: Optional[Path] = opts.dev_file_option(),
-    batch_size: int = opts.batch_size_option(),
-    teacher_batch_size: int = typer.Option(128, help="Batch size for the one-off teacher encoding."),
-    max_seq_length: int = opts.max_seq_length_option(64),
-    learning_rate: float = opts.learning_rate_option(5e-5),
-    epochs: float = opts.epochs_option(),
-    max_steps: int = opts.max_steps_option(),
-    eval_steps: int = opts.eval_steps_option(250),
-    save_steps: Optional[int] = opts.save_steps_option(),
-    logging_steps: int = opts.logging_steps_option(),
+    batch_size: int = opts.batch_size_option(PRESET.batch_size),
+    teacher_batch_size: int = typer.Option(
+        opts.declared_default(run_distill, "teacher_batch_size"), help="Batch size for the one-off teacher encoding."
+    ),
+    max_seq_length: int = opts.max_seq_length_option(PRESET.max_seq_length),
+    learning_rate: float = opts.learning_rate_option(PRESET.learning_rate),
+    epochs: float = opts.epochs_option(PRESET.epochs),
+    max_steps: int = opts.max_steps_option(PRESET.max_steps),
+    eval_steps: int = opts.eval_steps_option(PRESET.eval_steps),
+    save_steps: Optional[int] = opts.save_steps_option(PRESET.save_steps),
+    logging_steps: Optional[int] = opts.logging_steps_option(PRESET.logging_steps),
     objective: str = opts.objective_option(),
     student_pooling: Optional[str] = opts.student_pooling_option(),
-    seed: int = opts.seed_option(),
+    seed: int = opts.seed_option(PRESET.seed),
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
-    keep_checkpoints: bool = opts.keep_checkpoints_option(),
-    precision: str = opts.precision_option(),
-    gradient_checkpointing: bool = opts.gradient_checkpointing_option(),
+    keep_checkpoints: bool = opts.keep_checkpoints_option(PRESET.keep_checkpoints),
+    device: Optional[str] = opts.device_option(),
+    precision: str = opts.precision_option(PRESET.precision),
+    gradient_checkpointing: bool = opts.gradient_checkpointing_option(PRESET.gradient_checkpointing),
 ) -> None:
-    from jtcse.training.distill import distill as run_distill
-
-    corpus = opts.pick_alias(corpus, train_file_alias, what="corpus", new="--corpus", old="--train-file")
     summary = run_distill(
         teacher,
         student,
         corpus,
-        output_dir,
+        output,
         settings=opts.training_settings(locals()),
         dev_file=dev_file,
         teacher_batch_size=teacher_batch_size,
@@ -71,8 +74,9 @@ def distill(
         student_pooling=student_pooling,
         resume=resume,
         overwrite=overwrite,
+        device=device,
     )
-    opts.echo_summary(summary, output_dir, "Student")
+    opts.echo_summary(summary, output, "Student")
 
 
 def register(app: typer.Typer) -> None:

@@ -19,7 +19,8 @@ def ensemble(
     models: list[str] = typer.Argument(
         ..., help="Two or more member models: jtcse twins, towers or any sentence-transformers checkpoint."
     ),
-    output_dir: Path = opts.output_dir_option("the ensemble checkpoint"),
+    output: Path = opts.output_option("the ensemble checkpoint"),
+    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
     combine: str = typer.Option("concat", help="concat (any widths) or sum (members of one width)."),
     weights: Optional[str] = opts.ensemble_weights_option(),
     overwrite: bool = opts.overwrite_option(),
@@ -34,25 +35,14 @@ def ensemble(
     Example: jtcse ensemble runs/twin all-MiniLM-L6-v2-dir -o runs/ensemble
     """
     from jtcse.errors import JTCSEError
-    from jtcse.locking import atomic_folder, output_lock
-    from jtcse.modeling.build import build_ensemble
-    from jtcse.modeling.ensemble import COMBINE_CHOICES, check_weights
+    from jtcse.modeling.ensemble import check_weights
+    from jtcse.training.ensemble import save_ensemble
 
-    if combine not in COMBINE_CHOICES:
-        raise JTCSEError(f"--combine must be one of {', '.join(COMBINE_CHOICES)}, not {combine!r}.")
+    output_dir = Path(output)
     if len(models) < 2:
         raise JTCSEError(f"An ensemble needs at least two models; got {len(models)}.")
     parsed = check_weights(opts.parse_weights(weights), len(models))
-    output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"{output_dir} is a file, not a folder.")
-    with output_lock(output_dir):
-        if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-            raise JTCSEError(f"{output_dir} already exists and is not empty; pass --overwrite to replace it.")
-        model = build_ensemble(models, combine=combine, weights=parsed, device="cpu")
-        model.model_card_data.facts.model_path = str(output_dir.resolve())  # the card's snippet names the final folder
-        with atomic_folder(output_dir) as tmp:
-            model.save(str(tmp))
+    model = save_ensemble(models, output_dir, combine=combine, weights=parsed, overwrite=overwrite, device="cpu")
     summary = {
         "output_dir": str(output_dir),
         "members": [str(m) for m in models],

@@ -32,10 +32,20 @@ def _parse_task_dirs(items: list[str]) -> dict[str, str]:
 @eval_app.command("sts")
 def sts(
     model: str = opts.model_argument(required=True),
-    data_dir: Path = typer.Option(..., "--data-dir", help="SentEval data directory (holding STS/ and SICK/)."),
-    output_json: Optional[Path] = typer.Option(None, "--output-json", help="Write the scores and details as JSON here."),
+    data_dir: Optional[Path] = typer.Option(
+        None, "--data-dir", help="SentEval data directory (holding STS/ and SICK/): the 7-task table."
+    ),
+    stsb_file: Optional[Path] = typer.Option(
+        None, "--stsb-file",
+        help="Instead of --data-dir: one STS-B-format file (e.g. sts-dev.csv), scored over all pairs and per genre "
+        "(captions, news, forums).",
+    ),  # fmt: skip
+    output: Optional[Path] = opts.output_option("the scores and details as JSON", None, folder=False),
+    output_json_alias: Optional[Path] = opts.old_output_option("--output-json"),
     output_csv: Optional[Path] = typer.Option(
-        None, "--output-csv", help="Write a 'model,STS12,…,SICKR,avg' row here (appended when the file has that header)."
+        None, "--output-csv",
+        help="Write a 'model,STS12,…,SICKR,avg' row here (with --stsb-file: 'model,file,all,<genres>'; appended when "
+        "the file has that header).",
     ),
     pooling: Optional[str] = opts.pooling_option(),
     max_seq_length: Optional[int] = typer.Option(
@@ -59,14 +69,28 @@ def sts(
     Expects the SentEval layout under --data-dir: STS/STS12-en-test/STS.input.<subset>.txt and
     STS.gs.<subset>.txt (… STS16-en-test, original STS2016.* names accepted), STS/STSBenchmark/sts-test.csv,
     SICK/SICK_test_annotated.txt. Missing tasks are reported and left out of the average.
-    Scores are percent with two decimals; the JSON also reports encoding throughput (sentences/s).
+    Scores are percent with two decimals; the JSON also reports encoding throughput (sentences/s) and, for
+    STS-B, the Spearman of each genre.
 
-    Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream --output-json sts.json
+    --stsb-file FILE scores one STS-B-format file instead (any split, e.g. sts-dev.csv): over all pairs and
+    per genre, printed and written as JSON (-o) and CSV (--output-csv).
+
+    Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream -o sts.json
+    Example: jtcse eval sts runs/ucd/distilled --stsb-file stsbenchmark/sts-dev.csv -o dev.json
     With --update-card the table also goes into runs/jtcse/README.md (see docs/model_cards.md).
     """
     from jtcse.modeling.loading import FULL_LENGTH, load_model
-    from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts
+    from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts, run_stsb_file
 
+    if (data_dir is None) == (stsb_file is None):
+        raise JTCSEError("give --data-dir (the SentEval 7-task table) or --stsb-file (one STS-B-format file, per genre), one of them.")
+    if stsb_file is not None:
+        given = [name for name, value in (("--task-dir", task_dir), ("--update-card", update_card),
+                                          ("--backend senteval", backend == "senteval")) if value]  # fmt: skip
+        if given:
+            raise JTCSEError(f"{', '.join(given)} applies to --data-dir, not to --stsb-file.")
+        if not stsb_file.is_file():
+            raise JTCSEError(f"STS-B file not found: {stsb_file}")
     task_list = tuple(t.strip() for t in tasks.split(",") if t.strip())
     if backend not in ("jtcse", "senteval"):
         raise JTCSEError(f"--backend must be 'jtcse' or 'senteval', not {backend!r}")
@@ -80,16 +104,18 @@ def sts(
             raise JTCSEError("--update-card records the checkpoint as saved; drop --pooling (it evaluates another model).")
         check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
     encoder = load_model(model, pooling=pooling, max_seq_length=max_seq_length or FULL_LENGTH, device=device)
-    if backend == "senteval":
+    if stsb_file is not None:
+        report = run_stsb_file(encoder, stsb_file, batch_size=batch_size, show_progress_bar=True)
+    elif backend == "senteval":
         report = run_senteval_package(encoder, data_dir, task_list, batch_size=batch_size)
     else:
         report = run_senteval_sts(encoder, data_dir, task_list, task_dirs=task_dirs, batch_size=batch_size, show_progress_bar=True)
     report.meta.update(model=model, pooling=pooling or "model", max_seq_length=encoder.max_seq_length)
     typer.echo(report.table())
-    if output_json is not None:
-        output_json.parent.mkdir(parents=True, exist_ok=True)
-        output_json.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-        typer.echo(f"wrote {output_json}")
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {output}")
     if output_csv is not None:
         report.write_csv(output_csv)
         typer.echo(f"wrote {output_csv}")
@@ -112,7 +138,8 @@ def mteb_command(
     local_task: list[Path] = typer.Option(
         [], "--local-task", help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable)."
     ),
-    output_dir: Path = opts.output_dir_option("one JSON per task plus summary.json", Path("mteb-results")),
+    output: Path = opts.output_option("one JSON per task plus summary.json", Path("mteb-results")),
+    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
     pooling: Optional[str] = opts.pooling_option(),
     batch_size: int = opts.batch_size_option(64),
     device: Optional[str] = opts.device_option(),
@@ -123,9 +150,9 @@ def mteb_command(
     """Run MTEB tasks; a task whose data cannot be loaded (e.g. offline) is reported and skipped.
 
     Task names are MTEB's (see `mteb.get_tasks()`); "NAME:SUBSET" keeps one subset (e.g. STS17:en-en).
-    Results: OUTPUT_DIR/<task>.json (MTEB's TaskResult) and OUTPUT_DIR/summary.json (main score per task).
+    Results: OUTPUT/<task>.json (MTEB's TaskResult) and OUTPUT/summary.json (main score per task).
 
-    Example: jtcse eval mteb runs/jtcse --output-dir results/mteb
+    Example: jtcse eval mteb runs/jtcse -o results/mteb
     Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_sts.tsv
     """
     from jtcse.modeling.loading import FULL_LENGTH, load_model
@@ -136,14 +163,24 @@ def mteb_command(
         raise JTCSEError("nothing to run: give --tasks and/or --local-task")
     encoder = load_model(model, pooling=pooling, max_seq_length=FULL_LENGTH, device=device)
     summary = run_mteb(
-        encoder, names, output_dir, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
+        encoder, names, output, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
     )
+    ran = [name for name, entry in summary["tasks"].items() if "error" not in entry]
     for name, entry in summary["tasks"].items():
         if "error" in entry:
             typer.echo(f"{name}: not run ({entry['error']})")
         else:
             typer.echo(f"{name}: {entry['main_score']:.4f} ({entry['metric']})")
-    typer.echo(f"wrote {output_dir / 'summary.json'}")
+    typer.echo(f"wrote {output / 'summary.json'}")
+    not_run = [name for name in summary["tasks"] if name not in ran]
+    if not ran:
+        raise JTCSEError(
+            f"none of the {len(not_run)} requested MTEB tasks ran ({', '.join(not_run)}); their data could not be "
+            "loaded (offline? see the lines above). Run them where the Hugging Face Hub is reachable, or give local "
+            "files with --local-task."
+        )
+    if not_run:
+        typer.echo(f"ran {len(ran)} of {len(summary['tasks'])} tasks: {', '.join(ran)}; not run: {', '.join(not_run)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from jtcse.commands import _options as opts
+
 
 def register(app: typer.Typer) -> None:
     app.command("export")(export)
@@ -19,7 +21,7 @@ def export(
     calibration: Optional[Path] = typer.Option(
         None, "--calibration", help="OpenVINO int8: text file, one sentence per line (e.g. your corpus; 300 are drawn), to calibrate on. Required offline; default: GLUE SST-2 from the Hugging Face Hub."
     ),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder to write the exported model to."),
+    output: Path = opts.output_option("the exported model"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty output folder."),
 ) -> None:
     """Convert a checkpoint with sentence-transformers' ONNX/OpenVINO backends for fast CPU inference.

@@ -26,8 +26,13 @@ def register(app: typer.Typer) -> None:
 @index_app.command("build")
 def build(
     model: Optional[str] = opts.model_argument(),
-    input: Path = opts.input_file_option(),
-    index: Path = typer.Option(..., "--index", help="Directory to write the index to."),
+    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
+    embeddings: Optional[Path] = typer.Option(
+        None, "--embeddings",
+        help="Build from precomputed vectors instead of -i: a `jtcse encode` output, a shards folder, or a folder of them.",
+    ),
+    output: Path = opts.output_option("the index"),
+    index_alias: Optional[Path] = opts.old_output_option("--index"),
     normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit vectors (scores are cosines)."),
     ivf_threshold: int = typer.Option(50_000, help="Corpora with more vectors than this get an IVF index."),
     nlist: Optional[int] = typer.Option(None, help="IVF lists. Default: about 4*sqrt(vectors)."),
@@ -38,13 +43,15 @@ def build(
     chunk_size: int = opts.chunk_size_option(),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
     device: Optional[str] = opts.device_option(),
-    keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep INDEX/embeddings.npy (the raw vectors) after building."),
+    devices: Optional[str] = opts.devices_option(),
+    processes: Optional[int] = opts.processes_option(),
+    keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep OUTPUT/embeddings.npy (the raw vectors) after building."),
     overwrite: bool = opts.overwrite_option(),
     progress: bool = opts.progress_option(),
     precision: str = typer.Option("float32", help="Stored precision: float32; int8 (1/4 the memory); binary (1 bit/dim: 1/32 the memory, plus int8 rescoring vectors kept on disk). Quantized indexes are exact."),
     rescore_multiplier: Optional[int] = typer.Option(None, help="binary: Hamming candidates fetched per hit (k x this) and rescored in float. Default: 50."),
 ) -> None:
-    """Encode a text file and write a searchable index directory.
+    """Encode a text file (or take precomputed --embeddings) and write a searchable index directory.
 
     The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, precision, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file.
 
@@ -52,31 +59,32 @@ def build(
 
     --precision binary keeps 1 bit per dimension in memory and int8 vectors on disk (rescore.npy, memory-mapped): a search fetches --rescore-multiplier x k candidates by Hamming distance and rescores them with the float query. --precision int8 is faiss's 8-bit scalar quantizer, all in memory.
 
-    Example: jtcse index build ./my-model -i corpus.txt --index corpus.idx --precision binary
-    """
-    from jtcse.modeling.loading import resolve_source
-    from jtcse.search.index import build_index
+    --embeddings DIR builds from vectors made earlier (e.g. by `jtcse encode --engine ray -o DIR`), a block at a time: an IVF index is trained on a sample and filled block by block, its lists on disk (index.ivfdata), so memory holds the sample and one block, not the corpus.
 
-    built = build_index(
-        resolve_source(model),
-        input,
-        index,
-        normalize=normalize,
-        batch_size=batch_size,
-        chunk_size=chunk_size,
-        ivf_threshold=ivf_threshold,
-        nlist=nlist,
-        nprobe=nprobe,
-        target_recall=target_recall,
-        train_size=train_size,
-        use_gpu=gpu,
-        device=device,
-        keep_embeddings=keep_embeddings,
-        overwrite=overwrite,
-        show_progress=progress,
-        precision=precision,
+    Example: jtcse index build ./my-model -i corpus.txt -o corpus.idx --precision binary
+    """
+    from jtcse.errors import JTCSEError
+    from jtcse.modeling.loading import resolve_source
+    from jtcse.search.build import build_index, build_index_from_embeddings
+
+    shared = dict(
+        normalize=normalize, ivf_threshold=ivf_threshold, nlist=nlist, nprobe=nprobe, target_recall=target_recall,
+        train_size=train_size, use_gpu=gpu, overwrite=overwrite, precision=precision,
         **({} if rescore_multiplier is None else {"rescore_multiplier": rescore_multiplier}),
-    )
+    )  # fmt: skip
+    if (input is None) == (embeddings is None):
+        raise JTCSEError("Give the text file to encode (-i) or precomputed vectors (--embeddings), one of the two.")
+    if embeddings is not None:
+        encoding = {"MODEL": model, "--device": device, "--devices": devices, "--processes": processes,
+                    "--keep-embeddings": keep_embeddings or None}  # fmt: skip
+        if given := [name for name, value in encoding.items() if value is not None]:
+            raise JTCSEError(f"--embeddings are already encoded (the model is theirs): drop {', '.join(given)}.")
+        built = build_index_from_embeddings(embeddings, output, **shared)
+    else:
+        built = build_index(
+            resolve_source(model), input, output, batch_size=batch_size, chunk_size=chunk_size, device=device,
+            devices=devices, processes=processes, keep_embeddings=keep_embeddings, show_progress=progress, **shared,
+        )  # fmt: skip
     typer.echo(json.dumps(built.manifest.to_dict(), indent=2))
 
 
@@ -91,7 +99,7 @@ def search(
     nprobe: Optional[int] = typer.Option(None, help="IVF lists to search (more: slower, higher recall). Default: the index's."),
     rescore_multiplier: Optional[int] = typer.Option(None, help="Binary indexes: candidates rescored per hit (more: slower, higher recall). Default: the index's."),
     gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the results as JSON lines here."),
+    output: Optional[Path] = opts.output_option("the results as JSON lines (they are printed either way)", None, folder=False),
 ) -> None:
     """Print the k nearest sentences of each query, with score and source line number.
 
@@ -126,7 +134,7 @@ def search(
 def mine(
     model: Optional[str] = opts.model_argument(),
     pairs: Path = typer.Option(..., "--pairs", "-i", help="(anchor, positive) pairs: .csv/.tsv with header, .jsonl or .parquet."),
-    output: Path = typer.Option(..., "--output", "-o", help="Mined set: .jsonl, .parquet, .csv or .tsv."),
+    output: Path = opts.output_option("the mined set: .jsonl, .parquet, .csv or .tsv", folder=False),
     corpus: Optional[Path] = typer.Option(None, help="Extra candidate negatives, one sentence per line."),
     anchor_column: Optional[str] = typer.Option(None, help="Anchor column. Default: the first."),
     positive_column: Optional[str] = typer.Option(None, help="Positive column. Default: the second."),

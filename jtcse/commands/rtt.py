@@ -19,12 +19,13 @@ class Backend(str, Enum):
 
 
 def rtt(
-    output_dir: Path = opts.output_dir_option("pairs.<pivot>.tsv, dropped.<pivot>.tsv, summary.json (and, by default, the cache)"),
+    output: Path = opts.output_option("pairs.<pivot>.tsv, dropped.<pivot>.tsv, summary.json (and, by default, the cache)"),
+    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
     input: Optional[Path] = typer.Option(None, "--input", "-i", help="Corpus, one sentence per line (UTF-8). Default: the embedded English prose corpus."),
     pivots: str = typer.Option("de,fr,zh", "--pivots", "-p", help="Comma-separated pivot languages; one pairs file per pivot."),
     backend: Backend = typer.Option(Backend.googletrans, "--backend", "-b", help="googletrans (web), seq2seq (local transformers model) or replay (cache / earlier pairs files only)."),
     source: str = typer.Option("en", "--source", help="Language of the corpus."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="SQLite translation cache. Default: <output-dir>/rtt_cache.sqlite. Share one across jobs to reuse translations."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="SQLite translation cache. Default: <output>/rtt_cache.sqlite. Share one across jobs to reuse translations."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N sentences of the corpus."),
     chunk_size: int = typer.Option(1024, "--chunk-size", help="Sentences per round-trip chunk (progress granularity)."),
     progress: bool = opts.progress_option(),
@@ -55,7 +56,7 @@ def rtt(
 
     Examples:
 
-    jtcse rtt --input corpus.txt --pivots de,fr,zh --backend googletrans --output-dir rtt/
+    jtcse rtt --input corpus.txt --pivots de,fr,zh --backend googletrans -o rtt/
 
     jtcse rtt --input corpus.txt --pivots de --backend seq2seq --model 'models/opus-mt-{src}-{tgt}' -o rtt/
 
@@ -78,7 +79,7 @@ def rtt(
         if limit < 1:
             raise JTCSEError(f"--limit must be at least 1, got {limit}")
         sentences = sentences[:limit]
-    cache_path = cache or (output_dir / "rtt_cache.sqlite")
+    cache_path = cache or (output / "rtt_cache.sqlite")
     if backend is Backend.replay and cache is not None and not cache.is_file():
         raise JTCSEError(f"Replay cache not found: {cache}")
 
@@ -97,7 +98,7 @@ def rtt(
         try:
             with translator:
                 summary = run_rtt(
-                    sentences, pivot_list, translator, output_dir,
+                    sentences, pivot_list, translator, output,
                     source=source, cache=store, chunk_size=chunk_size, progress=progress,
                 )  # fmt: skip
         except KeyboardInterrupt:
@@ -114,7 +115,7 @@ def rtt(
             f"failed {p.failed}, too long {p.too_long}  →  {p.pairs_file}"
         )
     typer.echo(f"backend stats: {json.dumps(summary.backend_stats)}")
-    typer.echo(f"summary: {output_dir / 'summary.json'}; dropped sentences are listed in dropped.<pivot>.tsv")
+    typer.echo(f"summary: {output / 'summary.json'}; dropped sentences are listed in dropped.<pivot>.tsv")
 
 
 def register(app: typer.Typer) -> None:

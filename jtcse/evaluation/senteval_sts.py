@@ -17,12 +17,54 @@ import numpy as np
 
 from jtcse.errors import JTCSEError
 from jtcse.evaluation.senteval_data import SENTEVAL_STS_TASKS, STSTaskData, load_task
-from jtcse.evaluation.sts import encode_unique, paired_cosine
+from jtcse.evaluation.sts import (
+    ALL_GENRES,
+    STSPairs,
+    encode_unique,
+    genre_spearman,
+    paired_cosine,
+    read_stsb_file,
+    spearman_by_genre,
+)
 
 
 def percent(rho: float) -> float:
     """ρ as a percentage with two decimals (SimCSE prints ``"%.2f" % (ρ * 100)``)."""
     return float(f"{rho * 100:.2f}")
+
+
+def _genre_percent(rho: float) -> float | None:
+    """:func:`percent`, ``None`` for a genre without a correlation (NaN: too few pairs, or constant scores)."""
+    return None if np.isnan(rho) else percent(rho)
+
+
+def _fixed_table(names: list[str], values: list[float | None]) -> str:
+    """A fixed-width table: one header row of names, one row of scores (``-`` for none)."""
+    cells = ["-" if v is None else f"{v:.2f}" for v in values]
+    widths = [max(len(n), len(c)) for n, c in zip(names, cells)]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    row = lambda items: "| " + " | ".join(i.rjust(w) for i, w in zip(items, widths)) + " |"  # noqa: E731
+    return "\n".join([line, row(names), line, row(cells), line])
+
+
+def append_csv_row(path: str | Path, row: dict[str, str]) -> None:
+    """Write ``row`` (with its keys as the header) to the CSV file ``path``, or append it when the file already has
+    that header, so several models build one table; another header is an error."""
+    path = Path(path)
+    header = list(row)
+    append = False
+    if path.is_file() and path.stat().st_size > 0:
+        with path.open(newline="", encoding="utf-8") as handle:
+            existing = next(csv.reader(handle), [])
+        if existing != header:
+            raise JTCSEError(f"{path} exists with another header ({', '.join(existing)}); choose a new --output-csv.")
+        append = True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header)
+        if not append:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 @dataclass
@@ -35,6 +77,7 @@ class STSTaskResult:
     unique_sentences: int
     encode_seconds: float
     subsets: dict[str, float] = field(default_factory=dict)  # per-subset ρ (fraction), for reference
+    genres: dict[str, float] = field(default_factory=dict)  # per-genre ρ (fraction) when the pairs carry genres (STS-B)
 
     @property
     def sentences_per_second(self) -> float:
@@ -52,6 +95,11 @@ def evaluate_task(model, data: STSTaskData, batch_size: int = 64, show_progress_
     cosines = {name: paired_cosine(table, pairs) for name, pairs in data.subsets.items()}
     all_cos = np.concatenate(list(cosines.values()))
     all_gold = np.concatenate([pairs.scores for pairs in data.subsets.values()])
+    genres = {}
+    if all(pairs.genres for pairs in data.subsets.values()):
+        blank = [""] * len(all_gold)  # spearman_by_genre reads only the scores and the genres
+        joined = STSPairs(blank, blank, all_gold, [g for pairs in data.subsets.values() for g in pairs.genres])
+        genres = {g: rho for g, rho in spearman_by_genre(all_cos, joined).items() if g != ALL_GENRES}
     return STSTaskResult(
         task=data.name,
         spearman=float(spearmanr(all_cos, all_gold).statistic),
@@ -59,6 +107,7 @@ def evaluate_task(model, data: STSTaskData, batch_size: int = 64, show_progress_
         unique_sentences=len(table),
         encode_seconds=seconds,
         subsets={name: float(spearmanr(cos, data.subsets[name].scores).statistic) for name, cos in cosines.items()},
+        genres=genres,
     )
 
 
@@ -86,6 +135,9 @@ class SentEvalSTSReport:
         out["avg"] = self.average
         out["avg_over"] = [t for t in self.tasks if t in self.results]
         out["missing"] = dict(self.missing)
+        out["genres"] = {  # STS-B: Spearman ×100 per genre, so a gain overall cannot hide a loss on one kind of text
+            task: {genre: _genre_percent(rho) for genre, rho in r.genres.items()} for task, r in self.results.items() if r.genres
+        }
         sentences = sum(r.unique_sentences for r in self.results.values())
         seconds = sum(r.encode_seconds for r in self.results.values())
         out["sentences_per_second"] = round(sentences / seconds, 1) if seconds > 0 else None
@@ -97,14 +149,10 @@ class SentEvalSTSReport:
         return out
 
     def table(self) -> str:
-        """A fixed-width table: one header row of task names, one row of scores."""
-        names = [*self.tasks, "Avg."]
-        values = [self.score(t) for t in self.tasks] + [self.average]
-        cells = ["-" if v is None else f"{v:.2f}" for v in values]
-        widths = [max(len(n), len(c)) for n, c in zip(names, cells)]
-        line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-        row = lambda items: "| " + " | ".join(i.rjust(w) for i, w in zip(items, widths)) + " |"  # noqa: E731
-        text = "\n".join([line, row(names), line, row(cells), line])
+        """A fixed-width table: one header row of task names, one row of scores; then each task's genres."""
+        text = _fixed_table([*self.tasks, "Avg."], [self.score(t) for t in self.tasks] + [self.average])
+        for task, genres in self.to_json()["genres"].items():
+            text += f"\n{task} per genre: " + ", ".join(f"{g} {'-' if v is None else f'{v:.2f}'}" for g, v in genres.items())
         for task, reason in self.missing.items():
             text += f"\n{task}: not evaluated ({reason})"
         return text
@@ -118,26 +166,45 @@ class SentEvalSTSReport:
         return row
 
     def write_csv(self, path: str | Path) -> None:
-        """Write (or append a row to) a results table: ``model, STS12, …, SICKR, avg``.
+        """Write (or append a row to) a results table: ``model, STS12, …, SICKR, avg`` (:func:`append_csv_row`)."""
+        append_csv_row(path, self.csv_row())
 
-        A file that already has the same header gets one more row, so several models build one table.
-        """
-        path = Path(path)
-        row = self.csv_row()
-        header = list(row)
-        append = False
-        if path.is_file() and path.stat().st_size > 0:
-            with path.open(newline="", encoding="utf-8") as handle:
-                existing = next(csv.reader(handle), [])
-            if existing != header:
-                raise JTCSEError(f"{path} exists with another header ({', '.join(existing)}); choose a new --output-csv.")
-            append = True
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a" if append else "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=header)
-            if not append:
-                writer.writeheader()
-            writer.writerow(row)
+
+@dataclass
+class STSFileReport:
+    """Spearman of one encoder on one STS-B-format file (``jtcse eval sts --stsb-file``): over all pairs and per
+    genre (fractions, unrounded; ``"all"`` first), with the pairs each covers."""
+
+    path: str
+    spearman: dict[str, float]
+    pairs: dict[str, int]
+    meta: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """``{"file", "spearman": {"all": 85.12, "main-captions": …}, "pairs": {…}, "meta"}`` (×100, two decimals)."""
+        scores = {genre: _genre_percent(rho) for genre, rho in self.spearman.items()}
+        return {"file": self.path, "spearman": scores, "pairs": dict(self.pairs), "meta": dict(self.meta)}
+
+    def table(self) -> str:
+        return f"{self.path} (Spearman ×100)\n" + _fixed_table(list(self.spearman), list(self.to_json()["spearman"].values()))
+
+    def csv_row(self) -> dict[str, str]:
+        scores = self.to_json()["spearman"]
+        return {"model": str(self.meta.get("model", "")), "file": self.path,
+                **{genre: "" if v is None else f"{v:.2f}" for genre, v in scores.items()}}  # fmt: skip
+
+    def write_csv(self, path: str | Path) -> None:
+        """Write (or append a row to) ``model, file, all, <genre> …`` (:func:`append_csv_row`)."""
+        append_csv_row(path, self.csv_row())
+
+
+def run_stsb_file(model, path: str | Path, batch_size: int = 64, show_progress_bar: bool = False) -> STSFileReport:
+    """Score ``model`` on the STS-B-format file ``path`` over all pairs and per genre
+    (:func:`~jtcse.evaluation.sts.genre_spearman`: each sentence encoded once)."""
+    pairs = read_stsb_file(path)
+    scores = genre_spearman(model, pairs, batch_size=batch_size, show_progress_bar=show_progress_bar)
+    counts = {ALL_GENRES: len(pairs), **{g: (pairs.genres or []).count(g) for g in scores if g != ALL_GENRES}}
+    return STSFileReport(str(path), scores, counts)
 
 
 def run_senteval_sts(

@@ -4,14 +4,11 @@ Gao et al., "Scaling Deep Contrastive Learning Batch Size under Memory Limited S
 through sentence-transformers' ``CachedLossMixin``:
 
 1. both views are embedded mini-batch by mini-batch without a graph; each mini-batch keeps only the
-   per-sentence features the JTCSE terms read (primitive CLS of both towers, cross-stream CLS when
-   the twin has CAELs, pooler outputs when ICTM is on), packed side by side in one ``(m, k·d)`` row block;
+   per-sentence features the JTCSE terms read (pooled primitive stream of both towers, pooled cross
+   stream when the twin has CAELs, pooler outputs when ICTM is on), packed side by side in one ``(m, k·d)`` row block;
 2. :meth:`JTCSELoss.compute_loss_from_outputs` runs on the cached features and back-propagates to them;
 3. each mini-batch is embedded again with a graph under its step-1 ``RandContext`` (same dropout
    masks) and receives its cached gradient.
-
-Exact because every feature is per sentence: a CAEL mixes the two towers' hidden states of the *same*
-sentence (attention runs over its own tokens), never across the batch.
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ import torch
 from sentence_transformers.base.losses.gradcache import CachedLossMixin, RandContext, _create_minibatch
 from torch import Tensor
 
-from jtcse.errors import JTCSEError
 from jtcse.losses.jtcse_loss import JTCSELoss, split_views
 
 
@@ -43,17 +39,79 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
         gather_across_devices: bool = False,
         show_progress_bar: bool = False,
     ) -> None:
-        """:class:`JTCSELoss` with gradient caching (see the module docstring); same terms and arguments.
+        """
+        :class:`JTCSELoss` with gradient caching (GradCache): the same terms over a large batch, with the
+        activations of one mini-batch alive at a time. In three passes over mini-batches of ``mini_batch_size``
+        sentences per view:
+
+            (1) embed both views without a graph, keeping only the per-sentence features the JTCSE terms read;
+            (2) compute the JTCSE terms on those features and back-propagate to them (their gradients are cached);
+            (3) embed each mini-batch again with a graph (same dropout masks) and back-propagate its cached gradient.
+
+        Exact because every feature is per sentence: a CAEL mixes the two towers' hidden states of the *same*
+        sentence, never across the batch. The loss value and gradients equal :class:`JTCSELoss` on the same batch
+        when dropout is off; with dropout on, the recompute replays the first pass's masks, so they equal a
+        JTCSELoss step that drew those masks.
 
         Args:
+            model: the twin ``SentenceTransformer`` (or a DDP wrapper around it).
             mini_batch_size: sentences per view and per twin forward (a positive integer). Peak memory
                 follows it, not the batch size. One larger than the batch is clamped to the batch
                 (one mini-batch per view; still one extra forward pass).
+            temperature: tau of every InfoNCE-style term (as in :class:`JTCSELoss`).
+            ictm_weight: lambda_ICTM; 0 switches ICTM off.
+            nce_weight: weight of L_NCE(I) + L_NCE(II); 0 switches them off.
+            icnce_weight: weight of L_ICNCE; 0 switches it off.
+            ictm_eps: epsilon of ``max(cos, eps)`` inside ICTM.
+            seed: seed of the ICNCE direction R (None: unseeded), drawn per (seed, training step, draw).
+            gather_across_devices: take the InfoNCE-style candidates from all ranks (cross-rank negatives),
+                as in :class:`JTCSELoss`.
             show_progress_bar: a tqdm bar over the mini-batches.
 
-        The loss value and gradients equal :class:`JTCSELoss` on the same batch when dropout is off;
-        with dropout on, the recompute replays the first pass's masks, so they equal a JTCSELoss
-        step that drew those masks. Combine with ``gather_across_devices`` for cross-rank negatives.
+        References:
+            - Zong et al., JTCSE: Joint Tensor-Modulus Constraints and Cross-Attention for Unsupervised
+              Contrastive Learning of Sentence Embeddings (2025)
+            - Scaling Deep Contrastive Learning Batch Size under Memory Limited Setup (GradCache):
+              https://arxiv.org/abs/2101.06983
+            - ``docs/distributed.md`` (GradCache and cross-rank negatives for the twin)
+
+        Requirements:
+            1. A twin model (:func:`jtcse.build_twin`) in training mode.
+            2. No token-level terms: the first pass embeds without a graph, so :class:`RegularizedLoss` refuses
+               a cached base loss.
+
+        Inputs:
+            +-------------------------------------------------+--------+
+            | Inputs                                          | Labels |
+            +=================================================+========+
+            | single sentences (two dropout views each)       | none   |
+            +-------------------------------------------------+--------+
+            | (view a, view b) pairs, e.g. (text, paraphrase) | none   |
+            +-------------------------------------------------+--------+
+
+        Relations:
+            - :class:`JTCSELoss` is the same loss without caching: faster per step, memory growing with the batch.
+            - sentence-transformers' ``CachedMultipleNegativesRankingLoss`` applies the same GradCache scheme
+              (its ``CachedLossMixin`` drives this class) to ``MultipleNegativesRankingLoss``.
+
+        Example:
+            ::
+
+                from datasets import Dataset
+                from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+                from jtcse import build_twin
+                from jtcse.losses import CachedJTCSELoss
+
+                model = build_twin("warmup_tower_1", "warmup_tower_2", cael_every=2)
+                train_dataset = Dataset.from_dict({
+                    "text": ["A man is playing a guitar.", "The cat sleeps on the sofa.", "Rain is expected tonight."],
+                })
+                loss = CachedJTCSELoss(model, mini_batch_size=16)
+
+                args = SentenceTransformerTrainingArguments(output_dir="twin", per_device_train_batch_size=512)
+                trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train_dataset, loss=loss)
+                trainer.train()
         """
         super().__init__(
             model,
@@ -89,9 +147,9 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
     def pack(self, outputs: dict[str, Any]) -> Tensor:
         """``(m, k·d)``: the :meth:`feature_keys` outputs of one mini-batch side by side."""
         if "pooled_1" not in outputs:
-            raise JTCSEError("CachedJTCSELoss needs the twin's training-mode outputs (call model.train() first).")
+            raise ValueError("CachedJTCSELoss needs the twin's training-mode outputs (call model.train() first).")
         if self.ictm_weight and "pooler_1" not in outputs:
-            raise JTCSEError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")
+            raise ValueError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")
         return torch.cat([outputs[key] for key in self.feature_keys()], dim=-1)
 
     def unpack(self, packed: Tensor) -> dict[str, Tensor]:
@@ -144,7 +202,7 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
 
     @property
     def citation(self) -> str:
-        return super().citation + """
+        return JTCSELoss.citation.fget(self) + """
 @misc{gao2021scaling,
     title={Scaling Deep Contrastive Learning Batch Size under Memory Limited Setup},
     author={Luyu Gao and Yunyi Zhang and Jiawei Han and Jamie Callan},

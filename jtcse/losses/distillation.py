@@ -11,22 +11,66 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss
+from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss, MSELoss
 from torch import Tensor, nn
 
 
 class NormalizedMSELoss(EmbedDistillLoss):
-    r"""MSE between the L2-normalised student and teacher embeddings:
-
-    .. math:: L = \frac{1}{n d} \sum_i \Big\lVert \frac{s_i}{\lVert s_i\rVert} - \frac{t_i}{\lVert t_i\rVert} \Big\rVert^2
-              = \frac{2}{n d} \sum_i \big(1 - \cos(s_i, t_i)\big)
-
-    so it ranks like ``EmbedDistillLoss(distance_metric="cosine")`` at a scale ``2/d`` (which matters to gradient
-    clipping and learning-rate choice, not to the optimum). ``projection_dim``: a learned linear map of the student
-    to the teacher's width before normalising (trained with the student, not saved with it).
-    """
-
     def __init__(self, model, projection_dim: int | None = None) -> None:
+        r"""
+        MSE between the L2-normalised student and teacher embeddings:
+
+        .. math:: L = \frac{1}{n d} \sum_i \Big\lVert \frac{s_i}{\lVert s_i\rVert} - \frac{t_i}{\lVert t_i\rVert} \Big\rVert^2
+                  = \frac{2}{n d} \sum_i \big(1 - \cos(s_i, t_i)\big)
+
+        so it ranks like ``EmbedDistillLoss(distance_metric="cosine")`` at a scale ``2/d`` (which matters to
+        gradient clipping and learning-rate choice, not to the optimum).
+
+        Args:
+            model: the student SentenceTransformer.
+            projection_dim: the teacher's width, when it differs from the student's: a learned linear map of the
+                student to that width before normalising (trained with the student, not saved with it).
+
+        References:
+            - Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation (MSE distillation
+              to cached teacher embeddings): https://arxiv.org/abs/2004.09813
+            - ``docs/warmup_and_distill.md`` (``jtcse distill --objective mse-normalized``)
+
+        Requirements:
+            1. The teacher's embeddings of each sentence in a ``label`` column, as for sentence-transformers'
+               ``MSELoss``.
+
+        Inputs:
+            +--------------------+--------------------------------------------------+
+            | Inputs             | Labels                                           |
+            +====================+==================================================+
+            | sentence           | teacher embeddings ``(batch_size, teacher_dim)`` |
+            +--------------------+--------------------------------------------------+
+
+        Relations:
+            - sentence-transformers' ``MSELoss`` is the same on the raw vectors; ``EmbedDistillLoss`` with
+              ``distance_metric="cosine"`` has the same optimum at another scale.
+            - :class:`SimilarityMatrixLoss` imitates the teacher's in-batch cosines instead of its vectors (no
+              projection needed for a wider teacher).
+            - :func:`jtcse.training.distill.distill` trains with it (``objective="mse-normalized"``).
+
+        Example:
+            ::
+
+                from datasets import Dataset
+                from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+
+                from jtcse.losses import NormalizedMSELoss
+
+                student = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")  # 384-d
+                teacher = SentenceTransformer("sentence-transformers/all-mpnet-base-v2")  # 768-d
+                sentences = ["A man is playing a guitar.", "The committee approved the budget.", "It rained all day."]
+                train_dataset = Dataset.from_dict({"sentence": sentences, "label": teacher.encode(sentences).tolist()})
+                loss = NormalizedMSELoss(student, projection_dim=teacher.get_embedding_dimension())
+
+                trainer = SentenceTransformerTrainer(model=student, train_dataset=train_dataset, loss=loss)
+                trainer.train()
+        """
         super().__init__(model, distance_metric="mse", projection_dim=projection_dim)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], teacher_embeddings: list[Tensor]) -> Tensor:
@@ -42,19 +86,66 @@ class NormalizedMSELoss(EmbedDistillLoss):
     def get_config_dict(self) -> dict[str, Any]:
         return {"projection_dim": self.projection_dim}
 
+    @property
+    def citation(self) -> str:
+        return MSELoss.citation.fget(self)  # the MSE distillation it normalises
+
 
 class SimilarityMatrixLoss(EmbedDistillLoss):
-    r"""Match the student's in-batch cosine-similarity matrix to the teacher's:
-
-    .. math:: L = \frac{1}{n(n-1)} \sum_{i \ne j} \big(\cos(s_i, s_j) - \cos(t_i, t_j)\big)^2
-
-    over the ``n`` sentences of a batch. Only the teacher's cosines are imitated, never its coordinates, so the
-    student keeps its own width and space (no projection: a teacher of any width, e.g. a concatenated ensemble,
-    teaches a narrower student), and the objective is the quantity STS and retrieval use. Invariant to
-    rotations and scalings of either space.
-    """
-
     def __init__(self, model) -> None:
+        r"""
+        Match the student's in-batch cosine-similarity matrix to the teacher's:
+
+        .. math:: L = \frac{1}{n(n-1)} \sum_{i \ne j} \big(\cos(s_i, s_j) - \cos(t_i, t_j)\big)^2
+
+        over the ``n`` sentences of a batch. Only the teacher's cosines are imitated, never its coordinates, so
+        the student keeps its own width and space (no projection: a teacher of any width, e.g. a concatenated
+        ensemble, teaches a narrower student), and the objective is the quantity STS and retrieval use.
+        Invariant to rotations and scalings of either space.
+
+        Args:
+            model: the student SentenceTransformer.
+
+        References:
+            - Tung and Mori, Similarity-Preserving Knowledge Distillation (ICCV 2019): the student matches the
+              teacher's in-batch similarity matrix; here on cosines of sentence embeddings.
+            - ``docs/warmup_and_distill.md`` (``jtcse distill``, whose default objective this is)
+
+        Requirements:
+            1. The teacher's embeddings of each sentence in a ``label`` column (any width).
+            2. At least two sentences per batch.
+
+        Inputs:
+            +--------------------+--------------------------------------------------+
+            | Inputs             | Labels                                           |
+            +====================+==================================================+
+            | sentence           | teacher embeddings ``(batch_size, teacher_dim)`` |
+            +--------------------+--------------------------------------------------+
+
+        Relations:
+            - :class:`NormalizedMSELoss` and sentence-transformers' ``MSELoss`` / ``EmbedDistillLoss`` match the
+              teacher's vectors one by one (a wider teacher needs a projection).
+            - :func:`jtcse.training.distill.distill` trains with it (``objective="similarity"``, the default).
+
+        Example:
+            ::
+
+                from datasets import Dataset
+                from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+
+                from jtcse.losses import SimilarityMatrixLoss
+                from jtcse.modeling.loading import load_model
+
+                teacher = load_model("runs/ensemble")  # e.g. `jtcse ensemble` of a twin and MiniLM: any width
+                student = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+                corpus = Dataset.from_dict({"sentence": ["The tide is coming in.", "She paints at night.", "Buses run late."]})
+                # the teacher's vectors, computed once, are the labels (a wider teacher needs no projection)
+                train_dataset = corpus.map(lambda rows: {"label": teacher.encode(rows["sentence"])}, batched=True)
+                loss = SimilarityMatrixLoss(student)
+
+                trainer = SentenceTransformerTrainer(model=student, train_dataset=train_dataset, loss=loss)
+                trainer.train()
+        """
         super().__init__(model, distance_metric="mse", projection_dim=None)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], teacher_embeddings: list[Tensor]) -> Tensor:
@@ -71,3 +162,15 @@ class SimilarityMatrixLoss(EmbedDistillLoss):
 
     def get_config_dict(self) -> dict[str, Any]:
         return {}
+
+    @property
+    def citation(self) -> str:
+        return """
+@inproceedings{tung2019similarity,
+    title = {Similarity-Preserving Knowledge Distillation},
+    author = {Tung, Frederick and Mori, Greg},
+    booktitle = {Proceedings of the IEEE/CVF International Conference on Computer Vision (ICCV)},
+    year = {2019},
+}
+"""
+

@@ -1,18 +1,8 @@
-"""The JTCSE training objective as a sentence-transformers loss.
+"""The JTCSE training objective as a sentence-transformers loss: :class:`JTCSELoss` (its docstring gives the
+equations) and the view handling it shares with :class:`~jtcse.losses.CachedJTCSELoss`.
 
-Zong et al., "JTCSE: Joint Tensor-Modulus Constraints and Cross-Attention for Unsupervised
-Contrastive Learning of Sentence Embeddings" (2025), with TNCSE (AAAI 2025) as its no-CAEL case::
-
-    L = L_NCE(I) + L_NCE(II) + L_ICNCE + lambda_ICTM * ICTM
-
-    L_ICNCE = R (ICNCE(c_I, c_II) + ICNCE(h_I, h_II)) + (1 - R) (ICNCE(c_II, c_I) + ICNCE(h_II, h_I))
-    ICTM    = mean_s [ -log max(cos(h_I^a, h_II^b), eps) TMC(p_I^a, p_II^b)
-                     + -log max(cos(h_II^a, h_I^b), eps) TMC(p_II^a, p_I^b) ]
-
-``h`` the primitive stream's pooled vector (CLS or mean, as the twin pools), ``c`` the cross stream's
-(absent without CAELs), ``p`` the pooler head of ``h`` (:meth:`jtcse.modeling.twin.TwinTowers.pooler_heads`),
-``a``/``b`` the two dropout views, ``R`` in {0, 1} drawn per forward from a Python RNG seeded with
-``(seed, training step, draw within the step)``, so a resumed run draws the same ``R`` as an uninterrupted one.
+The ICNCE direction R is drawn per forward from a Python RNG seeded with ``(seed, training step, draw within
+the step)``, so a resumed run draws the same R as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -25,7 +15,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from jtcse.errors import JTCSEError
 from jtcse.losses.functional import icnce, ictm, info_nce
 
 _VIEW_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
@@ -38,15 +27,15 @@ def split_views(sentence_features: list[dict[str, Any]]) -> tuple[dict[str, Any]
     elif len(sentence_features) == 2:
         first, second = sentence_features
     else:
-        raise JTCSEError(
+        raise ValueError(
             f"JTCSELoss takes one text column (both views are dropout views of it) or two (view a, view b); "
             f"got {len(sentence_features)} columns."
         )
     for key in _VIEW_KEYS:
         if key in first and key not in second:
-            raise JTCSEError(f"The two views have different feature keys ({key!r} is missing from the second).")
+            raise ValueError(f"The two views have different feature keys ({key!r} is missing from the second).")
     if first["input_ids"].shape[0] != second["input_ids"].shape[0]:
-        raise JTCSEError("The two views must hold the same number of sentences.")
+        raise ValueError("The two views must hold the same number of sentences.")
     return first, second
 
 
@@ -97,7 +86,24 @@ class JTCSELoss(nn.Module):
         seed: int | None = 0,
         gather_across_devices: bool = False,
     ) -> None:
-        """JTCSE loss for a twin built by :func:`jtcse.build_twin` (module 0 a ``TwinTowers``).
+        """
+        The JTCSE objective for a twin built by :func:`jtcse.build_twin` (module 0 a ``TwinTowers``): InfoNCE
+        within each tower (``L_NCE``), InfoNCE across the towers (``L_ICNCE``) and the tensor-modulus constraint
+        across them (``ICTM``)::
+
+            L = nce_weight (L_NCE(I) + L_NCE(II)) + icnce_weight L_ICNCE + ictm_weight ICTM
+
+            L_ICNCE = R (ICNCE(c_I, c_II) + ICNCE(h_I, h_II)) + (1 - R) (ICNCE(c_II, c_I) + ICNCE(h_II, h_I))
+            ICTM    = mean_s [ -log max(cos(h_I^a, h_II^b), eps) TMC(p_I^a, p_II^b)
+                             + -log max(cos(h_II^a, h_I^b), eps) TMC(p_II^a, p_I^b) ]
+            TMC(x, y) = ||x - y|| / (||x|| + ||y||)
+
+        ``h`` is a tower's pooled primitive-stream vector (CLS or mean, as the twin pools), ``c`` its pooled
+        cross-stream vector (absent without CAELs: TNCSE), ``p`` the tower's pooler head applied to ``h``
+        (:meth:`jtcse.modeling.twin.TwinTowers.pooler_heads`), ``a``/``b`` the two views of a sentence. ``L_NCE(I)`` is SimCSE's unsupervised
+        InfoNCE (NT-Xent over the 2B views of tower I, temperature tau); ``ICNCE(x, y)`` the same with tower x's
+        views as anchors and tower y's as candidates (positive: y's other view of the sentence). ``R`` in {0, 1}
+        says which tower anchors ICNCE and is drawn per forward (see ``seed``).
 
         Args:
             model: the twin ``SentenceTransformer`` (or a DDP wrapper around it).
@@ -118,31 +124,68 @@ class JTCSELoss(nn.Module):
                 must hold the same number of sentences. Without a process group: a warning once,
                 then the local batch.
 
-        Extra terms (token-level regularisers) are added by wrapping this loss in
-        :class:`jtcse.losses.RegularizedLoss`.
+        References:
+            - Zong et al., JTCSE: Joint Tensor-Modulus Constraints and Cross-Attention for Unsupervised
+              Contrastive Learning of Sentence Embeddings (2025); TNCSE (AAAI 2025) is its case without CAELs.
+            - ``docs/twin.md`` (the twin and its loss), ``docs/distributed.md`` (``gather_across_devices``).
+
+        Requirements:
+            1. A twin model (:func:`jtcse.build_twin`) in training mode: the loss reads its per-tower outputs.
+            2. Towers with a pooler when ``ictm_weight > 0``.
 
         Inputs:
-            One text column (each sentence is encoded twice; dropout makes the views, SimCSE style)
-            or two columns (view a, view b, e.g. a sentence and its paraphrase). No labels.
+            +-------------------------------------------------+--------+
+            | Inputs                                          | Labels |
+            +=================================================+========+
+            | single sentences (two dropout views each)       | none   |
+            +-------------------------------------------------+--------+
+            | (view a, view b) pairs, e.g. (text, paraphrase) | none   |
+            +-------------------------------------------------+--------+
 
         Returns:
             A dict of the weighted terms (``nce_1``, ``nce_2``, ``icnce``, ``ictm``);
             ``SentenceTransformerTrainer`` sums them and logs each one.
+
+        Relations:
+            - :class:`CachedJTCSELoss` is this loss with gradient caching (GradCache): the same terms, with
+              memory bounded by its ``mini_batch_size`` instead of the batch size.
+            - :class:`RegularizedLoss` adds token-level terms (:class:`SimRegLoss`, :class:`DispersionLoss`,
+              :class:`NITPLoss`) on the features of this loss's own forward pass.
+            - :func:`~jtcse.losses.functional.info_nce`, :func:`~jtcse.losses.functional.icnce` and
+              :func:`~jtcse.losses.functional.ictm` are the terms as pure tensor functions.
+
+        Example:
+            ::
+
+                from datasets import Dataset
+                from sentence_transformers import SentenceTransformerTrainer
+
+                from jtcse import build_twin
+                from jtcse.losses import JTCSELoss
+
+                model = build_twin("warmup_tower_1", "warmup_tower_2", cael_every=2)
+                train_dataset = Dataset.from_dict({
+                    "text": ["A man is playing a guitar.", "The cat sleeps on the sofa.", "Rain is expected tonight."],
+                })
+                loss = JTCSELoss(model, temperature=0.05, ictm_weight=0.5)
+
+                trainer = SentenceTransformerTrainer(model=model, train_dataset=train_dataset, loss=loss)
+                trainer.train()
         """
         super().__init__()
         from jtcse.modeling.twin import TwinTowers
 
         twin = unwrap_model(model)
         if not isinstance(twin, nn.Sequential) or len(twin) == 0 or not isinstance(twin[0], TwinTowers):
-            raise JTCSEError("JTCSELoss needs a twin model (jtcse.build_twin); module 0 is not a TwinTowers.")
+            raise ValueError("JTCSELoss needs a twin model (jtcse.build_twin); module 0 is not a TwinTowers.")
         if temperature <= 0:
-            raise JTCSEError(f"temperature must be positive, not {temperature}.")
+            raise ValueError(f"temperature must be positive, not {temperature}.")
         weights = {"nce_weight": nce_weight, "icnce_weight": icnce_weight, "ictm_weight": ictm_weight}
         for name, value in weights.items():
             if value < 0:
-                raise JTCSEError(f"{name} must be >= 0, not {value}.")
+                raise ValueError(f"{name} must be >= 0, not {value}.")
         if not any(weights.values()):
-            raise JTCSEError("Every JTCSE loss term is switched off; set at least one weight above 0.")
+            raise ValueError("Every JTCSE loss term is switched off; set at least one weight above 0.")
         self.model = model
         self.temperature = temperature
         self.nce_weight = nce_weight
@@ -196,7 +239,7 @@ class JTCSELoss(nn.Module):
     def compute_loss_from_outputs(self, outputs: dict[str, Tensor]) -> dict[str, Tensor]:
         """The weighted loss terms from a training-mode twin forward over a [view a; view b] batch."""
         if "pooled_1" not in outputs:
-            raise JTCSEError("JTCSELoss needs the twin's training-mode outputs (call model.train() first).")
+            raise ValueError("JTCSELoss needs the twin's training-mode outputs (call model.train() first).")
         half = outputs["pooled_1"].shape[0] // 2
 
         def views(key: str) -> tuple[Tensor, Tensor]:
@@ -219,7 +262,7 @@ class JTCSELoss(nn.Module):
             losses["icnce"] = self.icnce_weight * term
         if self.ictm_weight:
             if "pooler_1" not in outputs:
-                raise JTCSEError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")
+                raise ValueError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")
             p = {1: views("pooler_1"), 2: views("pooler_2")}
             eps = self.ictm_eps
             losses["ictm"] = self.ictm_weight * (

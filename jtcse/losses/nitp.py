@@ -113,31 +113,8 @@ def remove_nitp_head(model: nn.Module) -> int:
 
 
 class NITPLoss(TokenRegularizer):
-    """``weight · mean_t [1 − cos(P(h_t), sg(z_{t+1}))]`` (NITP paper).
-
-    ``h`` is the last layer's token states (``token_embeddings``), ``z`` the hidden states of a
-    shallow layer (default ≈ 20% of the depth, at least layer 1) read from ``all_layer_embeddings``
-    and detached, so no gradient comes back through the target. Positions whose successor is
-    padding (and every sequence's last position) are masked.
-
-    On construction the loss finds the model's :class:`NITPHead` (e.g. one loaded with a
-    checkpoint) or appends a new one to the model, so the head is optimised and saved with it.
-
-    Args:
-        model: a SentenceTransformer whose first module is a ``Transformer``.
-        weight: λ (1.0 in the paper).
-        shallow_layer: hidden-state index of the target (0 = the embedding output, 1 = after the
-            first layer), below the last layer; unset: about 20% of the depth, at least 1.
-        hidden_features: inner width of a newly created head (default: the hidden size).
-        base_loss: optional sentence-transformers loss to add the term to (same forward pass).
-
-    Example::
-
-        loss = NITPLoss(model, weight=1.0, base_loss=MultipleNegativesRankingLoss(model))
-    """
-
     needs_hidden_states = True
-    #: the constructor arguments ``--regularizer nitp:...`` takes (help: the Args entries above)
+    #: the constructor arguments ``--regularizer nitp:...`` takes (help: the Args entries below)
     cli_options = ("weight", "shallow_layer", "hidden_features")
 
     def __init__(
@@ -148,6 +125,73 @@ class NITPLoss(TokenRegularizer):
         hidden_features: int | None = None,
         base_loss: nn.Module | None = None,
     ) -> None:
+        """
+        Next Implicit Token Prediction: each position's last-layer state, through a projection head ``P``,
+        predicts the next position's state in a shallow layer::
+
+            L = weight · mean_t [1 − cos(P(h_t), sg(z_{t+1}))]
+
+        ``h`` is the last layer's token states (``token_embeddings``), ``z`` the hidden states of a shallow
+        layer (default ≈ 20% of the depth, at least layer 1) read from ``all_layer_embeddings`` and detached
+        (``sg``: no gradient comes back through the target). Positions whose successor is padding (and every
+        sequence's last position) are masked.
+
+        On construction the loss finds the model's :class:`NITPHead` (e.g. one loaded with a checkpoint) or
+        appends a new one to the model, so the head is optimised and saved with it.
+
+        Args:
+            model: a SentenceTransformer whose first module is a ``Transformer``.
+            weight: λ (1.0 in the paper).
+            shallow_layer: hidden-state index of the target (0 = the embedding output, 1 = after the
+                first layer), below the last layer; unset: about 20% of the depth, at least 1.
+            hidden_features: inner width of a newly created head (default: the hidden size).
+            base_loss: optional sentence-transformers loss to add the term to (same forward pass); not a
+                GradCache (``Cached…``) loss, which embeds without a graph.
+
+        References:
+            - NITP: Next Implicit Token Prediction for LLM Pre-training (ICML 2026): https://arxiv.org/abs/2605.24956
+            - ``docs/regularisers.md`` (the head in checkpoints, :func:`remove_nitp_head` before an export)
+
+        Requirements:
+            1. A sentence-transformers ``Transformer`` module with ``num_hidden_layers`` and ``hidden_size`` in its
+               config (the shallow layer is read through ``all_layer_embeddings``).
+            2. A model that is a module pipeline (``SentenceTransformer``), so the head can be appended to it.
+
+        Inputs:
+            +-------------------------------------------+----------------------------+
+            | Inputs                                    | Labels                     |
+            +===========================================+============================+
+            | any columns (alone: each is regularised)  | none                       |
+            +-------------------------------------------+----------------------------+
+            | the ``base_loss``'s inputs                | the ``base_loss``'s labels |
+            +-------------------------------------------+----------------------------+
+
+        Relations:
+            - :class:`RegularizedLoss` adds several regularisers (and any ``fn(features)`` term) to one base loss.
+            - :class:`NITPHead` is the saved head; :func:`remove_nitp_head` strips it so plain sentence-transformers
+              can load the exported model.
+
+        Example:
+            ::
+
+                from datasets import Dataset
+                from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+                from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+                from jtcse.losses import NITPLoss, remove_nitp_head
+
+                model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+                train_dataset = Dataset.from_dict({
+                    "question": ["What do bees make?", "How far away is the moon?"],
+                    "answer": ["Bees make honey and wax.", "About 384,000 kilometres from Earth."],
+                })
+                loss = NITPLoss(model, weight=1.0, base_loss=MultipleNegativesRankingLoss(model))
+
+                trainer = SentenceTransformerTrainer(model=model, train_dataset=train_dataset, loss=loss)
+                trainer.train()
+                remove_nitp_head(model)
+                model.save("minilm-nitp")
+        """
         super().__init__(model, weight, base_loss)
         num_layers, hidden = _encoder_shape(model)
         if shallow_layer is None:

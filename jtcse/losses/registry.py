@@ -3,7 +3,7 @@
 ``jtcse train`` / ``jtcse simcse`` take repeated ``--regularizer SPEC`` options and call
 :func:`build_regularised_loss`. A spec is ``NAME`` or ``NAME:key=value,key=value``; list values
 (``layers``) are separated by ``/`` or ``;`` (``layers=-1/-2/-3``). Every mistake raises
-:class:`jtcse.errors.JTCSEError` with a one-line explanation.
+``ValueError`` with a one-line explanation.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-from jtcse.errors import JTCSEError
 
 __all__ = [
     "REGULARIZERS",
@@ -84,7 +82,7 @@ def _kind(annotation: str) -> str:
 def regularizer_options(name: str) -> dict[str, Option]:
     """``{option: Option}`` for regulariser ``name``, read from its class: the options are its
     ``cli_options``, their types and defaults come from its ``__init__`` signature and their meanings
-    from the ``Args:`` block of its docstring (the first sentence of each entry).
+    from the ``Args:`` block of the ``__init__`` docstring (the first sentence of each entry).
 
     The class is read from the module's source (``ast``), so the CLI gets all this without importing
     torch; it is written only in the loss class.
@@ -104,7 +102,7 @@ def regularizer_options(name: str) -> dict[str, Option]:
         arg.arg: (ast.unparse(arg.annotation), ast.literal_eval(default))
         for arg, default in zip(params, init.args.defaults)
     }
-    meanings = _documented_args(ast.get_docstring(klass) or "")
+    meanings = _documented_args(ast.get_docstring(init) or "")
     return {key: Option(_kind(declared[key][0]), declared[key][1], meanings[key]) for key in keys}
 
 
@@ -155,28 +153,28 @@ def _convert(name: str, key: str, kind: str, raw: str) -> Any:
         return text
     except ValueError:
         expected = {"float": "a number", "int": "an integer", "ints": "integers separated by '/'"}[kind]
-        raise JTCSEError(f"regulariser {name!r}: {key}={raw!r} is not {expected}") from None
+        raise ValueError(f"regulariser {name!r}: {key}={raw!r} is not {expected}") from None
 
 
 def parse_regularizer_spec(spec: str) -> RegularizerSpec:
     """``"dispersion:weight=0.1,layers=-1/-2"`` → ``RegularizerSpec("dispersion", {"weight": 0.1, "layers": [-1, -2]})``."""
     if not isinstance(spec, str) or not spec.strip():
-        raise JTCSEError("empty regulariser spec; expected NAME[:key=value,...], e.g. simreg:weight=2.0")
+        raise ValueError("empty regulariser spec; expected NAME[:key=value,...], e.g. simreg:weight=2.0")
     name, _, rest = spec.strip().partition(":")
     name = name.strip().lower()
     if name not in REGULARIZERS:
-        raise JTCSEError(f"unknown regulariser {name!r} in {spec!r}; choose one of {', '.join(REGULARIZERS)}")
+        raise ValueError(f"unknown regulariser {name!r} in {spec!r}; choose one of {', '.join(REGULARIZERS)}")
     known = regularizer_options(name)
     options: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in rest.split(","))):
         key, sep, value = item.partition("=")
         key = key.strip().lower().replace("-", "_")
         if not sep or not value.strip():
-            raise JTCSEError(f"regulariser {name!r}: {item!r} is not key=value")
+            raise ValueError(f"regulariser {name!r}: {item!r} is not key=value")
         if key not in known:
-            raise JTCSEError(f"regulariser {name!r} has no option {key!r}; options: {', '.join(known)}")
+            raise ValueError(f"regulariser {name!r} has no option {key!r}; options: {', '.join(known)}")
         if key in options:
-            raise JTCSEError(f"regulariser {name!r}: option {key!r} given twice")
+            raise ValueError(f"regulariser {name!r}: option {key!r} given twice")
         options[key] = _convert(name, key, known[key].kind, value)
     return RegularizerSpec(name, options)
 
@@ -187,7 +185,7 @@ def _build_one(model, spec: RegularizerSpec):
     try:
         return cls(model, **spec.options)
     except ValueError as exc:  # a bad value (temperature ≤ 0, unknown variant, layer out of range …)
-        raise JTCSEError(f"regulariser {spec.name!r}: {exc}") from None
+        raise ValueError(f"regulariser {spec.name!r}: {exc}") from None
 
 
 def build_regularised_loss(model, base_loss, specs: Sequence[str], extra_terms=None, base_name: str = "base"):
@@ -205,15 +203,12 @@ def build_regularised_loss(model, base_loss, specs: Sequence[str], extra_terms=N
     names = [p.name for p in parsed]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise JTCSEError(f"regulariser {duplicates[0]!r} given more than once; give it once with all its options")
+        raise ValueError(f"regulariser {duplicates[0]!r} given more than once; give it once with all its options")
     terms = {regularizer_name(reg): reg for reg in (_build_one(model, spec) for spec in parsed)}
     clash = sorted(set(terms) & set(extra_terms or {}))
     if clash:
-        raise JTCSEError(f"extra loss term {clash[0]!r} has the name of a regulariser; rename it")
-    try:
-        return RegularizedLoss(model, base_loss, {**terms, **(extra_terms or {})}, base_name=base_name)
-    except ValueError as exc:
-        raise JTCSEError(str(exc)) from None
+        raise ValueError(f"extra loss term {clash[0]!r} has the name of a regulariser; rename it")
+    return RegularizedLoss(model, base_loss, {**terms, **(extra_terms or {})}, base_name=base_name)
 
 
 def check_mini_batch_size(mini_batch_size: int | None, specs: Sequence[str], extra_terms=None) -> None:
@@ -226,10 +221,10 @@ def check_mini_batch_size(mini_batch_size: int | None, specs: Sequence[str], ext
     if mini_batch_size is None:
         return
     if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 1:
-        raise JTCSEError(f"--mini-batch-size must be a positive integer, not {mini_batch_size!r}.")
+        raise ValueError(f"--mini-batch-size must be a positive integer, not {mini_batch_size!r}.")
     extra = [parse_regularizer_spec(s).name for s in specs] + sorted(extra_terms or {})
     if extra:
-        raise JTCSEError(
+        raise ValueError(
             f"--mini-batch-size (GradCache) cannot be combined with token-level terms ({', '.join(extra)}): the "
             "cached loss embeds without a graph, so no token states reach them. Drop --mini-batch-size or the "
             "--regularizer options."

@@ -240,31 +240,6 @@ def regularizer_name(reg: nn.Module) -> str:
 
 
 class RegularizedLoss(nn.Module):
-    """``base_loss + Σ_k term_k``: named extra terms on the features of the base loss's own forward pass.
-
-    The one way to add a loss term to a trainer's loss. ``terms`` is either a list of
-    :class:`TokenRegularizer` (each logged under :func:`regularizer_name`, e.g. ``simreg``, and weighted
-    by its own ``weight`` λ) or a mapping ``{name: fn(features) -> scalar}`` (weights folded into ``fn``).
-    Each term reads every feature dict the base loss's ``model(...)`` calls produced (no second encoder
-    pass) and is averaged over them. ``forward`` returns the named terms as a dict; the trainer sums them
-    and logs each. Example::
-
-        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-        from jtcse.losses import DispersionLoss, RegularizedLoss, SimRegLoss
-
-        base = MultipleNegativesRankingLoss(model)
-        loss = RegularizedLoss(model, base, [SimRegLoss(model, weight=2.0), DispersionLoss(model, weight=0.1)])
-        norm = RegularizedLoss(model, base, {"norm": lambda out: 0.01 * out["token_embeddings"].norm(dim=-1).mean()})
-
-    Args:
-        model: the SentenceTransformer (or any model returning feature dicts) the base loss encodes with.
-        base_loss: a sentence-transformers loss; GradCache ("Cached…") losses are refused.
-        regularizers: :class:`TokenRegularizer` instances built without a ``base_loss`` of their own,
-            or a ``{name: fn(features)}`` mapping (an ``nn.Module`` fn is trained with the model; a fn
-            with ``needs_hidden_states = True`` gets ``all_layer_embeddings``).
-        base_name: the name the base loss is logged under when it returns a single tensor.
-    """
-
     def __init__(
         self,
         model: nn.Module,
@@ -272,6 +247,67 @@ class RegularizedLoss(nn.Module):
         regularizers: Sequence[TokenRegularizer] | Mapping[str, ExtraTerm],
         base_name: str = "base",
     ) -> None:
+        """
+        A base loss plus named extra terms computed on the features of the base loss's own forward pass::
+
+            L = base_loss + Σ_k term_k,     term_k = mean over the base loss's model calls f of term_k(features_f)
+
+        The one way to add a loss term to a trainer's loss. ``regularizers`` is either a list of
+        :class:`TokenRegularizer` (each logged under :func:`regularizer_name`, e.g. ``simreg``, and weighted by its
+        own ``weight`` λ) or a mapping ``{name: fn(features) -> scalar}`` (weights folded into ``fn``). Each term
+        reads every feature dict the base loss's ``model(...)`` calls produced (no second encoder pass).
+
+        Args:
+            model: the SentenceTransformer (or any model returning feature dicts) the base loss encodes with.
+            base_loss: a sentence-transformers loss; GradCache ("Cached…") losses are refused.
+            regularizers: :class:`TokenRegularizer` instances built without a ``base_loss`` of their own,
+                or a ``{name: fn(features)}`` mapping (an ``nn.Module`` fn is trained with the model; a fn
+                with ``needs_hidden_states = True`` gets ``all_layer_embeddings``).
+            base_name: the name the base loss is logged under when it returns a single tensor.
+
+        References:
+            - ``docs/regularisers.md`` (the regularisers, extra terms from the trainers, ``--regularizer``)
+
+        Requirements:
+            1. ``base_loss`` calls ``model`` itself (the terms read that call's output features) and is not a
+               GradCache loss, whose first pass has no graph to carry the terms.
+            2. Term names distinct from each other and from the base loss's own terms.
+
+        Inputs:
+            +----------------------------+----------------------------+
+            | Inputs                     | Labels                     |
+            +============================+============================+
+            | the ``base_loss``'s inputs | the ``base_loss``'s labels |
+            +----------------------------+----------------------------+
+
+        Returns:
+            A dict of named terms (the base loss's own names when it returns a dict, e.g. :class:`JTCSELoss`);
+            the trainer sums them and logs each one.
+
+        Relations:
+            - :class:`SimRegLoss`, :class:`DispersionLoss` and :class:`NITPLoss` given a ``base_loss`` build a
+              ``RegularizedLoss``-style sum with themselves as the one term.
+            - ``jtcse.losses.registry.build_regularised_loss`` builds one from ``--regularizer`` specs.
+
+        Example:
+            ::
+
+                from datasets import Dataset
+                from sentence_transformers import SentenceTransformerTrainer
+
+                from jtcse import build_twin
+                from jtcse.losses import DispersionLoss, JTCSELoss, RegularizedLoss, SimRegLoss
+
+                twin = build_twin("warmup_tower_1", "warmup_tower_2", cael_every=2)
+                train_dataset = Dataset.from_dict({"text": ["Snow fell overnight.", "The bakery opens at six.", "He lost his keys."]})
+                # logged as nce_1, nce_2, icnce, ictm, simreg, dispersion
+                loss = RegularizedLoss(twin, JTCSELoss(twin), [SimRegLoss(twin, weight=2.0), DispersionLoss(twin, weight=0.1)])
+                # or any term of the twin's output features, its weight folded in:
+                loss = RegularizedLoss(twin, JTCSELoss(twin), {"cls_norm": lambda out: 0.01 * out["pooled_1"].norm(dim=-1).mean()})
+
+                trainer = SentenceTransformerTrainer(model=twin, train_dataset=train_dataset, loss=loss)
+                trainer.train()
+        """
         super().__init__()
         _check_base_loss(base_loss)
         if isinstance(regularizers, Mapping):

@@ -16,34 +16,7 @@ __all__ = ["SimRegLoss"]
 
 
 class SimRegLoss(TokenRegularizer):
-    """``weight · softplus(L_sr)`` on the token states of each forward (SimReg, "group-level averaging").
-
-    ``L_sr`` is :func:`jtcse.losses.functional.simreg`: within each sequence, tokens with the same
-    label (by default the same token id, read from ``input_ids``) are positives -- self always one --
-    and all others negatives; ``ℓ_i = log Σ_{N_i} exp(cos/τ) − log Σ_{P_i} exp(cos/τ)``, averaged per
-    label group, then over groups and sequences. Padding is excluded through ``attention_mask``.
-
-    Args:
-        model: the SentenceTransformer being trained.
-        weight: λ. The paper finds 2–20 stable and scales it by √2 per doubling of the hidden size
-            (``≈ 10·√(d/1024)``).
-        temperature: τ (0.01 in the paper).
-        chunk_size: tokens per chunk of the chunk-wise form
-            (:func:`~jtcse.losses.functional.simreg_chunked`); unset: the full form. Memory is
-            ``O(n·chunk_size)`` per sequence instead of ``O(n²)``.
-        layers: hidden-state index or indices to regularise, -1 = the last layer (the paper's choice).
-            Layers other than the last (``token_embeddings``) need a sentence-transformers
-            ``Transformer``; several layers are averaged.
-        label_key: the feature holding the per-token integer labels.
-        base_loss: optional sentence-transformers loss; then the loss is ``base + weight·softplus(L_sr)``
-            on the base loss's own forward pass (see :class:`~jtcse.losses.RegularizedLoss`).
-
-    Example::
-
-        loss = SimRegLoss(model, weight=2.0, base_loss=MultipleNegativesRankingLoss(model))
-    """
-
-    #: the constructor arguments ``--regularizer simreg:...`` takes (help: the Args entries above)
+    #: the constructor arguments ``--regularizer simreg:...`` takes (help: the Args entries below)
     cli_options = ("weight", "temperature", "chunk_size", "layers")
 
     def __init__(
@@ -56,6 +29,76 @@ class SimRegLoss(TokenRegularizer):
         label_key: str = "input_ids",
         base_loss: nn.Module | None = None,
     ) -> None:
+        """
+        SimReg, embedding-similarity regularisation of the token states of each forward ("group-level
+        averaging")::
+
+            L   = weight · softplus(L_sr)
+            ℓ_i = log Σ_{k ∈ N_i} exp(cos(e_i, e_k) / τ) − log Σ_{k ∈ P_i} exp(cos(e_i, e_k) / τ)
+
+        Within each sequence, tokens with the same label (by default the same token id, read from
+        ``input_ids``) are the positives ``P_i`` of token ``i`` -- itself always one -- and all others its
+        negatives ``N_i``. ``L_sr`` averages ``ℓ_i`` per label group, then over groups and sequences
+        (:func:`jtcse.losses.functional.simreg`); padding is excluded through ``attention_mask``.
+
+        Args:
+            model: the SentenceTransformer being trained.
+            weight: λ. The paper finds 2–20 stable and scales it by √2 per doubling of the hidden size
+                (``≈ 10·√(d/1024)``).
+            temperature: τ (0.01 in the paper).
+            chunk_size: tokens per chunk of the chunk-wise form
+                (:func:`~jtcse.losses.functional.simreg_chunked`); unset: the full form. Memory is
+                ``O(n·chunk_size)`` per sequence instead of ``O(n²)``.
+            layers: hidden-state index or indices to regularise, -1 = the last layer (the paper's choice).
+                Layers other than the last (``token_embeddings``) need a sentence-transformers
+                ``Transformer``; several layers are averaged.
+            label_key: the feature holding the per-token integer labels.
+            base_loss: optional sentence-transformers loss; then the loss is ``base + weight·softplus(L_sr)``
+                on the base loss's own forward pass (see :class:`~jtcse.losses.RegularizedLoss`). GradCache
+                (``Cached…``) losses are refused: they embed without a graph.
+
+        References:
+            - SimReg: Achieving Higher Convergence and Generalization in the LLM Pretraining via Embedding
+              Similarity Regularization (anonymous ICLR submission, under review)
+            - ``docs/regularisers.md`` (equations of every regulariser, the ``--regularizer`` option)
+
+        Requirements:
+            1. A model whose forward returns ``token_embeddings``, ``attention_mask`` and the ``label_key``
+               feature (a sentence-transformers ``Transformer`` does).
+
+        Inputs:
+            +-------------------------------------------+----------------------------+
+            | Inputs                                    | Labels                     |
+            +===========================================+============================+
+            | any columns (alone: each is regularised)  | none                       |
+            +-------------------------------------------+----------------------------+
+            | the ``base_loss``'s inputs                | the ``base_loss``'s labels |
+            +-------------------------------------------+----------------------------+
+
+        Relations:
+            - :class:`RegularizedLoss` adds several regularisers (and any ``fn(features)`` term) to one base loss,
+              each logged under its own name.
+            - :class:`DispersionLoss` pushes all tokens of a sequence apart; SimReg also pulls same-label tokens
+              together.
+
+        Example:
+            ::
+
+                from datasets import Dataset
+                from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+                from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+                from jtcse.losses import SimRegLoss
+
+                model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+                sentences = ["The river froze early this year.", "Two children built a sandcastle.", "Stocks fell."]
+                # unsupervised SimCSE: each sentence is its own positive, dropout makes the two views
+                train_dataset = Dataset.from_dict({"anchor": sentences, "positive": sentences})
+                loss = SimRegLoss(model, weight=2.0, temperature=0.01, base_loss=MultipleNegativesRankingLoss(model))
+
+                trainer = SentenceTransformerTrainer(model=model, train_dataset=train_dataset, loss=loss)
+                trainer.train()
+        """
         super().__init__(model, weight, base_loss)
         if not temperature > 0:
             raise ValueError(f"SimRegLoss: temperature must be > 0, got {temperature}")

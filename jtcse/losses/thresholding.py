@@ -37,23 +37,6 @@ def _check_margin(margin: float, who: str) -> float:
 
 
 class ThresholdedMultipleNegativesRankingLoss(nn.Module):
-    """In-batch negatives InfoNCE (MultipleNegativesRankingLoss) with logit thresholding.
-
-    For anchors ``a_i`` and candidates ``c_j`` (all positives, then all hard negatives):
-    ``s_ij = scale · sim(a_i, c_j)``; entries with ``s_ij < s_ii − margin`` are set to −inf, then
-    ``loss = CE(s, i)``. Candidates that the anchor already ranks ``margin`` below its positive get
-    no gradient from it. ``margin = inf`` is the plain MultipleNegativesRankingLoss.
-
-    Inputs: (anchor, positive) pairs or (anchor, positive, negative_1, …) tuples, no labels. For
-    unsupervised SimCSE, give the same sentence as anchor and positive (dropout makes the views).
-
-    Args:
-        model: the SentenceTransformer.
-        scale: inverse temperature (20 = τ 0.05).
-        margin: threshold below the positive, in logit units (after ``scale``).
-        similarity_fct: similarity of two embedding matrices (default cosine).
-    """
-
     def __init__(
         self,
         model: nn.Module,
@@ -61,6 +44,65 @@ class ThresholdedMultipleNegativesRankingLoss(nn.Module):
         margin: float = 5.0,
         similarity_fct: Callable[[Tensor, Tensor], Tensor] = cos_sim,
     ) -> None:
+        """
+        In-batch negatives InfoNCE (``MultipleNegativesRankingLoss``) with logit thresholding. For anchors
+        ``a_i`` and candidates ``c_j`` (all positives, then all hard negatives)::
+
+            s_ij = scale · sim(a_i, c_j)
+            s_ij = −inf  where  s_ij < s_ii − margin
+            L    = mean_i CE(s_i, i)
+
+        Candidates that the anchor already ranks ``margin`` below its positive get no gradient from it, so the
+        softmax no longer pushes away what is already far (an adaptive negative sampling). ``margin = inf`` is
+        the plain ``MultipleNegativesRankingLoss``.
+
+        Args:
+            model: the SentenceTransformer.
+            scale: inverse temperature (20 = τ 0.05).
+            margin: threshold below the positive, in logit units (after ``scale``).
+            similarity_fct: similarity of two embedding matrices (default cosine).
+
+        References:
+            - Turumtaev, Stop Jostling: Adaptive Negative Sampling Reduces the Marginalization of Low-Resource
+              Language Tokens by Cross-Entropy Loss (2026): https://arxiv.org/abs/2601.22439
+            - ``docs/regularisers.md`` (logit thresholding, ``RowIsolatedAdamW``)
+
+        Requirements:
+            1. (anchor, positive) pairs or (anchor, positive, negative_1, ..., negative_n) tuples; for unsupervised
+               SimCSE, the same sentence as anchor and positive (dropout makes the two views).
+
+        Inputs:
+            +-------------------------------------------------+--------+
+            | Inputs                                          | Labels |
+            +=================================================+========+
+            | (anchor, positive) pairs                        | none   |
+            +-------------------------------------------------+--------+
+            | (anchor, positive, negative_1, ..., negative_n) | none   |
+            +-------------------------------------------------+--------+
+
+        Relations:
+            - sentence-transformers' ``MultipleNegativesRankingLoss`` is this loss with ``margin = inf``.
+            - :class:`ThresholdedCrossEntropyLoss` applies the same thresholding to token cross-entropy (MLM or
+              causal heads).
+
+        Example:
+            ::
+
+                from datasets import Dataset
+                from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+
+                from jtcse.losses import ThresholdedMultipleNegativesRankingLoss
+
+                model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")
+                train_dataset = Dataset.from_dict({
+                    "anchor": ["Ein Mann spielt Gitarre.", "Die Katze schläft."],
+                    "positive": ["A man is playing a guitar.", "The cat is asleep."],
+                })
+                loss = ThresholdedMultipleNegativesRankingLoss(model, scale=20.0, margin=5.0)
+
+                trainer = SentenceTransformerTrainer(model=model, train_dataset=train_dataset, loss=loss)
+                trainer.train()
+        """
         super().__init__()
         if not scale > 0:
             raise ValueError(f"ThresholdedMultipleNegativesRankingLoss: scale must be > 0, got {scale}")
@@ -98,14 +140,56 @@ class ThresholdedMultipleNegativesRankingLoss(nn.Module):
 
 
 class ThresholdedCrossEntropyLoss(nn.Module):
-    """Token cross-entropy with logit thresholding, for MLM / causal-LM heads.
-
-    ``forward(logits (B, n, V), labels (B, n))`` with ``ignore_index`` on unscored positions (the
-    ``transformers`` convention, -100). With ``shift=True`` (causal heads) position ``t`` predicts
-    label ``t + 1``. Use it in place of ``nn.CrossEntropyLoss`` in a head's training step.
-    """
-
     def __init__(self, margin: float = 5.0, ignore_index: int = -100, shift: bool = False) -> None:
+        """
+        Token cross-entropy with logit thresholding, for MLM or causal-LM heads: use it in place of
+        ``nn.CrossEntropyLoss`` in a head's training step::
+
+            z_v = −inf  where  z_v < z_y − margin      (z: a position's logits, y: its label)
+            L   = mean over scored positions of CE(z, y)
+
+        Non-targets already ``margin`` below the target get no gradient, so rare tokens are no longer pushed
+        away from every context they do not appear in.
+
+        Args:
+            margin: threshold below the target logit, in logit units; ``inf`` is plain cross-entropy.
+            ignore_index: label of unscored positions (the ``transformers`` convention, -100).
+            shift: causal heads: position ``t`` predicts label ``t + 1``.
+
+        References:
+            - Turumtaev, Stop Jostling: Adaptive Negative Sampling Reduces the Marginalization of Low-Resource
+              Language Tokens by Cross-Entropy Loss (2026): https://arxiv.org/abs/2601.22439
+
+        Inputs:
+            +-------------------------------+----------------------------------------------------+
+            | Inputs                        | Labels                                             |
+            +===============================+====================================================+
+            | logits ``(batch, tokens, V)`` | token ids ``(batch, tokens)``; unscored: ``-100``  |
+            +-------------------------------+----------------------------------------------------+
+
+        Relations:
+            - :class:`ThresholdedMultipleNegativesRankingLoss` applies the same thresholding to in-batch contrastive
+              logits.
+            - :class:`jtcse.optim.RowIsolatedAdamW` keeps embedding rows that got no gradient where they are, which
+              the paper pairs with thresholding.
+
+        Example:
+            ::
+
+                from transformers import AutoModelForMaskedLM, AutoTokenizer, DataCollatorForLanguageModeling
+
+                from jtcse.losses import ThresholdedCrossEntropyLoss
+
+                tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+                model = AutoModelForMaskedLM.from_pretrained("bert-base-uncased")
+                collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+                batch = collator([tokenizer("A man is playing a guitar."), tokenizer("The cat sleeps.")])
+                loss_fn = ThresholdedCrossEntropyLoss(margin=5.0)
+
+                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+                loss = loss_fn(logits, batch["labels"])
+                loss.backward()
+        """
         super().__init__()
         self.margin = _check_margin(margin, "ThresholdedCrossEntropyLoss")
         self.ignore_index = int(ignore_index)

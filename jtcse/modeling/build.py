@@ -40,18 +40,15 @@ def build_ensemble(models, combine: str = "concat", weights=None, device: str | 
 
     ``models``: ``SentenceTransformer`` objects or checkpoint paths/names, opened with
     :func:`jtcse.modeling.loading.load_model` as they encode (a twin as its towers' summed pooled vectors, a hub
-    encoder with its own pooling). The model carries a jtcse model card (members, weights, combination;
-    :func:`jtcse.model_card.ensemble_card_facts`), so ``model.save(path)`` writes ``README.md`` with it.
+    encoder with its own pooling). To save it with its jtcse model card (members, weights, combination), under
+    the output's lock and all at once: :func:`jtcse.training.ensemble.save_ensemble`.
     """
     from sentence_transformers import SentenceTransformer
     from torch import nn
 
-    from jtcse.model_card import attach_card_data, ensemble_card_facts
     from jtcse.modeling.ensemble import Ensemble
     from jtcse.modeling.loading import check_device, load_model
 
     device = check_device(device)
     members = [model if isinstance(model, nn.Module) else load_model(model, device=device) for model in models]
-    model = SentenceTransformer(modules=[Ensemble(members, combine=combine, weights=weights)], device=device)
-    attach_card_data(model, ensemble_card_facts(model, models))
-    return model
+    return SentenceTransformer(modules=[Ensemble(members, combine=combine, weights=weights)], device=device)

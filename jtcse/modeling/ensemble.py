@@ -55,6 +55,14 @@ def _prefix(index: int) -> str:
     return f"{member_dir(index)}."
 
 
+def check_combine(combine: str) -> str:
+    """``combine`` if it is one of :data:`COMBINE_CHOICES`, else a ``ValueError``: the check :class:`Ensemble`
+    makes, for a caller that must fail before the ensemble is built (the pipeline, before it trains)."""
+    if combine not in COMBINE_CHOICES:
+        raise ValueError(f"combine must be one of {', '.join(COMBINE_CHOICES)}, not {combine!r}.")
+    return combine
+
+
 def check_weights(weights: Any, count: int) -> list[float]:
     """``weights`` as ``count`` positive finite floats (None: all 1.0)."""
     if weights is None:
@@ -105,8 +113,7 @@ class Ensemble(InputModule):
                     f"Member {i + 1} is itself an ensemble; nested ensembles are not supported. "
                     "List its members directly instead."
                 )
-        if combine not in COMBINE_CHOICES:
-            raise ValueError(f"combine must be one of {', '.join(COMBINE_CHOICES)}, not {combine!r}.")
+        check_combine(combine)
         self.widths = [member.get_embedding_dimension() for member in members]
         if any(width is None for width in self.widths):
             raise ValueError(f"Every member must report its embedding width; got {self.widths}.")

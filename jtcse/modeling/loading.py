@@ -49,41 +49,13 @@ def describe_source(source) -> str:
 
 
 def check_device(device: str | None) -> str | None:
-    """``device`` unchanged when torch knows it and it is present here; ``ValueError`` otherwise."""
+    """``device`` checked against this machine (:func:`jtcse.devices.resolve_device`); ``None`` stays ``None``
+    (sentence-transformers then picks the best device)."""
     if device is None:
         return None
-    import torch
+    from jtcse.devices import resolve_device
 
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {device!r}: use cpu, cuda, cuda:N or mps") from None
-    if parsed.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise ValueError(f"device {device!r} asked for, but no CUDA device is available here")
-        if parsed.index is not None and parsed.index >= count:
-            raise ValueError(f"device {device!r} asked for, but only {count} CUDA device(s) are visible")
-    if parsed.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r} asked for, but MPS is not available here")
-    return str(device)
-
-
-def position_capacity(hf_model) -> int | None:
-    """Longest input the model's learned position table accepts, or ``None`` when it has none.
-
-    RoBERTa-style embeddings start positions at ``padding_idx + 1``, so those slots are unusable.
-    """
-    import torch
-
-    limit = getattr(getattr(hf_model, "config", None), "max_position_embeddings", None)
-    if limit is None:
-        return None
-    for module in hf_model.modules():
-        padding_idx = getattr(module, "padding_idx", None)
-        if isinstance(padding_idx, int) and isinstance(getattr(module, "position_embeddings", None), torch.nn.Embedding):
-            return limit - (padding_idx + 1)
-    return limit
+    return resolve_device(device)
 
 
 def needs_jtcse_classes(path: str | Path) -> bool:
@@ -132,6 +104,25 @@ def _looks_local(source: str) -> bool:
     return Path(source).is_absolute() or source.startswith((".", "~"))
 
 
+class _OptimumLocalProbeFilter(logging.Filter):
+    """Drops optimum-intel's "Could not infer whether the model was already converted ... expected str, bytes or
+    os.PathLike object, not NoneType" when it opens a local folder offline.
+
+    With ``HF_HUB_OFFLINE=1`` optimum-intel looks for the model in the hub cache by joining ``cache_dir=None``
+    with the model id, which fails for any local folder; it logs that failure and keeps the ``export`` flag it
+    was given. sentence-transformers has already decided that flag from the folder's files, so the message
+    says nothing true about the model (upstream: ``OVBaseModel.from_pretrained``, optimum-intel 2.2).
+    """
+
+    PREFIX = "Could not infer whether the model was already converted"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.PREFIX)
+
+
+_OPTIMUM_INTEL_LOGGER = "optimum.intel.openvino.modeling_base"
+
+
 def _open(source, role: str, device: str | None, backend: str = "torch"):
     """``SentenceTransformer(source)``: a loaded model is returned as is, a path or hub name is opened
     (twins with jtcse's own classes; ``backend`` as sentence-transformers takes it); failures are
@@ -151,7 +142,13 @@ def _open(source, role: str, device: str | None, backend: str = "torch"):
         trust = needs_jtcse_classes(path) if path.exists() else False
         loader = sentence_transformer_loader(path) if path.exists() else SentenceTransformer
         options = {} if backend == "torch" else {"backend": backend}
-        return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
+        probe_filter = _OptimumLocalProbeFilter()
+        if backend != "torch" and path.exists():
+            logging.getLogger(_OPTIMUM_INTEL_LOGGER).addFilter(probe_filter)
+        try:
+            return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
+        finally:
+            logging.getLogger(_OPTIMUM_INTEL_LOGGER).removeFilter(probe_filter)
     except Exception as err:  # noqa: BLE001 - any load failure is a problem with the user's path, said in one line
         first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         if path.exists():
@@ -167,6 +164,8 @@ def set_max_seq_length(model, max_seq_length, role: str) -> int:
     warning naming ``role``; returns the length set. Every command that takes a length goes through here, so a
     length above the position table never reaches a forward pass."""
     from sentence_transformers.base.modules import Transformer
+
+    from jtcse.modeling.twin import position_capacity
 
     first = model[0]
     if isinstance(first, Transformer):

@@ -8,7 +8,6 @@ import it.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Iterable
 
 from jtcse.corpus import utf8_lines
 from jtcse.errors import JTCSEError
+from jtcse.locking import atomic_path
 
 _LINE_BREAKS = re.compile(r"[\t\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
 
@@ -25,23 +25,22 @@ def clean_field(text: str) -> str:
     return _LINE_BREAKS.sub(" ", text).strip()
 
 
-def write_pairs(path: str | Path, pairs: Iterable[tuple[str, str]]) -> int:
-    """Write ``(original, paraphrase)`` pairs to ``path`` atomically; returns the number written.
+def normalise_for_comparison(text: str) -> str:
+    """Collapse whitespace and case, the equivalence under which a round trip counts as unchanged (such a
+    pair carries no signal beyond dropout: ``jtcse rtt`` drops it as ``identical``, the warm-up skips it)."""
+    return " ".join(text.split()).casefold()
 
-    The file is written to a temporary sibling and renamed into place, so a crash never leaves a
-    half-written pairs file behind.
-    """
+
+def write_pairs(path: str | Path, pairs: Iterable[tuple[str, str]]) -> int:
+    """Write ``(original, paraphrase)`` pairs to ``path`` atomically (:func:`jtcse.locking.atomic_path`), so a
+    crash never leaves a half-written pairs file behind; returns the number written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     count = 0
-    with tmp.open("w", encoding="utf-8", newline="\n") as handle:
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as handle:
         for original, paraphrase in pairs:
             handle.write(f"{clean_field(original)}\t{clean_field(paraphrase)}\n")
             count += 1
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
     return count
 
 

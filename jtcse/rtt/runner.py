@@ -23,7 +23,7 @@ from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_path, atomic_write_json, crash_point, output_lock
 from jtcse.rtt.base import TranslationFailure, Translator
 from jtcse.rtt.cache import CachedTranslator, TranslationCache
-from jtcse.rtt.pairs import clean_field, write_pairs
+from jtcse.rtt.pairs import clean_field, normalise_for_comparison, write_pairs
 
 
 @dataclass
@@ -51,10 +51,6 @@ class RTTSummary:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _normalised(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 def pairs_path(output_dir: str | Path, pivot: str) -> Path:
@@ -89,7 +85,7 @@ def run_rtt(
         raise JTCSEError(f"chunk size must be at least 1, got {chunk_size}")
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"{output_dir} is a file; --output-dir names the folder the pairs files go to.")
+        raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the pairs files go to.")
     with output_lock(output_dir):
         output_dir.mkdir(parents=True, exist_ok=True)
         cleaned = [clean_field(s) for s in sentences]
@@ -148,7 +144,7 @@ def _run_pivots(
             elif not result.strip():
                 stats.empty += 1
                 dropped.append((s, "empty", "the round trip came back empty"))
-            elif _normalised(result) == _normalised(s):
+            elif normalise_for_comparison(result) == normalise_for_comparison(s):
                 stats.identical += 1
                 dropped.append((s, "identical", result))
             else:

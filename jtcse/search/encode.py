@@ -5,18 +5,20 @@ output can be allocated at its final size; the second pass reads ``chunk_size`` 
 encodes each chunk with ``SentenceTransformer.encode`` (which sorts the chunk by length and batches
 it) and writes the vectors straight to disk. Memory holds one chunk, never the whole file.
 
-Outputs (``OUT`` is the path given, ``STEM`` the path without its extension):
+Outputs (:mod:`jtcse.search.sinks`): ``OUT.npy`` (+ ``STEM.rows.npy``), ``OUT.parquet``, or a folder of
+parquet shards (``OUT`` without a suffix).
 
-* ``.npy``: ``OUT`` is an ``(rows, dim)`` array written through ``numpy.lib.format.open_memmap``;
-  ``STEM.rows.npy`` holds, per row, the 1-based source line number and its byte offset.
-* ``.parquet``: one table with columns ``line``, ``offset``, ``text`` and ``embedding`` (a
-  fixed-size list). Chunks go to ``OUT.parts/`` first and are joined into ``OUT`` at the end.
+Engines: one process (``device``); every device of the machine through sentence-transformers'
+multi-process pool (``devices``/``processes``, :mod:`jtcse.search.pool`); or a Ray cluster
+(``engine=RayEngine(...)``, :mod:`jtcse.search.ray_encode`), whose actors encode chunks in parallel and
+write them as parquet parts.
 
-``OUT.json`` records the model, the input's path/size/mtime, normalisation, dtype and how
-far encoding got. An interrupted run started again with the same settings resumes after the last
-finished chunk; ``complete: true`` marks a finished output. While a run writes, it holds the lock
-``OUT.lock`` (:func:`jtcse.locking.output_lock`): a second run into the same ``OUT`` is refused with
-the first one's PID instead of "resuming" its progress file.
+``OUT.json`` (``OUT/_jtcse.json`` for a shards folder) records the model, the input's path/size/mtime,
+normalisation, dtype and how far encoding got. An interrupted run started again with the same settings
+resumes after the last finished chunk (Ray: keeps every finished part); ``complete: true`` marks a
+finished output. While a run writes, it holds the lock ``OUT.lock`` (:func:`jtcse.locking.output_lock`):
+a second run into the same ``OUT`` is refused with the first one's PID instead of "resuming" its
+progress file.
 """
 
 from __future__ import annotations
@@ -26,21 +28,30 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from jtcse.errors import JTCSEError
-from jtcse.locking import atomic_path, atomic_write_json, crash_point, output_lock
-from jtcse.search.lines import ROW_DTYPE, LineChunk, count_rows, iter_chunks
+from jtcse.locking import atomic_write_json, crash_point, output_lock
+from jtcse.search.lines import count_rows, iter_chunks, plan_chunks
+from jtcse.search.sinks import (
+    SHARD_META_FILE,
+    SINKS,
+    list_parts,
+    output_format,
+    part_rows,
+    parts_folder,
+    rows_path_for,
+)
 
 META_FORMAT = "jtcse-embeddings"
 META_VERSION = 1
-OUTPUT_FORMATS = {".npy": "npy", ".parquet": "parquet"}
 # Settings that must agree for a run to continue a previous one.
 _RESUME_KEYS = ("model", "input", "input_size", "input_mtime_ns", "output_format", "dtype", "normalized")
+
+__all__ = ["EncodeResult", "RayEngine", "encode_file", "meta_path_for", "rows_path_for", "result_dict"]
 
 
 @dataclass
@@ -57,6 +68,28 @@ class EncodeResult:
     resumed_from: int
     chunks_encoded: int
     seconds: float
+
+
+@dataclass
+class RayEngine:
+    """``jtcse encode --engine ray``: chunks encoded by a pool of Ray actors, each loading the model once.
+
+    ``actors``: how many (None: Ray scales the pool to the resources there are); ``gpus_per_actor`` and
+    ``cpus_per_actor``: what each actor reserves (Ray sets its CUDA devices and thread count from them).
+    """
+
+    actors: int | None = None
+    gpus_per_actor: float = 0.0
+    cpus_per_actor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.actors is not None and self.actors < 1:
+            raise JTCSEError(f"--actors must be at least 1, not {self.actors}")
+        if self.gpus_per_actor < 0 or self.cpus_per_actor <= 0:
+            raise JTCSEError(
+                f"--gpus-per-actor must be 0 or more and --cpus-per-actor more than 0 "
+                f"(got {self.gpus_per_actor}, {self.cpus_per_actor})."
+            )
 
 
 def model_identity(model: str) -> str:
@@ -92,110 +125,28 @@ def resolve_model(model: Any, model_name: str | None = None, device: str | None 
 
 
 def meta_path_for(output: str | Path) -> Path:
-    """``OUT.json``: settings and progress of the run that writes ``OUT``."""
+    """``OUT.json`` (a shards folder: ``OUT/_jtcse.json``): settings and progress of the run that writes ``OUT``."""
     output = Path(output)
+    if output_format(output) == "shards":
+        return output / SHARD_META_FILE
     return output.with_name(output.name + ".json")
 
 
-def rows_path_for(output: str | Path) -> Path:
-    """``STEM.rows.npy``: line number and byte offset of each row of a ``.npy`` output."""
+def output_files(output: str | Path) -> list[Path]:
+    """The files a finished run into ``output`` leaves: its progress file ``OUT.json``, ``OUT`` and, for
+    ``.npy``, the row table ``STEM.rows.npy`` (progress file first, the order to delete them in)."""
     output = Path(output)
-    return output.with_name(output.stem + ".rows.npy")
+    npy = output_format(output) == "npy"
+    return [meta_path_for(output), output] + ([rows_path_for(output)] if npy else [])
 
 
 def read_meta(path: str | Path) -> dict:
+    """A progress file (``OUT.json``) as a dict; a clear error when it cannot be read."""
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise JTCSEError(f"Cannot read progress file {path}: {err}. Delete it or pass --overwrite.") from None
-
-
-class _NpySink:
-    """Rows go straight into memory-mapped ``.npy`` files of their final size."""
-
-    def __init__(self, output: Path, rows: int, dim: int, dtype: str, resume: bool):
-        from numpy.lib.format import open_memmap
-
-        mode = "r+" if resume else "w+"
-        kwargs = {} if resume else {"dtype": dtype, "shape": (rows, dim)}
-        self.vectors = open_memmap(output, mode=mode, **kwargs)
-        row_kwargs = {} if resume else {"dtype": ROW_DTYPE, "shape": (rows,)}
-        self.rows = open_memmap(rows_path_for(output), mode=mode, **row_kwargs)
-        if self.vectors.shape != (rows, dim) or self.rows.shape != (rows,):
-            raise JTCSEError(f"{output} does not have the shape its progress file promises; pass --overwrite.")
-
-    @staticmethod
-    def can_resume(output: Path) -> bool:
-        return output.is_file() and rows_path_for(output).is_file()
-
-    def write(self, start: int, chunk: LineChunk, vectors: np.ndarray) -> None:
-        stop = start + len(chunk.texts)
-        self.vectors[start:stop] = vectors
-        self.rows[start:stop] = chunk.rows
-        self.vectors.flush()
-        self.rows.flush()
-
-    def finish(self) -> None:
-        del self.vectors, self.rows
-
-
-class _ParquetSink:
-    """Each chunk becomes one part file; ``finish`` joins the parts (one at a time) into the output."""
-
-    def __init__(self, output: Path, rows: int, dim: int, dtype: str, resume: bool):
-        try:
-            import pyarrow as pa
-        except ImportError:  # pragma: no cover - pyarrow comes with datasets
-            raise JTCSEError("Parquet output needs pyarrow: pip install pyarrow") from None
-        self.pa = pa
-        self.output = output
-        self.parts = output.with_name(output.name + ".parts")
-        if not resume and self.parts.exists():
-            shutil.rmtree(self.parts)
-        self.parts.mkdir(parents=True, exist_ok=True)
-        self.dim = dim
-        value_type = pa.float16() if dtype == "float16" else pa.float32()
-        self.schema = pa.schema(
-            [
-                ("line", pa.int64()),
-                ("offset", pa.int64()),
-                ("text", pa.string()),
-                ("embedding", pa.list_(value_type, dim)),
-            ]
-        )
-
-    @staticmethod
-    def can_resume(output: Path) -> bool:
-        return output.with_name(output.name + ".parts").is_dir()
-
-    def write(self, start: int, chunk: LineChunk, vectors: np.ndarray) -> None:
-        import pyarrow.parquet as pq
-
-        pa = self.pa
-        flat = pa.array(np.ascontiguousarray(vectors).reshape(-1), type=self.schema.field("embedding").type.value_type)
-        table = pa.Table.from_arrays(
-            [
-                pa.array(chunk.rows["line"]),
-                pa.array(chunk.rows["offset"]),
-                pa.array(chunk.texts, type=pa.string()),
-                pa.FixedSizeListArray.from_arrays(flat, self.dim),
-            ],
-            schema=self.schema,
-        )
-        with atomic_path(self.parts / f"part-{start:012d}.parquet") as tmp:
-            pq.write_table(table, tmp)
-
-    def finish(self) -> None:
-        import pyarrow.parquet as pq
-
-        with atomic_path(self.output) as tmp, pq.ParquetWriter(tmp, self.schema) as writer:
-            for part in sorted(self.parts.glob("part-*.parquet")):
-                writer.write_table(pq.read_table(part, schema=self.schema))
-        shutil.rmtree(self.parts)
-
-
-_SINKS = {"npy": _NpySink, "parquet": _ParquetSink}
 
 
 def encode_file(
@@ -208,100 +159,73 @@ def encode_file(
     normalize: bool = False,
     fp16: bool = False,
     device: str | None = None,
+    devices: str | list[str] | None = None,
+    processes: int | None = None,
+    engine: RayEngine | None = None,
     overwrite: bool = False,
     show_progress: bool = True,
     model_name: str | None = None,
     on_chunk: Callable[[int, int], None] | None = None,
+    reuse: bool = False,
 ) -> EncodeResult:
-    """Encode every non-empty line of ``input_path`` into ``output_path`` (``.npy`` or ``.parquet``).
+    """Encode every non-empty line of ``input_path`` into ``output_path`` (``.npy``, ``.parquet`` or a shards folder).
 
     ``model`` is a name/path or a loaded ``SentenceTransformer`` (then ``model_name`` is required).
     ``normalize`` makes every vector unit-length; ``fp16`` stores float16. An unfinished earlier run
     with the same settings is resumed; a finished output is only replaced with ``overwrite``.
     ``on_chunk(rows_done, rows_total)`` is called after each chunk is safely on disk.
+
+    Where it runs: ``device`` (one process); ``devices`` (``"cuda:0,cuda:1"``: one worker process per
+    device) or ``processes`` (N CPU workers) through sentence-transformers' multi-process pool; or
+    ``engine=RayEngine(...)`` (Ray actors; a shards folder or ``.parquet`` output, a model name or path).
+
+    ``reuse`` is for an output that is a caller's own working file (``jtcse index build``'s
+    ``embeddings.npy``): a finished output made with the same settings is returned as it is (nothing is
+    encoded), and whatever else is there (other settings, no progress file) is started over instead of refused.
     """
-    from tqdm.auto import tqdm
+    from jtcse.search.pool import worker_devices
 
     started = time.perf_counter()
     input_path = Path(input_path)
     output = Path(output_path)
-    fmt = OUTPUT_FORMATS.get(output.suffix.lower())
-    if fmt is None:
-        raise JTCSEError(f"Output {output} must end in .npy or .parquet.")
+    fmt = output_format(output)
     if batch_size < 1:
         raise JTCSEError(f"batch size must be at least 1, not {batch_size}")
     if chunk_size < 1:
         raise JTCSEError(f"chunk size must be at least 1, not {chunk_size}")
+    workers = worker_devices(devices, processes)
+    if workers is not None and device is not None:
+        raise JTCSEError("Give --device (one process) or --devices/--processes (several), not both.")
+    if engine is not None:
+        from jtcse.search.ray_encode import check_request
+
+        check_request(model, fmt, device, workers)
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
     identity = model_name_of(model, model_name)
-    wanted = run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
+    wanted = _run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
 
-    _check_output_location(output)
+    _check_output_location(output, fmt)
     with output_lock(output):
         meta_file = meta_path_for(output)
+        if reuse and not overwrite:
+            previous = read_meta(meta_file) if meta_file.is_file() else None
+            if previous is None or not _same_settings(previous, wanted):
+                overwrite = True
+            elif previous.get("complete") and output.exists():
+                return _result_from_meta(output, previous)
         meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
-        if meta is None:
-            counted = count_rows(input_path)
-            meta = {
-                "format": META_FORMAT,
-                "format_version": META_VERSION,
-                **wanted,
-                "rows": counted.rows,
-                "dim": None,
-                "empty_lines": counted.empty_lines,
-                "rows_done": 0,
-                "next_byte": 0,
-                "next_line": 1,
-                "complete": False,
-            }
+        fresh = meta is None
+        if fresh:
+            meta = {"format": META_FORMAT, "format_version": META_VERSION, **wanted, "rows": None, "dim": None,
+                    "empty_lines": None, "rows_done": 0, "next_byte": 0, "next_line": 1, "complete": False}  # fmt: skip
         resumed_from = meta["rows_done"]
-
-        st_model, _ = resolve_model(model, identity, device)
-        if overwrite:
-            _remove_previous(output, fmt)
-        if meta["dim"] is None:
-            meta["dim"] = st_model.get_embedding_dimension() or int(
-                st_model.encode(["probe"], convert_to_numpy=True).shape[-1]
-            )
-        elif st_model.get_embedding_dimension() not in (None, meta["dim"]):
-            raise JTCSEError(
-                f"{output} holds {meta['dim']}-d vectors but {identity} makes "
-                f"{st_model.get_embedding_dimension()}-d ones; pass --overwrite to start over."
-            )
-        sink = _SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], resume=resumed_from > 0)
-        atomic_write_json(meta_file, meta)
-
-        chunks = 0
-        with tqdm(total=meta["rows"], initial=resumed_from, unit="sent", desc="Encoding", disable=not show_progress) as bar:
-            for chunk in iter_chunks(input_path, chunk_size, start_byte=meta["next_byte"], start_line=meta["next_line"]):
-                if meta["rows_done"] + len(chunk.texts) > meta["rows"]:
-                    raise JTCSEError(f"{input_path} grew while it was being encoded; run again with --overwrite.")
-                vectors = st_model.encode(
-                    chunk.texts,
-                    batch_size=batch_size,
-                    normalize_embeddings=normalize,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
-                if vectors.shape[-1] != meta["dim"]:
-                    raise JTCSEError(f"{identity} returned {vectors.shape[-1]}-d vectors, expected {meta['dim']}-d.")
-                sink.write(meta["rows_done"], chunk, vectors.astype(meta["dtype"], copy=False))
-                meta.update(
-                    rows_done=meta["rows_done"] + len(chunk.texts), next_byte=chunk.end_byte, next_line=chunk.next_line
-                )
-                atomic_write_json(meta_file, meta)
-                chunks += 1
-                bar.update(len(chunk.texts))
-                if on_chunk is not None:
-                    on_chunk(meta["rows_done"], meta["rows"])
-                crash_point("encode-chunk")
-        if meta["rows_done"] != meta["rows"]:
-            raise JTCSEError(
-                f"{input_path} changed while it was being encoded ({meta['rows_done']} rows read, {meta['rows']} "
-                "counted); run again with --overwrite."
-            )
-        sink.finish()
+        run = _encode_with_ray if engine is not None else _encode_here
+        chunks = run(
+            model, identity, input_path, output, fmt, meta, fresh=fresh, overwrite=overwrite, batch_size=batch_size,
+            chunk_size=chunk_size, normalize=normalize, device=device, workers=workers, engine=engine,
+            show_progress=show_progress, on_chunk=on_chunk,
+        )  # fmt: skip
         meta["complete"] = True
         atomic_write_json(meta_file, meta)
         return EncodeResult(
@@ -318,7 +242,143 @@ def encode_file(
         )
 
 
-def run_settings(identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool) -> dict:
+def _sink_info(meta: dict) -> dict:
+    """What every parquet shard records about itself (schema metadata ``jtcse``)."""
+    return {"model": meta["model"], "normalized": meta["normalized"], "input": meta["input"]}
+
+
+def _encode_here(model, identity, input_path, output, fmt, meta, *, fresh, overwrite, batch_size, chunk_size, normalize,
+                 device, workers, show_progress, on_chunk, **_) -> int:  # fmt: skip
+    """One process, or a multi-process pool on this machine: chunks in order, progress after each."""
+    from tqdm.auto import tqdm
+
+    from jtcse.search.pool import encode_pool, pool_encode
+
+    if fresh:
+        counted = count_rows(input_path)
+        meta.update(rows=counted.rows, empty_lines=counted.empty_lines)
+    pooled = workers is not None and len(workers) > 1
+    if workers is not None and not pooled:
+        device = workers[0]
+    st_model, _ = resolve_model(model, identity, "cpu" if pooled else device)
+    if overwrite:
+        _remove_previous(output)
+    _check_dim(meta, st_model, identity, output)
+    resumed = meta["rows_done"] > 0
+    sink = SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], resumed, _sink_info(meta))
+    if fmt != "npy":
+        sink.drop_parts_from(meta["rows_done"])  # parts past the progress mark are rewritten (perhaps cut otherwise)
+    meta_file = meta_path_for(output)
+    atomic_write_json(meta_file, meta)
+    chunks = 0
+    bar = tqdm(total=meta["rows"], initial=meta["rows_done"], unit="sent", desc="Encoding", disable=not show_progress)
+    with bar, (encode_pool(st_model, workers) if pooled else nullcontext()) as pool:
+        for chunk in iter_chunks(input_path, chunk_size, start_byte=meta["next_byte"], start_line=meta["next_line"]):
+            if meta["rows_done"] + len(chunk.texts) > meta["rows"]:
+                raise JTCSEError(f"{input_path} grew while it was being encoded; run again with --overwrite.")
+            settings = dict(batch_size=batch_size, normalize_embeddings=normalize, convert_to_numpy=True, show_progress_bar=False)
+            if pool is None:
+                vectors = st_model.encode(chunk.texts, **settings)
+            else:
+                vectors = pool_encode(st_model, chunk.texts, pool, **settings)
+            if vectors.shape[-1] != meta["dim"]:
+                raise JTCSEError(f"{identity} returned {vectors.shape[-1]}-d vectors, expected {meta['dim']}-d.")
+            sink.write(meta["rows_done"], chunk, vectors.astype(meta["dtype"], copy=False))
+            meta.update(rows_done=meta["rows_done"] + len(chunk.texts), next_byte=chunk.end_byte, next_line=chunk.next_line)
+            atomic_write_json(meta_file, meta)
+            chunks += 1
+            bar.update(len(chunk.texts))
+            if on_chunk is not None:
+                on_chunk(meta["rows_done"], meta["rows"])
+            crash_point("encode-chunk")
+    if meta["rows_done"] != meta["rows"]:
+        raise JTCSEError(
+            f"{input_path} changed while it was being encoded ({meta['rows_done']} rows read, {meta['rows']} "
+            "counted); run again with --overwrite."
+        )
+    sink.finish()
+    return chunks
+
+
+def _encode_with_ray(model, identity, input_path, output, fmt, meta, *, overwrite, batch_size, chunk_size, normalize,
+                     engine, show_progress, on_chunk, **_) -> int:  # fmt: skip
+    """Ray actors encode the chunks not on disk yet, in any order; progress counts the unbroken prefix."""
+    from tqdm.auto import tqdm
+
+    from jtcse.search.ray_encode import encode_spans
+
+    spans, counted = plan_chunks(input_path, chunk_size)
+    if meta["rows"] is None:
+        meta.update(rows=counted.rows, empty_lines=counted.empty_lines)
+    elif meta["rows"] != counted.rows:
+        raise JTCSEError(f"{input_path} changed since this output was started; run again with --overwrite.")
+    if overwrite:
+        _remove_previous(output)
+    folder = parts_folder(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    planned = {span.start_row: span.rows for span in spans}
+    done: dict[int, int] = {}
+    for start, path in list_parts(folder).items():  # keep the parts a chunk of this plan wrote, drop the rest
+        if meta["dim"] is not None and planned.get(start) == part_rows(path):
+            done[start] = planned[start]
+        else:
+            path.unlink()
+    position = {span.start_row: i for i, span in enumerate(spans)}
+    meta.update(rows_done=0, next_byte=0, next_line=1)  # counted again from the parts kept
+    _advance_prefix(meta, done, spans, position)
+    meta_file = meta_path_for(output)
+    atomic_write_json(meta_file, meta)
+    todo = [span for span in spans if span.start_row not in done]
+    bar = tqdm(total=meta["rows"], initial=sum(done.values()), unit="sent", desc="Encoding", disable=not show_progress)
+    with bar:
+        for start, rows, dim in encode_spans(
+            identity, input_path, todo, folder, info=_sink_info(meta), dtype=meta["dtype"], dim=meta["dim"],
+            batch_size=batch_size, normalize=normalize, engine=engine, show_progress=show_progress,
+        ):  # fmt: skip
+            if meta["dim"] is None:
+                meta["dim"] = dim
+            done[start] = rows
+            _advance_prefix(meta, done, spans, position)
+            meta["parts_done"] = len(done)
+            atomic_write_json(meta_file, meta)
+            bar.update(rows)
+            if on_chunk is not None:
+                on_chunk(sum(done.values()), meta["rows"])
+    if len(done) != len(spans):  # pragma: no cover - encode_spans raises first
+        raise JTCSEError(f"Only {len(done)} of {len(spans)} chunks of {input_path} were encoded; run again to finish.")
+    SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], True, _sink_info(meta)).finish()
+    return len(todo)
+
+
+def _advance_prefix(meta: dict, done: dict[int, int], spans: list, position: dict[int, int]) -> None:
+    """Move ``rows_done``/``next_byte``/``next_line`` past the chunks finished without a gap before them
+    (``position``: a span's index by its first row; ``rows_done`` is always a span's first row or the end)."""
+    at = position.get(meta["rows_done"], len(spans))
+    moved = at
+    while moved < len(spans) and spans[moved].start_row in done:
+        moved += 1
+    if moved > at:
+        last = spans[moved - 1]
+        following = spans[moved] if moved < len(spans) else None
+        meta.update(
+            rows_done=last.start_row + last.rows,
+            next_byte=following.start_byte if following else last.end_byte,
+            next_line=following.start_line if following else meta["next_line"],
+        )
+
+
+def _check_dim(meta: dict, st_model: Any, identity: str, output: Path) -> None:
+    """Set the output's dimension from the model, or check the model still makes vectors of it."""
+    dim = st_model.get_embedding_dimension()
+    if meta["dim"] is None:
+        meta["dim"] = dim or int(st_model.encode(["probe"], convert_to_numpy=True).shape[-1])
+    elif dim not in (None, meta["dim"]):
+        raise JTCSEError(
+            f"{output} holds {meta['dim']}-d vectors but {identity} makes {dim}-d ones; pass --overwrite to start over."
+        )
+
+
+def _run_settings(identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool) -> dict:
     """The settings a run must share with an unfinished one to continue it (``_RESUME_KEYS``)."""
     input_path = Path(input_path)
     stat = input_path.stat()
@@ -327,17 +387,17 @@ def run_settings(identity: str, input_path: str | Path, output: str | Path, *, f
         "input": str(input_path.resolve()),
         "input_size": stat.st_size,
         "input_mtime_ns": stat.st_mtime_ns,
-        "output_format": OUTPUT_FORMATS[Path(output).suffix.lower()],
+        "output_format": output_format(output),
         "dtype": "float16" if fp16 else "float32",
         "normalized": bool(normalize),
     }
 
 
-def same_settings(meta: dict, wanted: dict) -> bool:
+def _same_settings(meta: dict, wanted: dict) -> bool:
     return all(meta.get(key) == wanted[key] for key in _RESUME_KEYS)
 
 
-def result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
+def _result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
     """The result of a finished run, from its ``OUT.json`` (nothing encoded now)."""
     return EncodeResult(
         output=str(output),
@@ -353,9 +413,24 @@ def result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
     )
 
 
-def _check_output_location(output: Path) -> None:
-    """Refuse, before anything is written, an output that is a folder or sits under a file."""
-    if output.is_dir():
+def _ours(path: Path) -> bool:
+    """A file an encode run writes into a shards folder: its progress file, a part, or a part being written."""
+    name = path.name
+    return name == SHARD_META_FILE or name.startswith(("part-", ".part-", f".{SHARD_META_FILE}"))
+
+
+def _check_output_location(output: Path, fmt: str) -> None:
+    """Refuse, before anything is written, an output that is a folder (a shards folder: a foreign one) or
+    sits under a file."""
+    if fmt == "shards":
+        if output.is_file():
+            raise JTCSEError(f"{output} is a file; a shards output is a folder (or give FILE.npy / FILE.parquet).")
+        foreign = sorted(p.name for p in output.iterdir() if not _ours(p)) if output.is_dir() else []
+        if foreign:
+            raise JTCSEError(
+                f"{output} holds files jtcse did not write ({', '.join(foreign[:3])}); give a new or empty folder for the shards."
+            )
+    elif output.is_dir():
         raise JTCSEError(f"{output} is a folder; -o names the .npy or .parquet file to write (e.g. {output / 'vectors.npy'}).")
     for parent in output.parents:
         if parent.exists():
@@ -365,11 +440,16 @@ def _check_output_location(output: Path) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _remove_previous(output: Path, fmt: str) -> None:
+def _remove_previous(output: Path) -> None:
     """Delete what an earlier run into ``output`` left (``--overwrite``)."""
-    for path in [meta_path_for(output), output] + ([rows_path_for(output)] if fmt == "npy" else []):
+    if output_format(output) == "shards":
+        for path in output.iterdir() if output.is_dir() else ():
+            if _ours(path):
+                path.unlink()
+        return
+    for path in output_files(output):
         path.unlink(missing_ok=True)
-    parts = output.with_name(output.name + ".parts")
+    parts = parts_folder(output)
     if parts.is_dir():
         shutil.rmtree(parts)
 
@@ -379,7 +459,7 @@ def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overw
     if overwrite:
         return None  # the old files go only once the model has loaded (_remove_previous)
     if not meta_file.is_file():
-        if output.exists():
+        if output.exists() and not (fmt == "shards" and not any(output.iterdir())):
             raise JTCSEError(f"{output} already exists; pass --overwrite to replace it.")
         return None
     meta = read_meta(meta_file)
@@ -388,12 +468,13 @@ def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overw
     differences = [
         f"{key}: {meta.get(key)!r} then, {wanted[key]!r} now" for key in _RESUME_KEYS if meta.get(key) != wanted[key]
     ]
-    if differences:  # same_settings(), spelt out for the message
+    if differences:  # _same_settings(), spelt out for the message
         raise JTCSEError(
             f"An unfinished run into {output} used other settings ({'; '.join(differences)}); "
             "run with those settings to resume, or pass --overwrite to start over."
         )
-    if meta.get("rows_done", 0) == 0 or not _SINKS[fmt].can_resume(output) or meta.get("dim") is None:
+    started = meta.get("rows_done", 0) > 0 or meta.get("parts_done", 0) > 0
+    if not started or not SINKS[fmt].can_resume(output) or meta.get("dim") is None:
         return None
     return meta
 

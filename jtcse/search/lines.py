@@ -102,6 +102,45 @@ def iter_chunks(
         yield _chunk(texts, lines, offsets, position, line_no)
 
 
+@dataclass
+class ChunkSpan:
+    """Where one chunk of :func:`iter_chunks` lies in its file: enough to read it again on its own."""
+
+    start_row: int  # 0-based index of its first row
+    rows: int
+    start_byte: int
+    end_byte: int
+    start_line: int
+
+    def read(self, path: str | Path) -> LineChunk:
+        """The chunk's rows, checked against the span (a file edited since the span was made is an error)."""
+        chunk = next(iter_chunks(path, self.rows, start_byte=self.start_byte, start_line=self.start_line), None)
+        # (the last chunk of a sequential read also took in the blank lines after it: end_byte may lie past ours)
+        if chunk is None or len(chunk.texts) != self.rows or chunk.end_byte > self.end_byte:
+            raise JTCSEError(f"{path} changed while it was being encoded; run again with --overwrite.")
+        return chunk
+
+
+def plan_chunks(path: str | Path, chunk_size: int) -> tuple[list[ChunkSpan], LineCount]:
+    """One streaming pass: the spans of the chunks :func:`iter_chunks` yields, and the :func:`count_rows` count.
+
+    Several workers can then read their chunks independently (``ChunkSpan.read``) and still number
+    rows and lines exactly as one sequential reader does.
+    """
+    path = _check_file(path)
+    spans: list[ChunkSpan] = []
+    row, byte, line = 0, 0, 1
+    for chunk in iter_chunks(path, chunk_size):
+        spans.append(ChunkSpan(row, len(chunk.texts), byte, chunk.end_byte, line))
+        row, byte, line = row + len(chunk.texts), chunk.end_byte, chunk.next_line
+    if row == 0:
+        raise JTCSEError(f"Input file {path} has no sentences (it is empty or only blank lines).")
+    with path.open("rb") as handle:  # the blank lines after the last chunk
+        handle.seek(byte)
+        trailing = sum(1 for _ in handle)
+    return spans, LineCount(rows=row, empty_lines=line - 1 + trailing - row, size=path.stat().st_size)
+
+
 def _chunk(texts: list[str], lines: list[int], offsets: list[int], end: int, next_line: int) -> LineChunk:
     rows = np.empty(len(texts), dtype=ROW_DTYPE)
     rows["line"] = lines

@@ -26,14 +26,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from jtcse.corpus import read_training_sentences
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
-from jtcse.training.common import dev_evaluator, read_training_sentences
-from jtcse.training.stage import Stage, TrainingSettings, run_stage, set_training_length, start_stage
+from jtcse.training.stage import (
+    Stage,
+    TrainingSettings,
+    dev_evaluator,
+    run_stage,
+    set_training_length,
+    start_stage,
+    training_device,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TEACHER_CACHE_SUBDIR = "teacher_cache"
 
@@ -44,6 +53,7 @@ def targets_dataset(sentences: Sequence[str], embeddings: np.ndarray):
     Built from an Arrow fixed-size-list column (no Python lists of floats), returned with the
     ``label`` column formatted as torch tensors so the collator only stacks them.
     """
+    import numpy as np
     import pyarrow as pa
     from datasets import Dataset
 
@@ -108,8 +118,9 @@ def _projection_checkpoints(loss, resume_from: str | None):
     return ProjectionCheckpoints()
 
 
-DISTILL_SETTINGS = TrainingSettings(eval_steps=250)
-"""``distill``'s training settings by default."""
+DISTILL_SETTINGS = TrainingSettings(batch_size=64, max_seq_length=32, learning_rate=2e-5, epochs=2, eval_steps=250)
+"""``distill``'s training settings by default, and the pipeline's distillation's: the CPU recipe measured on the
+embedded MiniLM (two passes over the corpus, better than one on the selection split; ``evaluation/DEFAULTS.md``)."""
 
 
 @locks_output("output_dir")
@@ -126,6 +137,7 @@ def distill(
     resume: bool = True,
     overwrite: bool = False,
     callbacks: Sequence[Any] = (),
+    device: str | None = None,
     settings: TrainingSettings | None = None,
     **training: Any,
 ) -> dict[str, Any]:
@@ -141,16 +153,19 @@ def distill(
     the checkpoint with the best dev Spearman. How long and how it trains: ``settings`` (a
     :class:`~jtcse.training.stage.TrainingSettings`) and/or its fields as keywords (``batch_size=32,
     max_steps=100`` ...), on top of :data:`DISTILL_SETTINGS`. An interrupted run resumes from its last
-    trainer checkpoint when ``resume``.
+    trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
+    precision before anything loads (:func:`~jtcse.training.stage.training_device`); the teacher encodes there too.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import POOLING_CHOICES, describe_source, load_student
-    from jtcse.training.distributed import main_process_first, pooler_parameters
+    from jtcse.processes import main_process_first
+    from jtcse.training.distributed import pooler_parameters
     from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
 
     settings = DISTILL_SETTINGS.given(settings, training, "distill")
     check_objective(objective)
+    training_device(device, settings.precision)
     if student_pooling not in (None, *POOLING_CHOICES):
         raise JTCSEError(f"student pooling must be one of {', '.join(POOLING_CHOICES)}, not {student_pooling!r}.")
     sentences, data = read_training_sentences(train_file, "training corpus")
@@ -175,7 +190,7 @@ def distill(
     if plan.finished:
         return plan.summary
 
-    model, changes = load_student(student, pooling=student_pooling)
+    model, changes = load_student(student, pooling=student_pooling, device=device)
     own_length = set_training_length(model, settings, "student")
     student_dim = model.get_embedding_dimension()
 
@@ -187,6 +202,7 @@ def distill(
             Path(output_dir) / TEACHER_CACHE_SUBDIR,
             batch_size=teacher_batch_size,
             fingerprint=plan.config["teacher"],
+            device=device,
         )
     )
     teacher_dim = int(targets.embeddings.shape[1])
@@ -215,6 +231,7 @@ def distill(
             },
             data=data,
             restore_max_seq_length=own_length,
+            device=device,
             # neither CLS nor mean pooling reads the transformers pooler, so under DDP its parameters get no gradient
             trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),
             callbacks=callbacks,

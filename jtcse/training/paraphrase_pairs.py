@@ -14,11 +14,6 @@ from pathlib import Path
 from jtcse.errors import JTCSEError
 
 
-def normalise_for_comparison(text: str) -> str:
-    """Collapse whitespace and case, the equivalence under which a round trip counts as unchanged."""
-    return " ".join(text.split()).casefold()
-
-
 @dataclass
 class ParaphrasePairs:
     """Usable (original, paraphrase) pairs and what was dropped on the way."""
@@ -36,7 +31,7 @@ class ParaphrasePairs:
 
 def read_paraphrase_pairs(path: str | Path) -> ParaphrasePairs:
     """Read ``path``; raise :class:`JTCSEError` for a missing/empty/malformed file or no usable pair."""
-    from jtcse.rtt.pairs import read_pairs_counted
+    from jtcse.rtt.pairs import normalise_for_comparison, read_pairs_counted
 
     read = read_pairs_counted(path, allow_empty_side=True)
     originals: list[str] = []

@@ -26,40 +26,37 @@ distill    ``distilled/``  the ensemble (else the twin) teaches the student: by 
 eval       ``eval/``       dev Spearman (all pairs and per genre) of every model above and of the starting model(s)
 =========  ==============  ==========================================================================
 
-Defaults (:data:`STAGE_DEFAULTS`, :data:`ENSEMBLE_WEIGHTS`) are the CPU recipe measured in
-``evaluation/DEFAULTS.md`` (``scripts/repro_default.py``); each stage's settings given by the caller go on top.
+Defaults (:mod:`jtcse.training.pipeline_settings`: each stage's is its trainer's preset, the ensemble's weights,
+the probe's learning rates) are the CPU recipe measured in ``evaluation/DEFAULTS.md`` (``scripts/repro_default.py``);
+each stage's settings given by the caller go on top. The paper's recipes are in ``models/``. The dev file is only
+reported: every trainer keeps its last step, and what is chosen (the probe's learning rate, the ensemble's
+weights) is chosen on the selection file (:mod:`jtcse.training.selection`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, locks_output
+from jtcse.training.distill import distill
+from jtcse.training.pipeline_settings import ENSEMBLE_WEIGHTS, PROBE_LEARNING_RATES, PROBE_STEPS, check_settings
+from jtcse.training.selection import choose_weights, selection_pairs
+from jtcse.training.simcse import train_simcse
+from jtcse.training.stage import training_device
+from jtcse.training.twin import train_twin
+
+logger = logging.getLogger(__name__)
 
 STAGES = ("warmup_a", "warmup_b", "probe", "twin", "ensemble", "distill", "eval")
 FOLDERS = {"warmup_a": "tower_a", "warmup_b": "tower_b", "probe": "probe", "twin": "twin", "ensemble": "ensemble",
            "distill": "distilled", "eval": "eval"}
-STAGE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "warmup": {"batch_size": 32, "max_seq_length": 32, "learning_rate": 3e-5, "epochs": 1},
-    "twin": {"batch_size": 16, "max_seq_length": 32, "learning_rate": 1e-5, "max_steps": 100},
-    "distill": {"batch_size": 64, "max_seq_length": 32, "learning_rate": 2e-5, "epochs": 2},
-}
-"""Each stage's training settings unless the caller gives them: the CPU recipe of ``evaluation/DEFAULTS.md``
-(a warm-up is one pass of plain SimCSE; the twin trains briefly at a low learning rate, which measured least
-harmful to pre-trained towers; the distillation is two passes over the corpus). The trainers' own defaults are
-the paper's."""
-ENSEMBLE_WEIGHTS = {"warmups": (1.25, 1.25, 1.0), "twin": (2.0, 1.0)}
-"""The default ensemble's weights, chosen on the selection split: (warm-up I, warm-up II, the starting model)
-without a twin, (the twin, the starting model) with one."""
-PROBE_LEARNING_RATES = (1e-5, 3e-5, 1e-4)
-"""The twin learning rates the probe stage tries (with ``selection_file``)."""
-PROBE_STEPS = 100
-"""How long each probe twin trains."""
 PLAN_KEY = "pipeline_plan"
 """Key of a finished stage's marker holding the settings it ran with, compared on rerun."""
 STAGE_DONE = "stage_done.json"
@@ -68,7 +65,7 @@ STAGE_DONE = "stage_done.json"
 def _stage_done(folder: Path) -> dict[str, Any] | None:
     """The stage's summary when it has finished: its marker, or a finished trainer run without one
     (a crash between saving the model and writing the marker)."""
-    from jtcse.training.common import RUN_SUMMARY_NAME, is_finished
+    from jtcse.training.run_dir import RUN_SUMMARY_NAME, is_finished
 
     for marker in (folder / STAGE_DONE, folder / RUN_SUMMARY_NAME):
         if marker.is_file() and (marker.name == STAGE_DONE or is_finished(folder)):
@@ -107,7 +104,7 @@ def run_once(
             changed = sorted(k for k in set(plan) | set(recorded) if plan.get(k) != recorded.get(k))
             raise JTCSEError(
                 f"{folder} finished with other settings ({', '.join(changed)} differ); remove that folder to "
-                "run the stage again, or use another --output-dir."
+                "run the stage again, or use another -o/--output."
             )
         return {"output": str(folder), "status": "skipped (done)", "seconds": 0.0, "summary": done}
     start = time.perf_counter()
@@ -154,16 +151,21 @@ def run_pipeline(
     probe_steps: int = PROBE_STEPS,
     student: str | None = None,
     student_pooling: str | None = None,
+    device: str | None = None,
+    recipe: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run (or finish) the pipeline in ``output_dir`` up to and including stage ``until``.
 
     ``tower_a`` / ``tower_b``: starting encoders (``None``: the embedded MiniLM). ``corpus``: one sentence a
-    line (``None``: embedded prose). ``dev_file``: the STS-B-format file the eval stage reports on (all pairs and per
-    genre); it is never used to choose: every trainer keeps its last step. ``pooling`` (``cls`` | ``mean``; ``None``: the starting model's own, CLS
+    line (``None``: embedded prose). ``pooling`` (``cls`` | ``mean``; ``None``: the starting model's own, CLS
     for a plain ``transformers`` model) is kept by the warm-ups and used by the twin. ``*_settings`` go to
     :func:`~jtcse.training.simcse.train_simcse`, :func:`~jtcse.training.twin.train_twin` and
-    :func:`~jtcse.training.distill.distill` on top of :data:`STAGE_DEFAULTS` (e.g. ``{"max_steps": 100}``;
-    ``cael_every`` and the loss weights for the twin, ``objective`` for the distillation).
+    :func:`~jtcse.training.distill.distill` on top of the trainers' presets
+    (:data:`~jtcse.training.pipeline_settings.STAGE_DEFAULTS`), e.g. ``{"max_steps": 100}`` (``cael_every`` and
+    the loss weights for the twin, ``objective`` for the distillation);
+    every stage's settings are checked, with ``device`` and each stage's precision
+    (:func:`~jtcse.training.stage.training_device`), before the first stage runs.
+    ``dev_file`` is only reported (the eval stage): the trainers keep their last step.
 
     ``twin``: train the JTCSE twin on the two warm-ups. ``None``: off when the start is a pre-trained sentence
     encoder (:func:`is_sentence_encoder`) that joins the ensemble, which then holds the two warm-ups instead
@@ -181,17 +183,21 @@ def run_pipeline(
     at each of ``probe_learning_rates`` and the best on this file trains the twin (not with a twin
     ``learning_rate`` given); with an ensemble of the start, the weights are chosen on it.
     ``student``: the distillation student (``None``: ``tower_a``, i.e. the model tower I started from), kept
-    with its own pooling unless ``student_pooling`` says otherwise.
+    with its own pooling unless ``student_pooling`` says otherwise. ``device``: where every stage trains and
+    evaluates (``None``: the best device here). ``recipe``: where the settings came from (``jtcse pipeline
+    --recipe``: the file, its sha256 and the options given on top), recorded in the summary as it is.
     Returns the summary (also written as ``pipeline_summary.json`` and ``.md``).
     """
-    from jtcse.modeling.loading import check_pooling, describe_source
-    from jtcse.training.distill import distill
-    from jtcse.training.selection import choose_weights, selection_pairs
-    from jtcse.training.simcse import train_simcse
+    from jtcse.modeling.loading import describe_source
 
-    check_pooling(pooling)
-    if ensemble is False and ensemble_with:
-        raise JTCSEError("ensemble=False (--no-ensemble) and models to ensemble with (--ensemble-with) contradict each other.")
+    settings = check_settings(
+        until=until, pooling=pooling, warmup_settings=warmup_settings, twin_settings=twin_settings,
+        distill_settings=distill_settings, twin=twin, ensemble=ensemble, ensemble_with=ensemble_with,
+        probe_learning_rates=probe_learning_rates, probe_steps=probe_steps, selection_file=selection_file,
+        student_pooling=student_pooling,
+    )  # fmt: skip
+    for stage_training, _ in settings.values():  # a device or precision this machine lacks: before any stage runs
+        training_device(device, stage_training.precision)
     encoder_start = is_sentence_encoder(tower_a)
     if ensemble is None:  # the default: the start joins, unless the caller named the members
         ensemble = not ensemble_with and encoder_start
@@ -199,16 +205,16 @@ def run_pipeline(
         twin = not (encoder_start and ensemble)
     if selection_file is not None and twin and (twin_settings or {}).get("learning_rate") is not None:
         raise JTCSEError("a twin learning rate was given and a selection file to probe for one; give one of them.")
-
     output_dir = Path(output_dir)
     folders = {stage: output_dir / name for stage, name in FOLDERS.items()}
     trained = [folders["twin"]] if twin else [folders["warmup_a"], folders["warmup_b"]]
-    extra = ([tower_a] if ensemble else []) + list(ensemble_with)
-    members = [*map(str, trained), *(describe_source(m) for m in extra)] if (extra or not twin) else []
-    default_members = "twin" if twin else "warmups"
-    if ensemble and not ensemble_with and ensemble_weights is None and selection_file is None:
-        ensemble_weights = list(ENSEMBLE_WEIGHTS[default_members])
-    skip = {"ensemble"} if not members else set()
+    extra = ([tower_a] if ensemble else []) + list(ensemble_with)  # the start, then the named models
+    members = [*map(str, trained), *map(describe_source, extra)] if (extra or not twin) else []
+    choose = bool(ensemble) and ensemble_weights is None and selection_file is not None
+    if ensemble and not ensemble_with and ensemble_weights is None and not choose:
+        ensemble_weights = list(ENSEMBLE_WEIGHTS["twin" if twin else "warmups"])
+
+    skip = set() if members else {"ensemble"}
     if not twin:
         skip |= {"probe", "twin"}
     elif selection_file is None:
@@ -222,63 +228,67 @@ def run_pipeline(
         raise JTCSEError("the eval stage needs --dev-file (an STS-B-format file); or stop earlier with --until.")
     if dev_file is not None and not Path(dev_file).is_file():
         raise JTCSEError(f"dev file not found: {dev_file}")
-    if selection_file is not None:
-        selection_pairs(selection_file, dev_file)  # refused before anything trains
+    chosen_on = selection_pairs(selection_file, dev_file) if selection_file is not None else None
     if members:
-        from jtcse.modeling.ensemble import COMBINE_CHOICES, check_weights
+        from jtcse.modeling.ensemble import check_combine, check_weights
 
-        check_weights(ensemble_weights, len(members))
-        if ensemble_combine not in COMBINE_CHOICES:
-            raise JTCSEError(f"ensemble combine must be one of {', '.join(COMBINE_CHOICES)}, not {ensemble_combine!r}.")
+        check_weights(ensemble_weights, len(members))  # both before any training: the ensemble comes late
+        check_combine(ensemble_combine)
     elif ensemble_weights is not None:
         raise JTCSEError("ensemble weights were given without models to ensemble with (--ensemble-with).")
     output_dir.mkdir(parents=True, exist_ok=True)
     corpus_arg = str(corpus) if corpus is not None else None
-    # the trainers keep their last step: the dev file is reported by the eval stage, never used to choose a checkpoint
-    warmup = {"pooling": pooling, **STAGE_DEFAULTS["warmup"], **(warmup_settings or {})}
-    twin_kwargs = {"seed": seed, "pooling": pooling, **STAGE_DEFAULTS["twin"], **(twin_settings or {})}
-    distill_kwargs = {"seed": seed, "student_pooling": student_pooling, **STAGE_DEFAULTS["distill"], **(distill_settings or {})}
+    (warmup_training, warmup_extra), (twin_training, twin_extra), (distill_training, distill_extra) = settings.values()
+    # no dev_file for the trainers: they keep their last step, the dev file is reported by the eval stage only
+    warmup = {"pooling": pooling, "device": device, **warmup_extra}
+    twin_kwargs = {"pooling": pooling, "device": device, **twin_extra}
+    distill_kwargs = {"student_pooling": student_pooling, "device": device, **distill_extra}
+    # what a finished stage is compared on (the device is not: a run may finish elsewhere)
+    recorded = {name: {**{k: v for k, v in kwargs.items() if k != "device"}, **asdict(training)}
+                for name, kwargs, training in (("warmup", warmup, warmup_training), ("twin", twin_kwargs, twin_training),
+                                               ("distill", distill_kwargs, distill_training))}
     student_source = student if student is not None else tower_a
     teacher = folders["ensemble"] if members else folders["twin"]
     starting = _starting_models(tower_a, tower_b, student_source)
-    choose = ensemble and ensemble_weights is None and selection_file is not None
     ensemble_plan = {"members": members, "weights": ensemble_weights, "combine": ensemble_combine,
                      "selection_file": str(selection_file) if choose else None}
     probe_plan = {"selection_file": str(selection_file), "learning_rates": list(probe_learning_rates),
-                  "steps": probe_steps, "corpus": corpus_arg, **{k: v for k, v in twin_kwargs.items() if k != "learning_rate"}}
+                  "steps": probe_steps, "corpus": corpus_arg, **{k: v for k, v in recorded["twin"].items() if k != "learning_rate"},
+                  "seed": seed}
     plans = {
-        "warmup_a": {"model": describe_source(tower_a), "corpus": corpus_arg, "pairs": pairs_a, "seed": seed, **warmup},
-        "warmup_b": {"model": describe_source(tower_b), "corpus": corpus_arg, "pairs": pairs_b, "seed": seed + 1, **warmup},
+        "warmup_a": {"model": describe_source(tower_a), "corpus": corpus_arg, "pairs": pairs_a, **recorded["warmup"], "seed": seed},
+        "warmup_b": {"model": describe_source(tower_b), "corpus": corpus_arg, "pairs": pairs_b, **recorded["warmup"], "seed": seed + 1},
         "probe": probe_plan,
-        "twin": {"corpus": corpus_arg, **twin_kwargs},
+        "twin": {"corpus": corpus_arg, **recorded["twin"], "seed": seed},
         "ensemble": ensemble_plan,
-        "distill": {"teacher": str(teacher), "student": describe_source(student_source), "corpus": corpus_arg, **distill_kwargs},
+        "distill": {"teacher": str(teacher), "student": describe_source(student_source), "corpus": corpus_arg,
+                    **recorded["distill"], "seed": seed},
         "eval": {"dev_file": str(dev_file), "models": [s for s in stages if s != "eval"],
                  "starting": [describe_source(m) for m in starting.values()]},
     }
 
     def run_warmup_a() -> dict:
-        return train_simcse(tower_a, corpus_arg, folders["warmup_a"], pairs_file=pairs_a, seed=seed, **warmup)
+        return train_simcse(tower_a, corpus_arg, folders["warmup_a"], pairs_file=pairs_a, settings=warmup_training,
+                            seed=seed, **warmup)
 
     def run_warmup_b() -> dict:
-        return train_simcse(tower_b, corpus_arg, folders["warmup_b"], pairs_file=pairs_b, seed=seed + 1, **warmup)
+        return train_simcse(tower_b, corpus_arg, folders["warmup_b"], pairs_file=pairs_b, settings=warmup_training,
+                            seed=seed + 1, **warmup)
 
     def train_twin_into(folder: Path, **overrides) -> dict:
-        from jtcse.training.twin import train_twin
-
         return train_twin(str(folders["warmup_a"]), str(folders["warmup_b"]), corpus_arg, str(folder), resume=True,
-                          **{**twin_kwargs, **overrides})
+                          settings=twin_training, seed=seed, **{**twin_kwargs, **overrides})
 
     def run_probe() -> dict:
         from jtcse.evaluation.sts import cosine_spearman
         from jtcse.modeling.loading import load_model
 
-        pairs = selection_pairs(selection_file, dev_file)
+        pairs = chosen_on
         scores = {}
         for lr in probe_learning_rates:
             folder = folders["probe"] / f"lr_{lr:g}"
             train_twin_into(folder, learning_rate=lr, max_steps=probe_steps, plot=False)
-            scores[f"{lr:g}"] = cosine_spearman(load_model(folder, role="encode"), pairs)
+            scores[f"{lr:g}"] = cosine_spearman(load_model(folder, role="encode", device=device), pairs)
         best = max(probe_learning_rates, key=lambda lr: scores[f"{lr:g}"])
         return {"stage": "probe", "selection_file": str(selection_file), "selection_spearman": scores,
                 "learning_rate": best, "steps": probe_steps}
@@ -289,25 +299,27 @@ def run_pipeline(
         return train_twin_into(folders["twin"], **overrides)
 
     def run_ensemble() -> dict:
-        from jtcse.modeling.build import build_ensemble
+        from jtcse.modeling.loading import resolve_source
+        from jtcse.training.ensemble import save_ensemble
 
-        sources = [*map(str, trained), *extra]
+        sources = [*map(str, trained), *(str(resolve_source(m)) for m in extra)]
         weights, scores = ensemble_weights, None
-        if choose:  # the start at 1, the trained members at the weight best on the selection file
-            weights, scores = choose_weights(sources, len(trained), selection_pairs(selection_file, dev_file))
-        model = build_ensemble(sources, combine=ensemble_combine, weights=weights)
-        model.save(str(folders["ensemble"]))
+        if choose:  # the start at 1, the trained members at the one weight best on the selection file
+            weights, scores = choose_weights(sources, len(trained), chosen_on, device=device)
+        # an ensemble folder without a stage marker is left from an interrupted save: replaced
+        model = save_ensemble(sources, folders["ensemble"], combine=ensemble_combine, weights=weights, overwrite=True)
         return {"stage": "ensemble", **ensemble_plan, "weights": model[0].weights,
-                "selection_spearman": {f"{w:g}": v for w, v in (scores or {}).items()} or None,
+                "selection_spearman": {f"{w:g}": v for w, v in scores.items()} if scores else None,
                 "dimension": model.get_embedding_dimension()}
 
     def run_distill() -> dict:
-        return distill(str(teacher), student_source, corpus_arg, folders["distill"], **distill_kwargs)
+        return distill(str(teacher), student_source, corpus_arg, folders["distill"], settings=distill_training,
+                       seed=seed, **distill_kwargs)
 
     def run_eval() -> dict:
         from jtcse.evaluation.sts import ALL_GENRES
 
-        genres = _dev_scores(dev_file, folders, stages, starting)
+        genres = _dev_scores(dev_file, folders, stages, starting, device)
         return {"dev_file": str(dev_file), "dev_spearman": {label: g[ALL_GENRES] for label, g in genres.items()},
                 "dev_spearman_by_genre": {label: {k: v for k, v in g.items() if k != ALL_GENRES}
                                           for label, g in genres.items()}}
@@ -353,6 +365,7 @@ def run_pipeline(
     result = {
         "output_dir": str(output_dir),
         "until": until,
+        **({"recipe": dict(recipe)} if recipe is not None else {}),
         "table": table,
         "stages": {row["stage"]: row["summary"] for row in rows},
     }
@@ -373,7 +386,7 @@ def _starting_models(tower_a, tower_b, student) -> dict[str, Any]:
     return out
 
 
-def _dev_scores(dev_file, folders: dict[str, Path], stages: list[str], starting: dict[str, Any]) -> dict[str, dict]:
+def _dev_scores(dev_file, folders: dict[str, Path], stages: list[str], starting: dict[str, Any], device=None) -> dict[str, dict]:
     """Dev Spearman per genre and over all pairs (:func:`~jtcse.evaluation.sts.genre_spearman`) of each starting
     model as it is (its own pooling) and of every model the stages built (the probe's twins aside)."""
     from jtcse.evaluation.sts import genre_spearman, read_stsb_file
@@ -382,10 +395,10 @@ def _dev_scores(dev_file, folders: dict[str, Path], stages: list[str], starting:
     pairs = read_stsb_file(dev_file)
     scores = {}
     for label, model in starting.items():
-        scores[label] = genre_spearman(load_model(model, role="encode"), pairs)
+        scores[label] = genre_spearman(load_model(model, role="encode", device=device), pairs)
     for stage in stages:
         if stage not in ("eval", "probe"):
-            scores[stage] = genre_spearman(load_model(folders[stage], role="encode"), pairs)
+            scores[stage] = genre_spearman(load_model(folders[stage], role="encode", device=device), pairs)
     return scores
 
 

@@ -24,7 +24,7 @@ from torch import nn
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 from jtcse.locking import crash_point
-from jtcse.training.common import checkpoint_state
+from jtcse.training.run_dir import checkpoint_state
 
 
 class RunProgress(TrainerCallback, ExportableState):

@@ -23,16 +23,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jtcse.corpus import read_training_sentences
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
-from jtcse.training.common import dev_evaluator, read_training_sentences
 from jtcse.training.stage import (
     Stage,
     TrainingSettings,
+    dev_evaluator,
     require_negatives,
     run_stage,
     set_training_length,
     start_stage,
+    training_device,
 )
 
 
@@ -63,8 +65,10 @@ def _fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-SIMCSE_SETTINGS = TrainingSettings(max_seq_length=32, learning_rate=3e-5, eval_steps=125)
-"""``train_simcse``'s training settings by default (SimCSE's unsupervised recipe at MiniLM scale)."""
+SIMCSE_SETTINGS = TrainingSettings(batch_size=32, max_seq_length=32, learning_rate=3e-5, eval_steps=125)
+"""``train_simcse``'s training settings by default, and the pipeline's warm-ups': the CPU recipe measured on the
+embedded MiniLM (one pass of SimCSE's unsupervised recipe at MiniLM scale; ``evaluation/DEFAULTS.md``). The
+paper-scale settings are in ``models/jtcse-bert-base/recipe.toml``."""
 
 
 @locks_output("output_dir")
@@ -84,6 +88,7 @@ def train_simcse(
     callbacks: Sequence[Any] = (),
     gather_across_devices: bool = False,
     mini_batch_size: int | None = None,
+    device: str | None = None,
     settings: TrainingSettings | None = None,
     **training: Any,
 ) -> dict[str, Any]:
@@ -106,7 +111,8 @@ def train_simcse(
     (:func:`jtcse.training.stage.run_stage`). ``gather_across_devices``: under a multi-process launch,
     every rank's anchors meet the positives of all ranks (docs/distributed.md). ``mini_batch_size``:
     train with sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache), this many
-    sentences per forward; not with regularisers or extra losses.
+    sentences per forward; not with regularisers or extra losses. ``device`` (``None``: the trainer's choice)
+    is checked with the precision before anything loads (:func:`~jtcse.training.stage.training_device`).
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
@@ -116,6 +122,7 @@ def train_simcse(
 
     settings = SIMCSE_SETTINGS.given(settings, training, "train_simcse")
     check_pooling(pooling)
+    training_device(device, settings.precision)
     if temperature <= 0:
         raise JTCSEError(f"temperature must be positive (got {temperature}).")
     regularizers = list(regularizers)
@@ -166,7 +173,7 @@ def train_simcse(
 
     from jtcse.training.distributed import pooler_parameters
 
-    tower, pooled, pooling_changes = load_tower(model, pooling=pooling, role="tower")
+    tower, pooled, pooling_changes = load_tower(model, pooling=pooling, role="tower", device=device)
     own_length = set_training_length(tower, settings, "tower")
     if mini_batch_size is None:
         base = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature, gather_across_devices=gather_across_devices)
@@ -187,6 +194,7 @@ def train_simcse(
             data=data,
             restore_max_seq_length=own_length,
             use_no_duplicates_sampler=True,
+            device=device,
             # neither pooling reads the transformers pooler, so under DDP its parameters get no gradient
             trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(tower))),
             callbacks=callbacks,

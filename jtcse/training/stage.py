@@ -2,9 +2,10 @@
 :class:`Stage` and :func:`run_stage` trains it the same way.
 
 One settings rule (:class:`TrainingSettings`), one set of trainer arguments
-(:func:`~jtcse.training.common.build_training_args`), one checkpoint policy (best-by-dev and last
-while training; deleted after the final save unless ``keep_checkpoints``), one summary schema (see
-``docs/runs.md``) and one curve plot (:mod:`jtcse.training.curves`).
+(:func:`~jtcse.training.arguments.build_training_args`), one set of output-directory rules
+(:mod:`jtcse.training.run_dir`), one checkpoint policy (best-by-dev and last while training; deleted after
+the final save unless ``keep_checkpoints``), one non-finite-loss guard (:func:`nan_guard`), one summary
+schema (:mod:`jtcse.training.run_summary`, ``docs/runs.md``) and one curve plot (:mod:`jtcse.training.curves`).
 
 Every trainer follows the same order, so that a mistake never costs a finished model: hold the output's
 lock (:func:`jtcse.locking.locks_output`), check the settings and data, plan the output directory
@@ -16,28 +17,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from jtcse import processes
+from jtcse.devices import PRECISIONS
 from jtcse.errors import JTCSEError
-from jtcse.training import distributed
-from jtcse.training.common import (
-    DEV_METRIC,
-    PRECISIONS,
+from jtcse.locking import crash_point
+from jtcse.training.arguments import DEV_EVALUATOR_NAME, DEV_METRIC, build_training_args
+from jtcse.training.curves import CURVES_FILE, plot_training_curves
+from jtcse.training.run_dir import (
+    RUN_SUMMARY_NAME,
+    TRAINER_STATE_FILE,
     OutputPlan,
-    build_training_args,
     checkpoints_dir,
     discard_failed_start,
-    loss_history,
     open_output_dir,
     plan_output_dir,
     remove_checkpoints,
-    save_final_model,
-    train_guarded,
-    write_run_summary,
 )
-from jtcse.training.curves import CURVES_FILE, logged_terms, plot_training_curves
+from jtcse.training.run_summary import facts_from_run_summary, run_summary, write_run_summary
 
 MIN_BATCH_SIZE = 2
 """In-batch negatives need a second row; the twin's cross-tower terms pair rows across the batch."""
@@ -119,12 +119,31 @@ def start_stage(
     overwrite: bool,
 ) -> OutputPlan:
     """The run's config (``stage``, ``config``, the settings, the number of processes) and what to do with
-    the output directory (:func:`~jtcse.training.common.plan_output_dir`). Reads only: nothing is written
+    the output directory (:func:`~jtcse.training.run_dir.plan_output_dir`). Reads only: nothing is written
     until :func:`run_stage`. Under a multi-process launch rank 0 plans and every rank gets its plan
-    (:func:`~jtcse.training.distributed.run_on_main`). A trainer returns ``plan.summary`` at once when
+    (:func:`~jtcse.processes.run_on_main`). A trainer returns ``plan.summary`` at once when
     ``plan.finished``."""
-    config = {"stage": name, **config, **settings.recorded(), "world_size": distributed.world_size()}
-    return distributed.run_on_main(lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite))
+    config = {"stage": name, **config, **settings.recorded(), "world_size": processes.world_size()}
+    return processes.run_on_main(lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite))
+
+
+def training_device(device: str | None, precision: str) -> str | None:
+    """``device`` (``None``: the trainer's choice, the first visible GPU else the CPU) checked with the stage's
+    ``precision`` before anything loads, by :mod:`jtcse.devices`' rules: a device this machine lacks, or a
+    precision that device cannot run (fp16 off CUDA, bf16 on a GPU without it), is one line. The trainer trains
+    on the first visible GPU, so ``cuda:N`` past 0 is refused with the way to choose that GPU. Returns
+    ``device`` as given."""
+    from jtcse.devices import check_precision, resolve_device
+
+    resolved = resolve_device(device)
+    kind, _, index = resolved.partition(":")
+    if kind == "cuda" and index not in ("", "0") and processes.world_size() == 1:
+        raise JTCSEError(
+            f"training runs on the first visible GPU; to train on {resolved} run with CUDA_VISIBLE_DEVICES={index} "
+            "and --device cuda."
+        )
+    check_precision(precision, resolved)
+    return device
 
 
 def require_negatives(count: int, what: str) -> None:
@@ -146,6 +165,15 @@ def set_training_length(model, settings: TrainingSettings, role: str) -> int | N
     return own
 
 
+def dev_evaluator(dev_file: str | Path | None, batch_size: int = 64):
+    """An :class:`~jtcse.evaluation.sts.STSDevEvaluator` for ``dev_file`` (``None`` when no file)."""
+    if dev_file is None:
+        return None
+    from jtcse.evaluation.sts import STSDevEvaluator
+
+    return STSDevEvaluator(dev_file, name=DEV_EVALUATOR_NAME, batch_size=batch_size)
+
+
 @dataclass
 class Stage:
     """What one training stage trains, on what, and how; run by :func:`run_stage`.
@@ -154,6 +182,7 @@ class Stage:
     built with its training length already set (:func:`set_training_length`). ``model_info`` /
     ``data`` describe the model(s) and the data counts for the summary. ``restore_max_seq_length``:
     the model's own length, set back before saving (``None`` keeps the training length).
+    ``device``: where it trains (``None``: the trainer's choice; checked by :func:`training_device`).
     ``trainer_overrides`` are further ``SentenceTransformerTrainingArguments`` fields.
     """
 
@@ -168,6 +197,7 @@ class Stage:
     data: dict[str, Any] = field(default_factory=dict)
     restore_max_seq_length: int | None = None
     use_no_duplicates_sampler: bool = False
+    device: str | None = None
     trainer_overrides: dict[str, Any] = field(default_factory=dict)
     callbacks: Sequence[Any] = ()
     plot: bool = True
@@ -200,36 +230,112 @@ def run_stage(stage: Stage) -> dict[str, Any]:
 
     The output directory is first written here, after every check (:func:`start_stage`, the model and
     loss built by the trainer, the training arguments). A fresh run that fails before its first
-    complete checkpoint removes what it wrote (:func:`~jtcse.training.common.discard_failed_start`).
+    complete checkpoint removes what it wrote (:func:`~jtcse.training.run_dir.discard_failed_start`).
     Under a multi-process launch every rank trains (one DDP job) and rank 0 alone writes: it opens the
     output directory and, after training, saves the model, card and summary while the others wait
-    (:func:`~jtcse.training.distributed.run_on_main`); every rank returns the summary.
+    (:func:`~jtcse.processes.run_on_main`); every rank returns the summary.
     """
     args = _training_args(stage)
-    distributed.run_on_main(lambda: open_output_dir(stage.plan))
+    processes.run_on_main(lambda: open_output_dir(stage.plan))
     try:
-        trainer, progress = train_guarded(
-            stage.model, args, stage.train_dataset, stage.loss, stage.evaluator,
-            learning_rate=stage.settings.learning_rate, output_dir=stage.output_dir,
-            resume_from=stage.resume_from, at_end=stage.plan.at_end, callbacks=stage.callbacks,
-        )  # fmt: skip
+        trainer, progress = _train(stage, args)
     except BaseException:
-        if distributed.is_main_process():  # no collective here: the other ranks may be anywhere
+        if processes.is_main_process():  # no collective here: the other ranks may be anywhere
             discard_failed_start(stage.plan)
         raise
-    return distributed.run_on_main(lambda: _save_and_summarise(stage, trainer, progress))
+    return processes.run_on_main(lambda: _save_and_summarise(stage, trainer, progress))
+
+
+def nan_guard(loss, learning_rate: float, output_dir: str | Path):
+    """A :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` on ``loss`` whose error tells the user what to try."""
+    from jtcse.training.nan_guard import NonFiniteLossGuard
+
+    return NonFiniteLossGuard(
+        loss,
+        hint=f"Try a lower learning rate (now {learning_rate:g}); the last good checkpoint is kept in "
+        f"{checkpoints_dir(output_dir)} for inspection.",
+    )
+
+
+def _train(stage: Stage, args):
+    """Train with ``SentenceTransformerTrainer`` (checkpoints written by rank 0 alone,
+    :func:`~jtcse.training.distributed.trainer_class`) under a :func:`nan_guard` on the loss, continuing from
+    the plan's checkpoint when resuming; returns ``(trainer, progress)`` (a
+    :class:`~jtcse.training.progress.RunProgress`: loss and time over the whole run). When that checkpoint
+    already holds the last step (``plan.at_end``) the model and trainer state are taken from it without
+    training (:func:`_finish_from_checkpoint`). The guard and the progress hook are removed from the loss
+    however training ends."""
+    from jtcse.training import distributed
+    from jtcse.training.progress import RunProgress
+
+    guard = nan_guard(stage.loss, stage.settings.learning_rate, stage.output_dir)
+    progress = RunProgress.from_checkpoint(stage.loss, stage.resume_from)
+    trainer = distributed.trainer_class()(
+        model=stage.model,
+        args=args,
+        train_dataset=stage.train_dataset,
+        loss=stage.loss,
+        evaluator=stage.evaluator,
+        callbacks=[guard, progress, *stage.callbacks],
+    )
+    try:
+        if stage.plan.at_end and stage.resume_from is not None:
+            _finish_from_checkpoint(trainer, stage.resume_from)
+        else:
+            trainer.train(resume_from_checkpoint=stage.resume_from)
+    finally:
+        guard.remove()
+        progress.remove()
+    return trainer, progress
+
+
+def _finish_from_checkpoint(trainer, checkpoint: str | Path) -> None:
+    """Give ``trainer`` the state and the final model of a run whose last step ``checkpoint`` holds.
+
+    ``Trainer.train`` resumed from such a checkpoint would run one step more; this loads what the end
+    of training would have left instead: the best checkpoint by dev score when the trainer keeps it
+    (``load_best_model_at_end``), else the checkpoint's own weights.
+    """
+    from transformers import TrainerState
+
+    trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_FILE))
+    best = trainer.state.best_model_checkpoint
+    use_best = trainer.args.load_best_model_at_end and best is not None and Path(best).is_dir()
+    trainer._load_from_checkpoint(best if use_best else str(checkpoint))  # sentence-transformers' own loader
+
+
+def _save_final_model(stage: Stage) -> float | None:
+    """Score the model on the dev evaluator (``None`` without one) and save it to the output directory with
+    its own length restored (``Stage.restore_max_seq_length``) and training-only heads
+    (:class:`~jtcse.losses.NITPHead`) removed; returns the dev score.
+
+    A finished run's summary there is removed first: from then until the new summary is written, the
+    directory is an unfinished run, which a rerun completes from its last checkpoint.
+    """
+    from jtcse.losses.nitp import remove_nitp_head
+
+    model, evaluator = stage.model, stage.evaluator
+    final_dev = evaluator(model)[evaluator.primary_metric] if evaluator is not None else None
+    model.max_seq_length = stage.restore_max_seq_length or model.max_seq_length
+    remove_nitp_head(model)
+    (Path(stage.output_dir) / RUN_SUMMARY_NAME).unlink(missing_ok=True)
+    model.save(str(stage.output_dir))
+    crash_point("final-save")
+    return final_dev
 
 
 def _save_and_summarise(stage: Stage, trainer, progress) -> dict[str, Any]:
-    """Score and save the final model, write its card, the summary (last: the mark of a finished run) and
-    remove the checkpoints; under a multi-process launch rank 0 alone does this (:func:`run_stage`)."""
+    """Score and save the final model, plot the curves, write the card, the summary (last: the mark of a
+    finished run) and remove the checkpoints; under a multi-process launch rank 0 alone does this
+    (:func:`run_stage`)."""
     training_length = stage.model.max_seq_length
-    final_dev = save_final_model(
-        stage.model, stage.output_dir, stage.evaluator,
-        max_seq_length=stage.restore_max_seq_length or training_length,
-    )  # fmt: skip
-    summary = _summary(stage, trainer, progress, final_dev, training_length)
-    from jtcse.model_card import facts_from_run_summary, write_model_card  # imports sentence-transformers: kept out of CLI start-up
+    final_dev = _save_final_model(stage)
+    history = trainer.state.log_history
+    curves = plot_training_curves(history, DEV_METRIC, Path(stage.output_dir) / CURVES_FILE) if stage.plot else None
+    summary = run_summary(
+        stage, trainer, progress, final_dev=final_dev, training_length=training_length, training_curves=curves
+    )
+    from jtcse.model_card import write_model_card  # imports sentence-transformers: kept out of CLI start-up
 
     write_model_card(stage.model, stage.output_dir, facts_from_run_summary(summary))
     write_run_summary(stage.output_dir, summary)  # last: the mark of a finished run
@@ -255,59 +361,6 @@ def _training_args(stage: Stage):
         use_no_duplicates_sampler=stage.use_no_duplicates_sampler,
         precision=s.precision,
         gradient_checkpointing=s.gradient_checkpointing,
+        device=stage.device,
         **stage.trainer_overrides,
     )
-
-
-def _summary(stage: Stage, trainer, progress, final_dev: float | None, training_length: int) -> dict[str, Any]:
-    """The run summary (schema: ``docs/runs.md``); loss and time cover the whole run, resumes included."""
-    s = stage.settings
-    history = trainer.state.log_history
-    last_logged = next((entry for entry in reversed(history) if "loss" in entry), {})
-    curves = Path(stage.output_dir) / CURVES_FILE
-    return {
-        "stage": stage.name,
-        "output_dir": str(Path(stage.output_dir).resolve()),
-        "saved_model": "best checkpoint by dev Spearman" if stage.evaluator is not None else "last step",
-        "model": stage.model_info,
-        "data": stage.data,
-        "loss": {"name": type(stage.loss).__name__, **_config_of(stage.loss)},
-        "settings": {
-            **asdict(s),
-            "max_seq_length": training_length,
-            "world_size": distributed.world_size(),
-            "global_batch_size": distributed.world_size() * s.batch_size,
-        },
-        "resumed_from": stage.resume_from,
-        "steps": trainer.state.global_step,
-        "seconds": round(progress.seconds, 2),
-        "train_loss": progress.train_loss,
-        **loss_history(history),
-        "loss_terms": logged_terms(last_logged),
-        "dev_file": stage.evaluator.path if stage.evaluator is not None else None,
-        "final_dev_spearman": final_dev,
-        "checkpoints": str(checkpoints_dir(stage.output_dir)) if s.keep_checkpoints else None,
-        "training_curves": plot_training_curves(history, DEV_METRIC, curves) if stage.plot else None,
-        "versions": versions(),
-        "config": stage.config,
-    }
-
-
-def _config_of(loss) -> dict[str, Any]:
-    return loss.get_config_dict() if hasattr(loss, "get_config_dict") else {}
-
-
-def versions() -> dict[str, str]:
-    """Versions of jtcse and the libraries a run depends on, for its summary."""
-    import sentence_transformers
-    import torch
-    import transformers
-
-    import jtcse
-
-    return {
-        "jtcse": jtcse.__version__,
-        "sentence_transformers": sentence_transformers.__version__,
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-    }

@@ -67,12 +67,14 @@ def teacher_targets(
     batch_size: int = 128,
     show_progress_bar: bool = True,
     fingerprint: str | None = None,
+    device: str | None = None,
 ) -> TeacherTargets:
     """Return the teacher's embeddings of ``sentences``, from the cache when it holds them.
 
     ``teacher`` is a path or a ``SentenceTransformer``; it is loaded only on a cache miss. The file is
     written atomically, so an interrupted encode leaves no half cache behind. ``fingerprint`` is
-    :func:`teacher_fingerprint` of ``teacher`` when the caller already has it.
+    :func:`teacher_fingerprint` of ``teacher`` when the caller already has it. ``device``: where the teacher
+    encodes (``None``: the best device here).
     """
     from jtcse.modeling.loading import load_model as load_sentence_transformer
 
@@ -84,7 +86,7 @@ def teacher_targets(
         embeddings = np.load(cache_path)
         if embeddings.shape[0] == len(sentences):
             return TeacherTargets(embeddings, cache_path, True, fingerprint)
-    model = load_sentence_transformer(teacher, role="teacher")
+    model = load_sentence_transformer(teacher, role="teacher", device=device)
     embeddings = model.encode(
         list(sentences),
         batch_size=batch_size,

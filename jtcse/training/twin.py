@@ -14,21 +14,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
-from jtcse.training.common import CHECKPOINTS_SUBDIR, RUN_SUMMARY_NAME, dev_evaluator, read_training_sentences
-from jtcse.training.curves import CURVES_FILE
 from jtcse.training.stage import (
     Stage,
     TrainingSettings,
+    dev_evaluator,
     require_negatives,
     run_stage,
     set_training_length,
     start_stage,
+    training_device,
 )
-
-CHECKPOINT_SUBDIR = CHECKPOINTS_SUBDIR
-SUMMARY_FILE = RUN_SUMMARY_NAME
-__all__ = ["CHECKPOINT_SUBDIR", "CURVES_FILE", "SUMMARY_FILE", "TWIN_SETTINGS", "count_truncated", "train_twin"]
 
 
 def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk: int = 4096) -> int:
@@ -40,9 +37,14 @@ def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk:
     return truncated
 
 
-TWIN_SETTINGS = TrainingSettings(learning_rate=1.3e-6, logging_steps=None, precision="fp32")
-"""``train_twin``'s training settings by default: the reference recipe (batch 64, length 64, lr 1.3e-6, one
-epoch, dev evaluation every 100 steps; logging about ten times a run)."""
+TWIN_SETTINGS = TrainingSettings(
+    batch_size=16, max_seq_length=32, learning_rate=1e-5, max_steps=100, logging_steps=None, precision="fp32"
+)
+"""``train_twin``'s training settings by default, and the pipeline's twin stage's: the CPU recipe measured on the
+embedded MiniLM (``evaluation/DEFAULTS.md``): 100 steps at lr 1e-5, the setting that measured least harmful to
+pre-trained towers on the selection split (higher rates move them away from what they knew), logging about ten
+times a run. The paper's (batch 64, length 64,
+lr 1.3e-6, one epoch of Wiki1M) are in ``models/jtcse-bert-base/recipe.toml``."""
 
 
 @locks_output("output_dir")
@@ -76,7 +78,7 @@ def train_twin(
 
     How long and how it trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its
     fields as keywords (``batch_size=32, max_steps=100`` ...), on top of :data:`TWIN_SETTINGS` (the
-    reference recipe); with a dev file the best checkpoint by dev Spearman is kept. ``tower_a``/``tower_b`` None: the
+    CPU recipe); with a dev file the best checkpoint by dev Spearman is kept. ``tower_a``/``tower_b`` None: the
     embedded MiniLM; ``corpus`` None: the standard library's prose. ``cael_every`` None trains
     without cross-attention (TNCSE). ``pooling`` (``cls`` | ``mean``; ``None``: the towers' own, see
     :func:`jtcse.modeling.build.build_twin`) pools each tower for ``encode`` and for every loss term.
@@ -85,7 +87,8 @@ def train_twin(
     as ``"simreg:weight=2"`` (see :mod:`jtcse.losses.registry`); both join the JTCSE terms through
     :class:`jtcse.losses.RegularizedLoss` and are logged by name. Run rules (resume, overwrite,
     checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`);
-    ``precision``/``gradient_checkpointing`` are for GPUs. ``callbacks``: extra ``TrainerCallback``s.
+    ``precision``/``gradient_checkpointing`` are for GPUs; ``device`` (``None``: the trainer's choice) is
+    checked with the precision before anything loads (:func:`~jtcse.training.stage.training_device`). ``callbacks``: extra ``TrainerCallback``s.
     ``gather_across_devices``: under a multi-process launch, every rank's anchors meet the candidates of
     all ranks (docs/distributed.md). ``mini_batch_size``: train with :class:`jtcse.losses.CachedJTCSELoss`
     (GradCache), this many sentences per forward; not with regularisers or extra losses.
@@ -98,6 +101,7 @@ def train_twin(
 
     settings = TWIN_SETTINGS.given(settings, training, "train_twin")
     check_pooling(pooling)
+    training_device(device, settings.precision)
     check_mini_batch_size(mini_batch_size, regularizers, extra_losses)
     output_dir = Path(output_dir)
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
@@ -170,11 +174,11 @@ def train_twin(
                 eval_on_start=evaluator is not None and plan.resume_from is None,
                 dataloader_drop_last=len(sentences) > settings.batch_size,
                 disable_tqdm=not show_progress,
-                use_cpu=device == "cpu",
                 # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
                 ddp_find_unused_parameters=not ictm_weight and bool(pooler_parameters(model)),
             ),
             callbacks=callbacks,
             plot=plot,
+            device=device,
         )
     )

@@ -73,14 +73,15 @@ def install() -> None:
             log("step", step=state.global_step, params=hashlib.sha1(flat.numpy().tobytes()).hexdigest())
             self.rows = set()
 
-    train_guarded = stage.train_guarded
+    train = stage._train  # the runner's trainer call
 
-    def observed_train_guarded(*args, callbacks=(), **kwargs):
-        trainer, output = train_guarded(*args, callbacks=[*callbacks, Probe()], **kwargs)
-        log("trained", wrapped=type(trainer.model_wrapped).__name__, resumed_from=kwargs.get("resume_from"))
+    def observed_train(run, args):
+        run.callbacks = [*run.callbacks, Probe()]
+        trainer, output = train(run, args)
+        log("trained", wrapped=type(trainer.model_wrapped).__name__, resumed_from=run.resume_from)
         return trainer, output
 
-    stage.train_guarded = observed_train_guarded
+    stage._train = observed_train
 
     save = SentenceTransformer.save
 
@@ -110,7 +111,7 @@ def install() -> None:
 
 if __name__ == "__main__":
     from jtcse.cli import main
-    from jtcse.training.distributed import quiet_replica
+    from jtcse.processes import quiet_replica
 
     quiet_replica()  # as jtcse.cli.main does, before the libraries are imported
     install()

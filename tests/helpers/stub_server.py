@@ -26,6 +26,11 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
+try:
+    from helpers.server_thread import ServerThread
+except ModuleNotFoundError:  # run as a script: python tests/helpers/stub_server.py
+    from server_thread import ServerThread
+
 
 @dataclass
 class StubRequest:
@@ -125,7 +130,7 @@ def make_self_signed_cert(directory: str | Path, host: str = "127.0.0.1") -> tup
 Script = Callable[[StubRequest, int], "StubReply | None"]
 
 
-class StubTranslateServer:
+class StubTranslateServer(ServerThread):
     """Serve the fake ``gtx`` endpoint on ``127.0.0.1`` over https in a background thread.
 
     ``latency`` seconds are added to every answer. ``script(request, n)`` (``n``: 0-based index of
@@ -187,31 +192,15 @@ class StubTranslateServer:
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._server.daemon_threads = True
-        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        self.port = self._server.server_address[1]
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        self._serve(server, "stub-translate")
         self.service_url = f"127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="stub-translate", daemon=True)
 
     def translation_requests(self) -> list[StubRequest]:
         with self._lock:
             return [r for r in self.requests if r.path == "/translate_a/single"]
 
-    def start(self) -> "StubTranslateServer":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> "StubTranslateServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def main() -> None:  # pragma: no cover - manual use

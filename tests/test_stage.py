@@ -1,161 +1,18 @@
-"""Shared trainer glue: output-dir/resume rules, the non-finite-loss guard, loss-history summary."""
+"""The stage runner (jtcse.training.stage): the non-finite-loss guard, the summary's loss history, precision,
+one settings rule for every trainer, the checkpoint policy and the summary schema."""
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import re
-from pathlib import Path
 
 import pytest
 import torch
 from transformers import TrainerControl, TrainerState
 
 from jtcse.errors import JTCSEError
-from jtcse.training.common import (
-    DEV_METRIC,
-    discard_failed_start,
-    loss_history,
-    nan_guard,
-    open_output_dir,
-    plan_output_dir,
-    write_run_summary,
-)
-
-
-def _checkpoint(output_dir: Path, step: int, *, max_steps: int = 100, state: str | None = None) -> Path:
-    """A trainer checkpoint folder; ``state`` replaces its trainer_state.json text ("" leaves it out)."""
-    folder = output_dir / "checkpoints" / f"checkpoint-{step}"
-    folder.mkdir(parents=True)
-    (folder / "model.safetensors").write_bytes(b"weights")
-    text = json.dumps({"global_step": step, "max_steps": max_steps}) if state is None else state
-    if text:
-        (folder / "trainer_state.json").write_text(text, encoding="utf-8")
-    return folder
-
-
-def _finish(output_dir: Path, config: dict) -> None:
-    (output_dir / "modules.json").write_text("[]", encoding="utf-8")
-    write_run_summary(output_dir, {"stage": "x", "steps": 2, "config": config})
-
-
-def test_fresh_dir_records_config_and_resumes_only_with_the_same_config(tmp_path):
-    config = {"lr": 1e-3, "batch_size": 8}
-    plan = plan_output_dir(tmp_path / "run", config, resume=True, overwrite=False)
-    assert plan.action == "fresh" and not plan.existed
-    assert not (tmp_path / "run").exists()  # planning writes nothing
-    open_output_dir(plan)
-    assert json.loads((tmp_path / "run" / "checkpoints" / "jtcse_run_config.json").read_text()) == config
-    _checkpoint(tmp_path / "run", 4)
-    _checkpoint(tmp_path / "run", 12)
-    plan = plan_output_dir(tmp_path / "run", config, resume=True, overwrite=False)
-    assert plan.action == "resume" and plan.resume_from.endswith("checkpoint-12") and not plan.at_end
-    with pytest.raises(JTCSEError, match=r"\(batch_size, lr differ\).*--no-resume"):
-        plan_output_dir(tmp_path / "run", {"lr": 1e-4, "batch_size": 16}, resume=True, overwrite=False)
-    # --no-resume starts over: stale checkpoints go when the directory is opened, the new config is recorded
-    plan = plan_output_dir(tmp_path / "run", {"lr": 1e-4}, resume=False, overwrite=False)
-    assert plan.action == "fresh" and (tmp_path / "run" / "checkpoints" / "checkpoint-12").is_dir()
-    open_output_dir(plan)
-    assert not list((tmp_path / "run" / "checkpoints").glob("checkpoint-*"))
-    assert plan_output_dir(tmp_path / "run", {"lr": 1e-4}, resume=True, overwrite=False).action == "fresh"
-
-
-def test_incomplete_checkpoints_are_skipped_reported_and_removed(tmp_path, caplog):
-    """trainer_state.json is the last file Trainer._save_checkpoint writes: without it (or cut off) a
-    checkpoint was killed while being saved, and the newest complete one is used."""
-    config = {"lr": 1e-3}
-    open_output_dir(plan_output_dir(tmp_path, config, resume=True, overwrite=False))
-    _checkpoint(tmp_path, 2)
-    _checkpoint(tmp_path, 4, state="")
-    _checkpoint(tmp_path, 6, state='{"global_st')
-    with caplog.at_level(logging.WARNING):
-        plan = plan_output_dir(tmp_path, config, resume=True, overwrite=False)
-    assert plan.resume_from.endswith("checkpoint-2")
-    [line] = [r.getMessage() for r in caplog.records if "incomplete" in r.getMessage()]
-    assert "checkpoint-6, checkpoint-4" in line and "resuming from checkpoint-2" in line
-    open_output_dir(plan)
-    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("checkpoint-*")) == ["checkpoint-2"]
-
-
-def test_finished_run_is_refused_unless_overwrite_and_kept_until_replaced(tmp_path):
-    _finish(tmp_path, {"a": 1})
-    with pytest.raises(JTCSEError, match=r"already holds a finished run, with other settings \(a differ\)"):
-        plan_output_dir(tmp_path, {"a": 2}, resume=True, overwrite=False)
-    plan = plan_output_dir(tmp_path, {"a": 2}, resume=True, overwrite=True)
-    assert plan.action == "fresh"
-    open_output_dir(plan)
-    # the old model and summary stay until the new model is saved (save_final_model)
-    assert (tmp_path / "run_summary.json").is_file() and (tmp_path / "modules.json").is_file()
-
-
-def test_finished_run_with_the_same_settings_is_a_no_op(tmp_path, caplog):
-    config = {"a": 1, "max_steps": 2}
-    _finish(tmp_path, config)
-    _checkpoint(tmp_path, 2, max_steps=2)  # kept checkpoints do not make it train further
-    with caplog.at_level(logging.WARNING):
-        plan = plan_output_dir(tmp_path, config, resume=True, overwrite=False)
-    assert plan.finished and plan.summary["steps"] == 2
-    assert "already holds this finished run (2 steps, same settings); nothing to do" in caplog.text
-
-
-def test_finished_run_with_checkpoints_continues_only_when_resuming_with_the_same_settings(tmp_path, caplog):
-    config = {"lr": 1e-3, "max_steps": 2}
-    open_output_dir(plan_output_dir(tmp_path, config, resume=True, overwrite=False))
-    _checkpoint(tmp_path, 2, max_steps=2)
-    _finish(tmp_path, config)
-    # a longer run continues from the finished one; the length is the one setting that may change
-    with caplog.at_level(logging.WARNING):
-        plan = plan_output_dir(tmp_path, {"lr": 1e-3, "max_steps": 5}, resume=True, overwrite=False)
-    assert plan.resume_from.endswith("checkpoint-2") and not plan.at_end
-    assert "first step after the resume runs at the rate it ended with" in caplog.text
-    with pytest.raises(JTCSEError, match=r"\(lr differ\).*pass --overwrite"):
-        plan_output_dir(tmp_path, {"lr": 1e-2, "max_steps": 5}, resume=True, overwrite=False)
-    with pytest.raises(JTCSEError, match="already holds a finished run"):
-        plan_output_dir(tmp_path, {"lr": 1e-3, "max_steps": 5}, resume=False, overwrite=False)
-    with pytest.raises(JTCSEError, match="checkpoint at step 2; --max-steps 1 would train no further"):
-        plan_output_dir(tmp_path, {"lr": 1e-3, "max_steps": 1}, resume=True, overwrite=False)
-
-
-def test_finished_run_without_checkpoints_says_why_it_cannot_train_further(tmp_path):
-    _finish(tmp_path, {"lr": 1e-3, "max_steps": 2})
-    with pytest.raises(JTCSEError, match="its checkpoints were deleted, so it cannot train further"):
-        plan_output_dir(tmp_path, {"lr": 1e-3, "max_steps": 4}, resume=True, overwrite=False)
-
-
-def test_a_checkpoint_at_the_last_step_finishes_without_training(tmp_path):
-    """Killed after its last checkpoint, before the final save: the trainer would run one step more."""
-    config = {"lr": 1e-3, "max_steps": 6}
-    open_output_dir(plan_output_dir(tmp_path, config, resume=True, overwrite=False))
-    _checkpoint(tmp_path, 6, max_steps=6)
-    plan = plan_output_dir(tmp_path, config, resume=True, overwrite=False)
-    assert plan.resume_from.endswith("checkpoint-6") and plan.at_end
-
-
-def test_output_that_is_a_file_is_refused(tmp_path):
-    target = tmp_path / "afile.txt"
-    target.write_text("mine")
-    with pytest.raises(JTCSEError, match=r"afile\.txt is a file; --output-dir names the folder"):
-        plan_output_dir(target, {}, resume=True, overwrite=True)
-    assert target.read_text() == "mine"
-
-
-def test_a_fresh_run_that_fails_before_its_first_checkpoint_leaves_the_output_as_it_was(tmp_path):
-    new = plan_output_dir(tmp_path / "new", {}, resume=True, overwrite=False)
-    open_output_dir(new)
-    discard_failed_start(new)
-    assert not (tmp_path / "new").exists()
-    (tmp_path / "old").mkdir()
-    (tmp_path / "old" / "notes.txt").write_text("mine")
-    old = plan_output_dir(tmp_path / "old", {}, resume=True, overwrite=False)
-    open_output_dir(old)
-    discard_failed_start(old)
-    assert sorted(os.listdir(tmp_path / "old")) == ["notes.txt"]
-    # once a checkpoint is complete the run is kept, to resume or inspect
-    open_output_dir(old)
-    _checkpoint(tmp_path / "old", 2)
-    discard_failed_start(old)
-    assert (tmp_path / "old" / "checkpoints" / "checkpoint-2").is_dir()
+from jtcse.training.arguments import DEV_METRIC
+from jtcse.training.run_summary import SCHEMA_VERSION, loss_history
+from jtcse.training.stage import nan_guard
 
 
 class _ScaledSum(torch.nn.Module):
@@ -219,15 +76,19 @@ def test_simcse_and_distill_stop_on_a_nan_loss_naming_the_step(stage, tiny_bert,
 def test_precision_flags():
     import torch
 
-    from jtcse.training.common import precision_flags
+    from jtcse.training.arguments import precision_flags
+    from jtcse.training.stage import TrainingSettings
 
     assert precision_flags("fp32") == {"fp16": False, "bf16": False}
-    assert precision_flags("bf16") == {"fp16": False, "bf16": True}
+    assert precision_flags("bf16", "cpu") == {"fp16": False, "bf16": True}
     with pytest.raises(JTCSEError, match="precision must be one of auto, fp32, fp16, bf16"):
-        precision_flags("half")
+        TrainingSettings(precision="half")  # the one check of a precision name; precision_flags trusts it
+    assert precision_flags("auto", "cpu") == {"fp16": False, "bf16": False}
+    with pytest.raises(ValueError, match="precision fp16 needs a CUDA device, not 'cpu'"):  # jtcse.devices' rule
+        precision_flags("fp16", "cpu")  # also where a GPU is visible: the CPU was asked for
     if not torch.cuda.is_available():
         assert precision_flags("auto") == {"fp16": False, "bf16": False}
-        with pytest.raises(JTCSEError, match="fp16 needs a CUDA GPU"):
+        with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
             precision_flags("fp16")
 
 
@@ -296,22 +157,29 @@ def test_every_stage_refuses_bad_settings_by_the_same_rule(stage, bad, message, 
 
 
 def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
-    """``settings=`` replaces a trainer's defaults, keywords go on top, a misspelt keyword is a TypeError."""
+    """``settings=`` replaces a trainer's defaults, keywords go on top, a misspelt keyword is a TypeError. Each
+    trainer has its own preset (the CPU recipe's numbers, evaluation/DEFAULTS.md), and the pipeline's stages use
+    those very presets: one number, one place."""
+    from dataclasses import replace
+
     from jtcse.training.distill import DISTILL_SETTINGS
+    from jtcse.training.pipeline_settings import STAGE_DEFAULTS
     from jtcse.training.simcse import SIMCSE_SETTINGS
     from jtcse.training.stage import TrainingSettings
     from jtcse.training.twin import TWIN_SETTINGS
 
-    assert (SIMCSE_SETTINGS.max_seq_length, SIMCSE_SETTINGS.learning_rate, SIMCSE_SETTINGS.eval_steps) == (32, 3e-5, 125)
-    assert (TWIN_SETTINGS.learning_rate, TWIN_SETTINGS.logging_steps, TWIN_SETTINGS.precision) == (1.3e-6, None, "fp32")
-    assert DISTILL_SETTINGS.eval_steps == 250
+    base = TrainingSettings()
+    for preset in (SIMCSE_SETTINGS, TWIN_SETTINGS, DISTILL_SETTINGS):
+        assert preset != base and preset.epochs == 1
+    assert (TWIN_SETTINGS.logging_steps, TWIN_SETTINGS.precision) == (None, "fp32")
+    assert STAGE_DEFAULTS == {"warmup": SIMCSE_SETTINGS, "twin": TWIN_SETTINGS, "distill": DISTILL_SETTINGS}
+    assert all(STAGE_DEFAULTS[s] is p for s, p in (("warmup", SIMCSE_SETTINGS), ("twin", TWIN_SETTINGS),
+                                                    ("distill", DISTILL_SETTINGS)))  # fmt: skip
     given = TrainingSettings(batch_size=8, seed=7)
     assert SIMCSE_SETTINGS.given(None, {}, "train_simcse") == SIMCSE_SETTINGS
     assert SIMCSE_SETTINGS.given(given, {}, "train_simcse") == given
     assert SIMCSE_SETTINGS.given(given, {"max_steps": 3}, "train_simcse") == TrainingSettings(batch_size=8, seed=7, max_steps=3)
-    assert SIMCSE_SETTINGS.given(None, {"batch_size": 8}, "train_simcse") == TrainingSettings(
-        batch_size=8, max_seq_length=32, learning_rate=3e-5, eval_steps=125
-    )
+    assert SIMCSE_SETTINGS.given(None, {"batch_size": 8}, "train_simcse") == replace(SIMCSE_SETTINGS, batch_size=8)
     with pytest.raises(TypeError, match="train_simcse\\(\\) got an unexpected keyword argument 'batch_sise'"):
         SIMCSE_SETTINGS.given(None, {"batch_sise": 8}, "train_simcse")
     with pytest.raises(JTCSEError, match="batch_size must be at least 2"):
@@ -319,6 +187,7 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
 
 
 SUMMARY_KEYS = {
+    "schema_version",
     "stage", "output_dir", "saved_model", "model", "data", "loss", "settings", "resumed_from", "steps", "seconds",
     "train_loss", "first_logged_loss", "last_logged_loss", "loss_terms", "dev_file", "dev_spearman_by_step",
     "best_dev_spearman", "best_step", "final_dev_spearman", "checkpoints", "training_curves", "versions", "config",
@@ -355,7 +224,7 @@ def test_checkpoint_policy_best_and_last_while_training_then_deleted_unless_kept
     best_name = f"checkpoint-{kept['best_step']}"
     assert left == sorted({best_name, "checkpoint-8"})
     assert kept["checkpoints"] == str(tmp_path / "kept" / "checkpoints")
-    assert set(kept) == SUMMARY_KEYS
+    assert set(kept) == SUMMARY_KEYS and kept["schema_version"] == SCHEMA_VERSION
     assert kept["final_dev_spearman"] == pytest.approx(kept["best_dev_spearman"], abs=1e-6)
 
     dropped = train_simcse(tiny_bert, sentences, tmp_path / "dropped", **settings)

@@ -1,0 +1,105 @@
+"""Devices and numeric precision, checked up front: :func:`resolve_device`, :func:`check_precision`,
+:func:`autocast`.
+
+A device or precision this machine cannot run is a one-line ``ValueError`` before any model loads, never a
+CUDA traceback from deep inside torch. torch is imported inside the functions, so importing this module
+costs nothing (the command line imports it while it parses options).
+
+Precision names (those of ``--precision``): ``fp32``, ``bf16`` (bfloat16 autocast), ``fp16`` (float16
+autocast) and ``auto`` (bf16 on a CUDA device that supports it, else fp32). ``fp16`` needs a CUDA device (on
+the CPU torch's float16 autocast is slow and its gradients need a loss scaler); ``bf16`` needs a CUDA device
+that supports it (compute capability 8.0+, e.g. A100, H100) or the CPU. Unlike a check of
+``torch.cuda.is_available()`` alone, every check here is against the device the work runs on: ``fp16`` with
+``--device cpu`` is refused on a machine with a GPU too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+
+def best_device() -> str:
+    """``cuda`` when a CUDA device is visible, else ``mps`` when available, else ``cpu``."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def resolve_device(name: str | None = None) -> str:
+    """``name`` checked against this machine (``None`` or ``"auto"``: :func:`best_device`).
+
+    Raises ``ValueError`` in one line for a name torch does not know, ``cuda`` without a CUDA device,
+    ``cuda:N`` past the visible devices, or ``mps`` where it is absent. Other torch device types (``xpu``,
+    ``npu``, ...) are passed on as they are.
+    """
+    if name is None or name == "auto":
+        return best_device()
+    import torch
+
+    try:
+        parsed = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {name!r}: use cpu, cuda, cuda:N or mps") from None
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device {name!r} asked for, but no CUDA device is available here")
+        if parsed.index is not None and parsed.index >= count:
+            raise ValueError(f"device {name!r} asked for, but only {count} CUDA device(s) are visible")
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {name!r} asked for, but MPS is not available here")
+    return str(name)
+
+
+def _bf16_supported(device: str) -> bool:
+    import torch
+
+    with torch.cuda.device(device if ":" in device else 0):
+        return torch.cuda.is_bf16_supported()
+
+
+def check_precision(precision: str, device: str | None = None) -> str:
+    """The precision to run on ``device``: ``fp32``, ``bf16`` or ``fp16`` (``auto`` resolved), refused in one
+    line where the device cannot run it. ``device`` is resolved first (:func:`resolve_device`), so a missing
+    CUDA device is named as such.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
+    device = resolve_device(device)
+    kind = device.split(":", 1)[0]
+    if precision == "auto":
+        return "bf16" if kind == "cuda" and _bf16_supported(device) else "fp32"
+    if precision == "fp16" and kind != "cuda":
+        raise ValueError(f"precision fp16 needs a CUDA device, not {device!r}; use bf16 on the CPU, or fp32")
+    if precision == "bf16" and kind == "mps":
+        raise ValueError(f"precision bf16 needs a CUDA device or the CPU, not {device!r}; use fp32")
+    if precision == "bf16" and kind == "cuda" and not _bf16_supported(device):
+        import torch
+
+        gpu = torch.cuda.get_device_name(device)
+        raise ValueError(f"precision bf16: {gpu} ({device}) does not support bfloat16; use fp16 or fp32")
+    return precision
+
+
+def torch_dtype(precision: str):
+    """The torch dtype of ``fp32``, ``bf16`` or ``fp16``."""
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def autocast(precision: str, device: str):
+    """``torch.autocast`` for ``bf16`` / ``fp16`` on ``device`` (checked first, ``auto`` resolved); a no-op
+    context for ``fp32``."""
+    precision = check_precision(precision, device)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast(device_type=device.split(":", 1)[0], dtype=torch_dtype(precision))

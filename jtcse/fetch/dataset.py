@@ -1,0 +1,152 @@
+"""``fetch_dataset``: download a manifest entry into a folder, checked and all-or-nothing.
+
+Under the output's lock (:func:`jtcse.locking.output_lock`):
+
+1. the output is inspected: absent or empty is fine; the same dataset already fetched from the same pinned
+   sources (its ``jtcse_data.json`` says so) is a no-op; anything else is refused unless ``overwrite``;
+2. each file downloads into the sibling folder ``<output>.download/`` (resumable ``.part`` files, size and
+   SHA-256 checked: :mod:`jtcse.fetch.download`);
+3. the files are unpacked into ``<output>.tmp`` with ``jtcse_data.json`` (what was fetched, from where, its
+   checksums), which then replaces the output in one rename (:func:`jtcse.locking.atomic_folder`);
+4. ``<output>.download/`` is removed.
+
+A failure at any step leaves the output as it was: an interrupted download keeps its ``.part`` to resume
+from; a checksum mismatch deletes it; a verified file stays in ``<output>.download/`` until it is unpacked.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jtcse.errors import JTCSEError
+from jtcse.fetch.download import download, make_client
+from jtcse.fetch.manifest import Dataset, load_manifest
+from jtcse.fetch.unpack import unpack
+from jtcse.locking import atomic_folder, output_lock
+
+MARKER = "jtcse_data.json"
+DOWNLOAD_SUFFIX = ".download"
+
+
+@dataclass
+class FetchResult:
+    """What :func:`fetch_dataset` did. ``status``: ``fetched`` or ``already`` (nothing to do)."""
+
+    name: str
+    output: Path
+    status: str
+    sha256: dict[str, str] = field(default_factory=dict)  # file name -> digest of what was downloaded
+    unpinned: list[str] = field(default_factory=list)  # files fetched without a pinned checksum
+    entries: list[str] = field(default_factory=list)  # top-level names written into the output
+
+
+def download_dir_for(output: str | Path) -> Path:
+    """``<output>.download``: where the files collect (and resume) before they are unpacked."""
+    output = Path(output)
+    return output.with_name(output.name + DOWNLOAD_SUFFIX)
+
+
+def _pins(entry: Dataset) -> dict[str, str | None]:
+    return {f.name: f.sha256 for f in entry.files}
+
+
+def _finished(output: Path, entry: Dataset) -> bool:
+    """Whether ``output`` holds ``entry`` fetched earlier from the same pinned sources."""
+    try:
+        marker = json.loads((output / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    pinned = {name: sha for name, sha in _pins(entry).items() if sha}
+    recorded = {f.get("name"): f.get("sha256") for f in marker.get("files", []) if isinstance(f, dict)}
+    return (
+        marker.get("dataset") == entry.name
+        and set(recorded) == set(_pins(entry))
+        and all(recorded[name] == sha for name, sha in pinned.items())
+    )
+
+
+def _check_output(output: Path, entry: Dataset, overwrite: bool) -> bool:
+    """True when there is nothing to do; raises when ``output`` holds something else (and not ``overwrite``)."""
+    if output.exists() and not output.is_dir():
+        raise JTCSEError(f"{output} is a file; give a folder for {entry.name}.")
+    if not output.is_dir() or not any(output.iterdir()):
+        return False
+    if not overwrite and _finished(output, entry):
+        return True
+    if not overwrite:
+        held = ", ".join(sorted(p.name for p in output.iterdir())[:5])
+        raise JTCSEError(
+            f"{output} is not empty ({held}) and holds no finished {entry.name} fetch; choose an empty or new "
+            "folder, or pass --overwrite to replace it."
+        )
+    return False
+
+
+def fetch_dataset(
+    name: str,
+    output: str | Path,
+    *,
+    manifest: str | Path | None = None,
+    overwrite: bool = False,
+    allow_unpinned: bool = False,
+    progress: bool = True,
+    client=None,
+) -> FetchResult:
+    """Fetch dataset ``name`` of the ``manifest`` (default ``data/manifest.toml``) into the folder ``output``.
+
+    ``allow_unpinned``: also download files without a published SHA-256 (their computed digests are in
+    the result's ``sha256`` so they can be pinned). ``client``: an ``httpx.Client`` (default: one per call).
+    """
+    entry = load_manifest(manifest).dataset(name)
+    unpinned = [f.name for f in entry.unpinned]
+    output = Path(output)
+    with output_lock(output):
+        if _check_output(output, entry, overwrite):
+            return FetchResult(name, output, "already")
+        if unpinned and not allow_unpinned:
+            raise JTCSEError(
+                f"{name}: no published sha256 is pinned for {', '.join(unpinned)} in the manifest, so the download "
+                "cannot be checked. Pass --allow-unpinned to fetch it anyway; the sha256 it computes is printed so "
+                "you can pin it in data/manifest.toml."
+            )
+        downloads = download_dir_for(output)
+        downloads.mkdir(parents=True, exist_ok=True)
+        own_client = client is None
+        client = client or make_client()
+        digests: dict[str, str] = {}
+        try:
+            for source in entry.files:
+                digests[source.name] = download(
+                    source.url, downloads / source.name, sha256=source.sha256, size=source.size,
+                    client=client, progress=progress,
+                )  # fmt: skip
+        except BaseException:
+            if not any(downloads.iterdir()):  # nothing to resume from: leave no empty folder behind
+                downloads.rmdir()
+            raise
+        finally:
+            if own_client:
+                client.close()
+        entries: list[str] = []
+        with atomic_folder(output) as tmp:
+            tmp.mkdir()
+            for source in entry.files:
+                entries += unpack(source, downloads / source.name, tmp)
+            record = {
+                "dataset": name,
+                "summary": entry.summary,
+                "licence": entry.licence,
+                "source": entry.source,
+                "fetched": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "files": [
+                    {"name": f.name, "url": f.url, "sha256": digests[f.name], "pinned": f.pinned, "unpack": f.unpack}
+                    for f in entry.files
+                ],
+            }
+            (tmp / MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        shutil.rmtree(downloads, ignore_errors=True)
+    return FetchResult(name, output, "fetched", digests, unpinned, sorted(set(entries)))

@@ -1,0 +1,109 @@
+"""The ``SentenceTransformerTrainingArguments`` of a training stage: precision, checkpoint and evaluation cadence.
+
+One set of arguments for every stage (:func:`build_training_args`): checkpoints in
+``<output_dir>/checkpoints`` (:mod:`jtcse.training.run_dir`), the best one by dev Spearman
+(:data:`DEV_METRIC`) kept when there is a dev file, mixed precision by name (:func:`precision_flags`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jtcse.devices import check_precision, resolve_device
+from jtcse.training import distributed
+from jtcse.training.run_dir import checkpoints_dir
+
+DEV_EVALUATOR_NAME = "sts-dev"
+DEV_METRIC = f"eval_{DEV_EVALUATOR_NAME}_spearman_cosine"
+"""The trainer's name for the dev evaluator's score: the metric that picks the best checkpoint."""
+
+
+def precision_flags(precision: str, device: str | None = None) -> dict[str, bool]:
+    """Trainer ``fp16``/``bf16`` flags for ``precision`` (one of :data:`~jtcse.devices.PRECISIONS`) on the
+    device the trainer runs on (``None``: the best one here), by the one rule of
+    :func:`jtcse.devices.check_precision`: ``auto`` is bf16 mixed precision on a CUDA GPU that supports it,
+    else fp32; ``fp16`` needs a CUDA GPU; ``bf16`` runs on a GPU that supports it or on the CPU (autocast).
+    """
+    resolved = check_precision(precision, device)
+    return {"fp16": resolved == "fp16", "bf16": resolved == "bf16"}
+
+
+def build_training_args(
+    output_dir: str | Path,
+    *,
+    batch_size: int,
+    learning_rate: float,
+    epochs: float,
+    max_steps: int,
+    seed: int,
+    has_dev: bool,
+    eval_steps: int,
+    save_steps: int | None = None,
+    logging_steps: int = 50,
+    warmup_ratio: float = 0.0,
+    use_no_duplicates_sampler: bool = False,
+    precision: str = "auto",
+    gradient_checkpointing: bool = False,
+    device: str | None = None,
+    **overrides: Any,
+):
+    """``SentenceTransformerTrainingArguments`` for a jtcse stage (values checked by
+    :class:`~jtcse.training.stage.TrainingSettings`).
+
+    With a dev file: evaluate and save every ``eval_steps`` and keep the best checkpoint by dev
+    Spearman (``load_best_model_at_end``; the trainer keeps that checkpoint and the last). Without: save
+    every ``save_steps`` (default ``eval_steps``) so an interrupted run can resume, keeping the last. The
+    trainer's NaN/inf log filter is off (it syncs with the host every step);
+    :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
+    ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
+    encoder layer's activations in the backward pass: less memory, ~30% more compute) are for GPUs.
+    ``device``: ``cpu`` trains on the CPU where a GPU is visible too; ``None`` (or another device) leaves the
+    choice to the trainer (the first visible GPU, else the CPU); see :func:`jtcse.training.stage.training_device`.
+    ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last; under a
+    multi-process launch without CUDA, CPU DDP is switched on (:func:`distributed.training_arguments`).
+    """
+    import torch
+    from sentence_transformers import SentenceTransformerTrainingArguments
+    from sentence_transformers.base.sampler import BatchSamplers
+
+    device = resolve_device("cpu" if overrides.get("use_cpu") else device)
+    save_every = eval_steps if has_dev or save_steps is None else save_steps
+    kwargs: dict[str, Any] = dict(
+        output_dir=str(checkpoints_dir(output_dir)),
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=batch_size,
+        learning_rate=learning_rate,
+        num_train_epochs=epochs,
+        max_steps=max_steps,
+        seed=seed,
+        data_seed=seed,
+        warmup_steps=warmup_ratio,
+        logging_steps=max(1, min(logging_steps, save_every)),
+        logging_nan_inf_filter=False,
+        save_strategy="steps",
+        save_steps=save_every,
+        save_total_limit=1,
+        report_to="none",
+        **precision_flags(precision, device),
+        gradient_checkpointing=gradient_checkpointing,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    if use_no_duplicates_sampler:
+        kwargs["batch_sampler"] = BatchSamplers.NO_DUPLICATES
+    if has_dev:
+        kwargs.update(
+            eval_strategy="steps",
+            eval_steps=eval_steps,
+            load_best_model_at_end=True,
+            metric_for_best_model=DEV_METRIC,
+            greater_is_better=True,
+        )
+    else:
+        kwargs.update(eval_strategy="no")
+    if device == "cpu" and (kwargs["bf16"] or torch.cuda.is_available()):
+        kwargs["use_cpu"] = True  # transformers runs bf16 autocast on the CPU, or ignores a visible GPU, only when told so
+    kwargs.update(overrides)
+    kwargs.update(distributed.training_arguments(use_cpu=kwargs.get("use_cpu", False)))
+    return SentenceTransformerTrainingArguments(**kwargs)

@@ -1,0 +1,68 @@
+"""Saving an ensemble checkpoint (``jtcse ensemble`` and the pipeline's ensemble stage): the members combined
+(:func:`jtcse.modeling.build.build_ensemble`), its model card, one writer and an all-or-nothing folder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from jtcse.errors import JTCSEError
+from jtcse.locking import atomic_folder, locks_output
+
+
+def ensemble_card_facts(model, sources):
+    """:class:`~jtcse.model_card.CardFacts` of an ensemble ``model`` (a ``SentenceTransformer`` whose module is an
+    ``Ensemble``) built from ``sources`` (the paths or models it was given): each member with its pooling, width
+    and weight."""
+    from jtcse.model_card import CardFacts, describe_pooling
+    from jtcse.modeling.loading import describe_source
+
+    ensemble = model[0]
+    members = [
+        f"`{describe_source(source)}`: {describe_pooling(member)}; {width} dimensions, weight {weight:g}"
+        for source, member, width, weight in zip(sources, ensemble.members, ensemble.widths, ensemble.weights)
+    ]
+    return CardFacts(
+        kind="ensemble",
+        towers=members,
+        settings={
+            "combine": ensemble.combine,
+            "weights": list(ensemble.weights),
+            "member widths": list(ensemble.widths),
+            "output width": ensemble.get_embedding_dimension(),
+        },
+    )
+
+
+@locks_output("output_dir")
+def save_ensemble(
+    models: Sequence,
+    output_dir: str | Path,
+    *,
+    combine: str = "concat",
+    weights: Sequence[float] | None = None,
+    overwrite: bool = False,
+    device: str | None = None,
+):
+    """Combine ``models`` into one ensemble (:func:`~jtcse.modeling.build.build_ensemble`) and save it, with its
+    model card (:func:`ensemble_card_facts`), as ``output_dir``; returns the model.
+
+    Under the output's lock: a folder that is there and not empty is refused unless ``overwrite``, and the
+    new checkpoint replaces it in one rename (:func:`jtcse.locking.atomic_folder`), so a failed or killed
+    save leaves the old folder as it was.
+    """
+    from jtcse.model_card import attach_card_data
+    from jtcse.modeling.build import build_ensemble
+
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise JTCSEError(f"{output_dir} is a file, not a folder.")
+    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
+        raise JTCSEError(f"{output_dir} already exists and is not empty; pass --overwrite to replace it.")
+    model = build_ensemble(models, combine=combine, weights=weights, device=device)
+    facts = ensemble_card_facts(model, models)
+    facts.model_path = str(output_dir.resolve())  # the card's snippet names the final folder, not the temporary one
+    attach_card_data(model, facts)  # model.save writes this card
+    with atomic_folder(output_dir) as tmp:
+        model.save(str(tmp))
+    return model

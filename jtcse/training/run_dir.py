@@ -1,0 +1,229 @@
+"""A training run's output directory: its layout, and whether a run there starts, resumes or is already finished.
+
+Rules shared by ``jtcse simcse``, ``jtcse distill`` and ``jtcse train`` (``docs/runs.md``). Layout::
+
+    <output_dir>/modules.json, ...                the final model
+    <output_dir>/run_summary.json                 written last: with modules.json, the mark of a finished run
+    <output_dir>/checkpoints/jtcse_run_config.json  the settings of the run that wrote the checkpoints
+    <output_dir>/checkpoints/checkpoint-<step>/   trainer checkpoints (complete once trainer_state.json is there)
+
+:func:`plan_output_dir` decides (reading only), :func:`open_output_dir` carries the plan out once the model
+and loss are built, :func:`discard_failed_start` undoes a fresh run that failed before its first checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jtcse.errors import JTCSEError
+from jtcse.locking import atomic_write_json
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINTS_SUBDIR = "checkpoints"
+RUN_SUMMARY_NAME = "run_summary.json"
+RUN_CONFIG_NAME = "jtcse_run_config.json"
+TRAINER_STATE_FILE = "trainer_state.json"
+"""Written last into a trainer checkpoint (``Trainer._save_checkpoint``): its presence marks a complete one."""
+LENGTH_KEYS = ("max_steps", "epochs")
+"""Settings that may change when a run resumes: they only say how long to train."""
+
+
+def checkpoints_dir(output_dir: str | Path) -> Path:
+    return Path(output_dir) / CHECKPOINTS_SUBDIR
+
+
+def is_finished(output_dir: str | Path) -> bool:
+    """True when ``output_dir`` holds a completed run: a saved model and its run summary."""
+    output_dir = Path(output_dir)
+    return (output_dir / RUN_SUMMARY_NAME).is_file() and (output_dir / "modules.json").is_file()
+
+
+def finished_summary(output_dir: str | Path) -> dict[str, Any] | None:
+    """The run summary of the finished run in ``output_dir`` (:func:`is_finished`), else ``None``."""
+    if not is_finished(output_dir):
+        return None
+    try:
+        return json.loads((Path(output_dir) / RUN_SUMMARY_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def checkpoint_state(checkpoint: str | Path) -> dict[str, Any] | None:
+    """The trainer state of a checkpoint folder, or ``None`` when the checkpoint is incomplete.
+
+    ``Trainer._save_checkpoint`` writes ``trainer_state.json`` last (after the weights, optimizer,
+    scheduler and RNG states), so a folder whose state file is missing or unreadable was cut off
+    while being saved.
+    """
+    try:
+        state = json.loads((Path(checkpoint) / TRAINER_STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and isinstance(state.get("global_step"), int) else None
+
+
+def newest_checkpoint(output_dir: str | Path) -> tuple[Path | None, dict[str, Any] | None, list[Path]]:
+    """``(checkpoint, its trainer state, incomplete checkpoints newer than it)`` in ``<output_dir>/checkpoints``;
+    ``(None, None, [...])`` when no checkpoint there is complete."""
+    def step(path: Path) -> int:
+        return int(path.name.rsplit("-", 1)[1])
+
+    folders = [p for p in checkpoints_dir(output_dir).glob("checkpoint-*") if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()]
+    partial: list[Path] = []
+    for folder in sorted(folders, key=step, reverse=True):
+        state = checkpoint_state(folder)
+        if state is not None:
+            return folder, state, partial
+        partial.append(folder)
+    return None, None, partial
+
+
+FRESH, RESUME, FINISHED = "fresh", "resume", "finished"
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """What a stage does with its output directory, decided by :func:`plan_output_dir` before anything is
+    loaded or written, and carried out by :func:`open_output_dir` once the model and loss are built.
+
+    ``action``: ``fresh`` (train from step 0), ``resume`` (continue from ``resume_from``) or ``finished``
+    (the directory already holds this very run: nothing to do; ``summary`` is its run summary).
+    ``at_end``: ``resume_from`` already holds the run's last step (a kill came before the final save).
+    ``partial``: incomplete checkpoints, removed when the directory is opened. ``existed``: whether the
+    directory was there, so a run that fails before its first checkpoint removes only what it created.
+    """
+
+    output_dir: Path
+    config: dict[str, Any]
+    action: str = FRESH
+    resume_from: str | None = None
+    at_end: bool = False
+    partial: tuple[Path, ...] = ()
+    existed: bool = True
+    summary: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.action == FINISHED
+
+
+def _as_recorded(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` as it reads back from JSON (tuples become lists), so a recorded config compares equal."""
+    return json.loads(json.dumps(config, default=str))
+
+
+def _differences(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[str] = ()) -> list[str]:
+    return sorted(k for k in (set(previous) | set(config)) - set(ignore) if previous.get(k) != config.get(k))
+
+
+def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> OutputPlan:
+    """Decide what to do with ``output_dir``; reads only (:func:`open_output_dir` writes).
+
+    The rules, shared by ``jtcse simcse``, ``jtcse distill`` and ``jtcse train`` (``docs/runs.md``):
+
+    * The directory holds a finished run with this very ``config``: nothing to do (``finished``),
+      unless ``overwrite``.
+    * ``resume`` and a complete trainer checkpoint in ``<output_dir>/checkpoints``: continue from the
+      newest complete one (incomplete ones, cut off by a kill while being saved, are reported and
+      skipped). The recorded config must match this one except for the training length
+      (:data:`LENGTH_KEYS`), which may grow: a finished run whose checkpoints were kept trains further.
+    * A finished run otherwise is refused unless ``overwrite``; with it, the old model and summary stay
+      until the new model is saved (the stage runner's final save).
+    * Otherwise training starts from step 0 (stale checkpoints are removed when the directory is opened).
+    """
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the model is written to.")
+    config = _as_recorded(config)
+    finished = finished_summary(output_dir)
+    if finished is not None and not overwrite and finished.get("config") == config:
+        logger.warning(
+            "%s already holds this finished run (%s steps, same settings); nothing to do. "
+            "Pass --overwrite to train it again.", output_dir, finished.get("steps"),
+        )  # fmt: skip
+        return OutputPlan(output_dir, config, FINISHED, summary=finished)
+    if resume and not overwrite:
+        checkpoint, state, partial = newest_checkpoint(output_dir)
+        if partial:
+            logger.warning(
+                "Skipping incomplete checkpoint(s) %s in %s (cut off while being saved); %s.",
+                ", ".join(p.name for p in partial), checkpoints_dir(output_dir),
+                f"resuming from {checkpoint.name}" if checkpoint else "starting from step 0",
+            )  # fmt: skip
+        if checkpoint is not None:
+            return _resume_plan(output_dir, config, checkpoint, state, tuple(partial), finished)
+    if finished is not None and not overwrite:
+        changed = _differences(finished.get("config") or {}, config)
+        if changed and not set(changed) - set(LENGTH_KEYS):
+            why = "its checkpoints were deleted, so it cannot train further (keep them with --keep-checkpoints)"
+        else:
+            why = f"with other settings ({', '.join(changed)} differ)"
+        raise JTCSEError(
+            f"{output_dir} already holds a finished run, {why}. Choose another -o/--output, or pass --overwrite "
+            "to replace it (the old model stays until the new one is saved)."
+        )
+    return OutputPlan(output_dir, config, FRESH, existed=output_dir.exists())
+
+
+def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> OutputPlan:
+    """The plan to continue from ``checkpoint`` (trainer ``state``), after checking the recorded settings."""
+    config_path = checkpoints_dir(output_dir) / RUN_CONFIG_NAME
+    previous = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
+    length_changed = False
+    if previous is not None:
+        changed = _differences(previous, config, ignore=LENGTH_KEYS)
+        if changed:
+            raise JTCSEError(
+                f"{output_dir} holds a run with other settings ({', '.join(changed)} differ). "
+                f"Rerun with the same settings to resume, or pass {'--overwrite' if finished else '--no-resume'} "
+                "to start over."
+            )
+        length_changed = any(previous.get(k) != config.get(k) for k in LENGTH_KEYS)
+    step, max_steps = state["global_step"], config.get("max_steps", -1)
+    if length_changed and isinstance(max_steps, int) and 0 < max_steps <= step:
+        raise JTCSEError(
+            f"{output_dir} holds a checkpoint at step {step}; --max-steps {max_steps} would train no further. "
+            "Give a larger --max-steps, or pass --overwrite to start over."
+        )
+    if finished is not None:
+        logger.warning(
+            "Training the finished run in %s further from step %d. Its learning-rate schedule ended with that "
+            "step: the first step after the resume runs at the rate it ended with (0 for the default linear "
+            "decay), the next ones follow the schedule for the new length.", output_dir, step,
+        )  # fmt: skip
+    at_end = not length_changed and step >= state.get("max_steps", step + 1)
+    return OutputPlan(output_dir, config, RESUME, resume_from=str(checkpoint), at_end=at_end, partial=partial)
+
+
+def open_output_dir(plan: OutputPlan) -> None:
+    """Carry out ``plan`` (not for ``finished``): the stage's first write, once its model and loss are built.
+
+    Creates the directory, removes incomplete checkpoints (resuming) or every old checkpoint (fresh
+    start) and records the config in ``checkpoints/jtcse_run_config.json``.
+    """
+    ckpt_dir = checkpoints_dir(plan.output_dir)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    stale = plan.partial if plan.action == RESUME else ckpt_dir.glob("checkpoint-*")
+    for folder in list(stale):
+        shutil.rmtree(folder, ignore_errors=True)
+    atomic_write_json(ckpt_dir / RUN_CONFIG_NAME, plan.config)
+
+
+def discard_failed_start(plan: OutputPlan) -> None:
+    """After a fresh run failed before its first complete checkpoint, remove what it created: the output
+    is as it was (a run with a checkpoint is kept, to resume or inspect)."""
+    if plan.action != FRESH or newest_checkpoint(plan.output_dir)[0] is not None:
+        return
+    shutil.rmtree(plan.output_dir if not plan.existed else checkpoints_dir(plan.output_dir), ignore_errors=True)
+
+
+def remove_checkpoints(output_dir: str | Path) -> None:
+    """Drop trainer checkpoints once the final model is saved (they hold optimizer state, 3× the model)."""
+    shutil.rmtree(checkpoints_dir(output_dir), ignore_errors=True)

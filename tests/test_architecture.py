@@ -1,0 +1,49 @@
+"""The house rules of docs/architecture.md, checked: the import-linter contracts in pyproject.toml (floors,
+no circle but the documented one), no module over 500 lines, no catch-all module names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "jtcse"
+MAX_LINES = 500
+CATCH_ALL_NAMES = {"common", "utils", "util", "helpers", "misc"}
+
+
+def _lint_imports(config: Path) -> subprocess.CompletedProcess:
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter is not installed (pip install -e .[dev])")
+    return subprocess.run(
+        [str(lint), "--config", str(config), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_import_contracts_are_kept():
+    result = _lint_imports(REPO / "pyproject.toml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 kept, 0 broken" in result.stdout
+
+
+def test_the_circle_contract_catches_the_documented_circle_when_it_is_not_excused(tmp_path):
+    """The no-circles contract can fail: without its one excused import it reports checkpoint_code <-> ensemble."""
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    excuse = '"jtcse.modeling.checkpoint_code -> jtcse.modeling.ensemble",'
+    assert excuse in text
+    config = tmp_path / "pyproject.toml"
+    config.write_text(text.replace(excuse, ""), encoding="utf-8")
+    result = _lint_imports(config)
+    assert result.returncode != 0 and "No cycles are allowed in jtcse.modeling" in result.stdout
+
+
+def test_no_module_is_over_500_lines_or_named_for_no_concern():
+    modules = sorted(PACKAGE.rglob("*.py"))
+    too_long = {str(p.relative_to(REPO)): n for p in modules if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
+    catch_all = [str(p.relative_to(REPO)) for p in PACKAGE.rglob("*") if p.stem in CATCH_ALL_NAMES]
+    assert not catch_all, f"modules or packages named for no concern: {catch_all}"
