@@ -269,8 +269,9 @@ def test_the_pipelines_stage_defaults_are_its_trainers_presets_shown_in_help():
             assert param.default is None and param.show_default.split(" ")[0] == (
                 f"{value:g}" if isinstance(value, float) else str(value)
             ), param.name
-    assert params["ensemble_weights"].show_default.startswith(",".join(f"{w:g}" for w in ENSEMBLE_WEIGHTS))
+    for weights in ENSEMBLE_WEIGHTS.values():  # both defaults, with and without a twin
+        assert ",".join(f"{w:g}" for w in weights) in params["ensemble_weights"].show_default
     arguments = pipeline_arguments(_command("pipeline").make_context("pipeline", ["-o", "out"]).params)
     stages = check_settings(**{k: arguments[k] for k in ("warmup_settings", "twin_settings", "distill_settings")})
     assert {stage: settings for stage, (settings, _) in stages.items()} == STAGE_DEFAULTS
-    assert arguments["ensemble"] is None and arguments["pooling"] is None  # decided by the starting model
+    assert arguments["ensemble"] is None and arguments["twin"] is None and arguments["pooling"] is None  # by the start
