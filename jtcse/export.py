@@ -94,7 +94,7 @@ def check_backend(format: str) -> None:
 
 
 def _combined_kind(path: Path) -> str | None:
-    """"twin" or "ensemble" when ``modules.json`` names jtcse's TwinTowers or Ensemble module (by package
+    """ "twin" or "ensemble" when ``modules.json`` names jtcse's TwinTowers or Ensemble module (by package
     path or as checkpoint code), else None. Read as JSON, so refusing costs no torch import."""
     try:
         modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
@@ -151,7 +151,12 @@ def _write_calibration_dataset(sentences: list[str], folder: Path) -> dict:
         writer = csv.writer(handle)
         writer.writerow(["sentence"])
         writer.writerows([sentence] for sentence in sentences)
-    return {"dataset_name": str(folder), "dataset_config_name": "default", "dataset_split": "train", "column_name": "sentence"}
+    return {
+        "dataset_name": str(folder),
+        "dataset_config_name": "default",
+        "dataset_split": "train",
+        "column_name": "sentence",
+    }
 
 
 def _convert(source: Path, tmp: Path, format: str, quantize: str, calibration: list[str] | None) -> None:
@@ -246,7 +251,9 @@ def export_model(
                 "format": format,
                 "quantize": quantize,
                 "graph": _GRAPH[format],
-                "calibration": None if calibration is None else {"file": str(Path(calibration).resolve()), "sentences": len(sentences)},
+                "calibration": None
+                if calibration is None
+                else {"file": str(Path(calibration).resolve()), "sentences": len(sentences)},
             }
             (tmp / EXPORT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return output_dir

@@ -126,8 +126,7 @@ def output_lock(output: str | Path) -> Iterator[Path]:
     except Timeout:
         holder = _read_holder(path)
         raise OutputLockedError(
-            f"{output} is being written by {_describe(holder)}; wait for it to finish or stop it "
-            f"(its lock: {path}).",
+            f"{output} is being written by {_describe(holder)}; wait for it to finish or stop it (its lock: {path}).",
             holder,
         ) from None
     except OSError as err:

@@ -57,7 +57,7 @@ RECIPES = {
     "ensemble": "Each member encodes the sentence with its own tokenizer, truncation and pooling; the members' "
     "L2-normalised embeddings, each times its weight, are concatenated (or summed) into one vector, with no further "
     "training. With equal weights the cosine of two concatenated embeddings is the mean of the members' cosines. "
-    "This is the \"+UC\" ensemble of the JTCSE paper (Table I): a JTCSE twin combined with an independently trained "
+    'This is the "+UC" ensemble of the JTCSE paper (Table I): a JTCSE twin combined with an independently trained '
     "checkpoint.",
 }
 
@@ -170,8 +170,11 @@ def describe_pooling(model) -> str:
     for module in model:
         name = type(module).__name__
         if name == "TwinTowers":
-            parts.append("sum of the two towers' last-layer [CLS] vectors" if getattr(module, "pooling", "cls") == "cls"
-                         else f"sum of the two towers' {module.pooling}-pooled last hidden states")
+            parts.append(
+                "sum of the two towers' last-layer [CLS] vectors"
+                if getattr(module, "pooling", "cls") == "cls"
+                else f"sum of the two towers' {module.pooling}-pooled last hidden states"
+            )
         elif name == "Ensemble":
             how = "concatenated" if module.combine == "concat" else "summed"
             parts.append(f"each member pools for itself; the members' L2-normalised embeddings, weighted, {how}")

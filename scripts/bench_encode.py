@@ -111,7 +111,7 @@ def main() -> None:
         names = list(models)
         for repeat in range(args.repeats):
             # rotate the order each repeat so no model always runs first (or right after another)
-            for name in names[repeat % len(names):] + names[: repeat % len(names)]:
+            for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
                 timings[name].append(_time_encode(models[name], sentences, args.batch_size))
 
     per_model = {

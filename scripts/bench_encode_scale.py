@@ -187,7 +187,7 @@ def interleaved(configs: dict, repeats: int, run) -> dict:
     names = list(configs)
     results: dict = {name: [] for name in names}
     for round_ in range(repeats):
-        order = names[round_ % len(names):] + names[: round_ % len(names)]
+        order = names[round_ % len(names) :] + names[: round_ % len(names)]
         for name in order:
             results[name].append(run(name))
             print(f"  {name} round {round_ + 1}: {results[name][-1]}", file=sys.stderr, flush=True)
@@ -205,17 +205,23 @@ def main() -> None:
     parser.add_argument("--child-output", help=argparse.SUPPRESS)
     parser.add_argument("--only", default="throughput,ray,growth,index")
     parser.add_argument("--model", default=None, help="Throughput/ray model. Default: the embedded MiniLM.")
-    parser.add_argument("--corpus", type=Path, default=None, help="Sentences for throughput/ray (cycled). Default: synthetic.")
+    parser.add_argument(
+        "--corpus", type=Path, default=None, help="Sentences for throughput/ray (cycled). Default: synthetic."
+    )
     parser.add_argument("--sentences", type=int, default=6000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ray-sentences", type=int, default=100_000)
-    parser.add_argument("--ray-model", default=None, help="Model of the ray section: tiny, a path, or (default) --model.")
+    parser.add_argument(
+        "--ray-model", default=None, help="Model of the ray section: tiny, a path, or (default) --model."
+    )
     parser.add_argument("--growth", default="10000,100000,1000000")
     parser.add_argument("--growth-model", default="tiny", help="tiny (the tests' random 4-layer/32 BERT) or a path.")
     parser.add_argument("--index-rows", default="100000,1000000")
     parser.add_argument("--chunk-size", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--workdir", type=Path, default=None, help="Where corpora and outputs go (default: a temp dir).")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="Where corpora and outputs go (default: a temp dir)."
+    )
     parser.add_argument("--quick", action="store_true", help="Small sizes, one repeat.")
     parser.add_argument("-o", "--output", type=Path, default=None)
     args = parser.parse_args()
@@ -234,10 +240,18 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     model = args.model or default_tower_path()
     report: dict = {
-        "machine": {"cpu_cores": available_cores(), "python": platform.python_version(), "platform": platform.platform(),
-                    "gpu": "none lent to this run (CPU only)"},  # fmt: skip
-        "settings": {"model": "embedded MiniLM" if args.model is None else args.model, "chunk_size": args.chunk_size,
-                     "batch_size": args.batch_size, "corpus": str(args.corpus) if args.corpus else "synthetic"},  # fmt: skip
+        "machine": {
+            "cpu_cores": available_cores(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "gpu": "none lent to this run (CPU only)",
+        },  # fmt: skip
+        "settings": {
+            "model": "embedded MiniLM" if args.model is None else args.model,
+            "chunk_size": args.chunk_size,
+            "batch_size": args.batch_size,
+            "corpus": str(args.corpus) if args.corpus else "synthetic",
+        },  # fmt: skip
     }
     sections = set(args.only.split(","))
 
@@ -250,7 +264,11 @@ def main() -> None:
     def tiny_tower() -> str:
         from jtcse.testing import make_tiny_tower
 
-        return str(work / "tiny_bert") if (work / "tiny_bert").is_dir() else make_tiny_tower(work / "tiny_bert", "bert", seed=0)
+        return (
+            str(work / "tiny_bert")
+            if (work / "tiny_bert").is_dir()
+            else make_tiny_tower(work / "tiny_bert", "bert", seed=0)
+        )
 
     def encode_spec(path: Path, out: str, **extra) -> dict:
         return {"kind": "encode", "model": model, "input": str(path), "output": str(work / out),

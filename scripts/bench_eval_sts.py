@@ -21,12 +21,14 @@ import numpy as np
 def main() -> None:
     from scipy.stats import spearmanr
 
-    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.sts import STSPairs, encode_unique, paired_cosine, read_stsb_file
+    from jtcse.modeling.loading import load_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_file = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "stsbenchmark" / "sts-dev.csv"
-    parser.add_argument("--file", default=str(default_file), help="STS-B-format file [../shared/data/stsbenchmark/sts-dev.csv]")
+    parser.add_argument(
+        "--file", default=str(default_file), help="STS-B-format file [../shared/data/stsbenchmark/sts-dev.csv]"
+    )
     parser.add_argument("--model", default=None, help="sentence-transformers checkpoint [embedded MiniLM]")
     parser.add_argument("--pairs", type=int, default=600, help="use the first N pairs")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -50,7 +52,7 @@ def main() -> None:
         order = sorted(range(n), key=lambda i: (len(pairs.sentences1[i].split()), len(pairs.sentences2[i].split())))
         cos = np.empty(n)
         for start in range(0, n, bs):
-            idx = order[start:start + bs]
+            idx = order[start : start + bs]
             a = model.encode([pairs.sentences1[i] for i in idx], batch_size=bs).astype(np.float64)
             b = model.encode([pairs.sentences2[i] for i in idx], batch_size=bs).astype(np.float64)
             cos[idx] = cos_rows(a, b)
@@ -75,8 +77,18 @@ def main() -> None:
     base = results["jtcse"]["seconds"]
     for name in ("senteval_style", "naive"):
         results[name]["time_ratio_vs_jtcse"] = round(results[name]["seconds"] / base, 2)
-    print(json.dumps({"file": args.file, "pairs": n, "batch_size": bs, "model": args.model or "embedded MiniLM",
-                      "results": results}, indent=2))
+    print(
+        json.dumps(
+            {
+                "file": args.file,
+                "pairs": n,
+                "batch_size": bs,
+                "model": args.model or "embedded MiniLM",
+                "results": results,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-VARIANTS = {"onnx": ("onnx", "none"), "onnx-int8": ("onnx", "int8"), "openvino": ("openvino", "none"), "openvino-int8": ("openvino", "int8")}
+VARIANTS = {
+    "onnx": ("onnx", "none"),
+    "onnx-int8": ("onnx", "int8"),
+    "openvino": ("openvino", "none"),
+    "openvino-int8": ("openvino", "int8"),
+}
 
 
 def sts_dev(path: Path) -> tuple[list[str], list[str], np.ndarray]:
@@ -82,13 +87,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", nargs="?", default=None, help="single-tower checkpoint (default: embedded MiniLM)")
     parser.add_argument("--formats", default="openvino,openvino-int8", help=f"comma list from {', '.join(VARIANTS)}")
-    parser.add_argument("--sts-dev", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "stsbenchmark" / "sts-dev.csv"))
+    parser.add_argument(
+        "--sts-dev",
+        default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "stsbenchmark" / "sts-dev.csv"),
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for every backend alike")
-    parser.add_argument("--calibration", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki12k.txt"),
-                        help="OpenVINO int8: sentences to calibrate on, one a line")
+    parser.add_argument(
+        "--calibration",
+        default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki12k.txt"),
+        help="OpenVINO int8: sentences to calibrate on, one a line",
+    )
     parser.add_argument("-o", "--output", default=None, help="also write the JSON here")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -122,7 +133,9 @@ def main() -> None:
             fmt, quantize = VARIANTS[name]
             calibration = args.calibration if (fmt, quantize) == ("openvino", "int8") else None
             out = export_model(model_path, Path(tmp) / name, format=fmt, quantize=quantize, calibration=calibration)
-            models[name] = SentenceTransformer(str(out), backend=fmt, device="cpu", **backend_options(fmt, args.threads))
+            models[name] = SentenceTransformer(
+                str(out), backend=fmt, device="cpu", **backend_options(fmt, args.threads)
+            )
             models[name].max_seq_length = args.max_length
         results = measure(models, left, right, gold, args.batch_size, args.repeats)
     base = results["torch"]
@@ -149,7 +162,8 @@ def main() -> None:
         }
     targets = {"onnx": (1.2, 0.3), "onnx-int8": (1.8, 1.0), "openvino": (1.2, 0.3), "openvino-int8": (1.8, 1.0)}
     report["meets_targets"] = {
-        name: report[name]["throughput_over_torch"] >= speed and report[name]["spearman_drop"] <= drop
+        name: report[name]["throughput_over_torch"] >= speed
+        and report[name]["spearman_drop"] <= drop
         and (name not in ("onnx", "openvino") or report[name]["cosine_to_torch_min"] >= 0.9999)
         for name, (speed, drop) in targets.items()
         if name in report

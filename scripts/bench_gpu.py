@@ -182,7 +182,9 @@ def bench_gradcache(args, tower: str) -> dict:
     def step_with(loss):
         def step(batch: int) -> None:
             sentences = [pool[i % len(pool)] + f" {i}" for i in range(batch)]
-            features = {k: v.to(args.device) if torch.is_tensor(v) else v for k, v in twin.preprocess(sentences).items()}
+            features = {
+                k: v.to(args.device) if torch.is_tensor(v) else v for k, v in twin.preprocess(sentences).items()
+            }
             try:
                 with autocast(precision, args.device):  # the replays of the backward pass run under it too
                     total = torch.stack(list(loss([features]).values())).sum()
@@ -258,9 +260,13 @@ def main() -> None:
         "device_name": torch.cuda.get_device_name(args.device) if cuda else platform.processor() or platform.machine(),
         "tower": tower,
         "settings": {
-            "batch_size": args.batch_size, "max_seq_length": args.max_seq_length, "warmup": args.warmup,
-            "repeats": args.repeats, "encode_sentences": args.encode_sentences,
-            "encode_batch_size": args.encode_batch_size, "precisions": precisions,
+            "batch_size": args.batch_size,
+            "max_seq_length": args.max_seq_length,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "encode_sentences": args.encode_sentences,
+            "encode_batch_size": args.encode_batch_size,
+            "precisions": precisions,
             "threads": torch.get_num_threads(),
         },  # fmt: skip
         "train": train,

@@ -51,8 +51,13 @@ def _texts(tokenizer, count: int, length: int, corpus: str | None) -> list[str]:
 
 
 def _configs(model, base_factory):
-    from jtcse.losses import DispersionLoss, NITPLoss, RegularizedLoss, SimRegLoss
-    from jtcse.losses import ThresholdedMultipleNegativesRankingLoss
+    from jtcse.losses import (
+        DispersionLoss,
+        NITPLoss,
+        RegularizedLoss,
+        SimRegLoss,
+        ThresholdedMultipleNegativesRankingLoss,
+    )
 
     layers = model[0].model.config.num_hidden_layers
     return {

@@ -49,7 +49,11 @@ def main() -> None:
         "sentences": len(sentences),
         "corpus": source,
         "stub_latency_s": args.latency,
-        "defaults": {"concurrency": defaults.concurrency, "rate_limit_per_s": defaults.rate_limit, "pack_size": defaults.pack_size},
+        "defaults": {
+            "concurrency": defaults.concurrency,
+            "rate_limit_per_s": defaults.rate_limit,
+            "pack_size": defaults.pack_size,
+        },
     }
 
     def one_run(cache_path: Path, out: Path, **kwargs) -> dict:
@@ -74,7 +78,9 @@ def main() -> None:
         result["speedup_packed_vs_unpacked"] = round(
             result["packed_first_run"]["round_trips_per_s"] / result["unpacked_first_run"]["round_trips_per_s"], 2
         )
-    result["target_met"] = result["packed_first_run"]["round_trips_per_s"] >= 200 and result["packed_second_run"]["requests"] == 0
+    result["target_met"] = (
+        result["packed_first_run"]["round_trips_per_s"] >= 200 and result["packed_second_run"]["requests"] == 0
+    )
     print(json.dumps(result, indent=2))
 
 

@@ -63,8 +63,9 @@ def _child(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    twin = build_twin(args.tower, args.tower, cael_every=args.cael_every, max_seq_length=args.max_seq_length,
-                      device=device)
+    twin = build_twin(
+        args.tower, args.tower, cael_every=args.cael_every, max_seq_length=args.max_seq_length, device=device
+    )
     twin.train()
     model = torch.nn.parallel.DistributedDataParallel(twin) if distributed else twin
     local = args.batch // world
@@ -106,24 +107,55 @@ def _child(args: argparse.Namespace) -> None:
     else:
         step_s = min(times)
     if rank == 0:
-        print(json.dumps({
-            "device": device, "world_size": world, "threads_per_process": args.threads,
-            "peak_mb": round(peak, 1), "step_peak_mb": round(peak - before, 1),
-            "step_s": round(step_s, 4), "sentences_per_s": round(args.batch / step_s, 1),
-        }))
+        print(
+            json.dumps(
+                {
+                    "device": device,
+                    "world_size": world,
+                    "threads_per_process": args.threads,
+                    "peak_mb": round(peak, 1),
+                    "step_peak_mb": round(peak - before, 1),
+                    "step_s": round(step_s, 4),
+                    "sentences_per_s": round(args.batch / step_s, 1),
+                }
+            )
+        )
 
 
-def _run(name: str, args: argparse.Namespace, *, batch: int, mini_batch: int = 0, ddp: bool = False,
-         threads: int = 1) -> dict:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"] if ddp \
+def _run(
+    name: str, args: argparse.Namespace, *, batch: int, mini_batch: int = 0, ddp: bool = False, threads: int = 1
+) -> dict:
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+        if ddp
         else [sys.executable]
+    )
     command = [
-        *launcher, str(Path(__file__).resolve()), "--child", "--tower", args.tower, "--batch", str(batch),
-        "--mini-batch", str(mini_batch), "--steps", str(args.steps), "--threads", str(threads),
-        "--max-seq-length", str(args.max_seq_length), "--cael-every", str(args.cael_every),
+        *launcher,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--tower",
+        args.tower,
+        "--batch",
+        str(batch),
+        "--mini-batch",
+        str(mini_batch),
+        "--steps",
+        str(args.steps),
+        "--threads",
+        str(threads),
+        "--max-seq-length",
+        str(args.max_seq_length),
+        "--cael-every",
+        str(args.cael_every),
     ]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS=str(threads),
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+    )
     print(f"[bench_scale] {name} ...", file=sys.stderr, flush=True)
     try:
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -142,8 +174,9 @@ def _tower(args: argparse.Namespace, workdir: Path) -> str:
     if args.tower == "tiny":
         from jtcse.testing import make_tiny_tower
 
-        return make_tiny_tower(workdir / "tower", num_layers=args.layers, hidden=args.hidden, heads=4,
-                               max_seq_length=args.max_seq_length)
+        return make_tiny_tower(
+            workdir / "tower", num_layers=args.layers, hidden=args.hidden, heads=4, max_seq_length=args.max_seq_length
+        )
     return args.tower
 
 
@@ -190,11 +223,18 @@ def main() -> None:
     }
     report = {
         "benchmark": "bench_scale",
-        "tower": args.tower if not args.tower.startswith(tempfile.gettempdir()) else
-        f"tiny random BERT ({args.layers} layers, hidden {args.hidden})",
-        "batch": big, "mini_batch": small, "max_seq_length": args.max_seq_length, "cael_every": args.cael_every,
-        "timed_steps": args.steps, "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "runs": runs, "ratios": ratios, "targets": TARGETS,
+        "tower": args.tower
+        if not args.tower.startswith(tempfile.gettempdir())
+        else f"tiny random BERT ({args.layers} layers, hidden {args.hidden})",
+        "batch": big,
+        "mini_batch": small,
+        "max_seq_length": args.max_seq_length,
+        "cael_every": args.cael_every,
+        "timed_steps": args.steps,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "runs": runs,
+        "ratios": ratios,
+        "targets": TARGETS,
         "meets_targets": {key: ratios[key] <= limit for key, limit in TARGETS.items()},
     }
     text = json.dumps(report, indent=2)

@@ -79,7 +79,9 @@ def bench_faiss(n: int, dim: int, nq: int, k: int, target: float, seed: int) -> 
     ivf_recall = recall_at_k(found, truth)
 
     sweep = {}
-    for nprobe in sorted({max(1, ivf.nprobe // 4), max(1, ivf.nprobe // 2), ivf.nprobe, min(ivf.nlist, 2 * ivf.nprobe)}):
+    for nprobe in sorted(
+        {max(1, ivf.nprobe // 4), max(1, ivf.nprobe // 2), ivf.nprobe, min(ivf.nlist, 2 * ivf.nprobe)}
+    ):
         set_nprobe(ivf.index, nprobe)
         ids, qps = timed_search(ivf.index, queries, k, repeats=1)
         sweep[nprobe] = {"recall_at_10": round(recall_at_k(ids, truth), 4), "qps": round(qps, 1)}
@@ -122,8 +124,12 @@ def bench_quantized_on(base: np.ndarray, queries: np.ndarray, k: int, multiplier
     _, truth = exact_search(queries, base, k)
     _, flat_qps = _timed(lambda q: exact_search(q, base, k), queries)
     float_bytes = base.shape[0] * base.shape[1] * 4
-    out: dict = {"vectors": int(base.shape[0]), "dim": int(base.shape[1]), "queries": int(len(queries)),
-                 "float32": {"bytes_in_memory": float_bytes, "qps": round(flat_qps, 1)}}
+    out: dict = {
+        "vectors": int(base.shape[0]),
+        "dim": int(base.shape[1]),
+        "queries": int(len(queries)),
+        "float32": {"bytes_in_memory": float_bytes, "qps": round(flat_qps, 1)},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         index = build_quantized_index(base, "binary")
         codes_path = Path(tmp) / "rescore.npy"
@@ -137,25 +143,44 @@ def bench_quantized_on(base: np.ndarray, queries: np.ndarray, k: int, multiplier
             "disk_over_float32": round((codes.nbytes + ranges.nbytes) / float_bytes, 5),
         }
         for m in multipliers:
-            found, qps = _timed(lambda q: search_quantized(index, q, k, "binary", rescore=(codes, ranges), rescore_multiplier=m), queries)
-            row[f"int8_rescore_x{m}"] = {"recall_at_10_vs_float": round(recall_at_k(found, truth), 4), "qps": round(qps, 1)}
+            found, qps = _timed(
+                lambda q, codes=codes, m=m: search_quantized(
+                    index, q, k, "binary", rescore=(codes, ranges), rescore_multiplier=m
+                ),
+                queries,
+            )
+            row[f"int8_rescore_x{m}"] = {
+                "recall_at_10_vs_float": round(recall_at_k(found, truth), 4),
+                "qps": round(qps, 1),
+            }
         m = 40  # the bits-only rescoring plateaus well before this
         start = time.perf_counter()
-        results, _ = semantic_search_faiss(queries, corpus_index=index, corpus_precision="ubinary", top_k=k, rescore_multiplier=m)
+        results, _ = semantic_search_faiss(
+            queries, corpus_index=index, corpus_precision="ubinary", top_k=k, rescore_multiplier=m
+        )
         qps = len(queries) / (time.perf_counter() - start)
         found = np.array([[hit["corpus_id"] for hit in hits] + [-1] * (k - len(hits)) for hits in results])
-        row[f"bits_rescore_x{m}_sentence_transformers"] = {"recall_at_10_vs_float": round(recall_at_k(found, truth), 4), "qps": round(qps, 1)}
+        row[f"bits_rescore_x{m}_sentence_transformers"] = {
+            "recall_at_10_vs_float": round(recall_at_k(found, truth), 4),
+            "qps": round(qps, 1),
+        }
         out["binary"] = row
         del codes
     index = build_quantized_index(base, "int8")
     stored = index.ntotal * index.code_size
     found, qps = _timed(lambda q: search_quantized(index, q, k, "int8"), queries)
-    out["int8"] = {"bytes_in_memory": int(stored), "memory_over_float32": round(stored / float_bytes, 5),
-                   "recall_at_10_vs_float": round(recall_at_k(found, truth), 4), "qps": round(qps, 1)}
+    out["int8"] = {
+        "bytes_in_memory": int(stored),
+        "memory_over_float32": round(stored / float_bytes, 5),
+        "recall_at_10_vs_float": round(recall_at_k(found, truth), 4),
+        "qps": round(qps, 1),
+    }
     return out
 
 
-def binary_recall_by_corpus_size(base: np.ndarray, queries: np.ndarray, k: int, multipliers: list[int], seed: int) -> dict:
+def binary_recall_by_corpus_size(
+    base: np.ndarray, queries: np.ndarray, k: int, multipliers: list[int], seed: int
+) -> dict:
     """Binary + int8 rescoring recall@k on random subsets of ``base``: how it falls as the corpus grows."""
     from jtcse.search.faiss_index import build_quantized_index, exact_search, recall_at_k, search_quantized
     from jtcse.search.index import write_rescore_vectors
@@ -170,7 +195,13 @@ def binary_recall_by_corpus_size(base: np.ndarray, queries: np.ndarray, k: int, 
             ranges = write_rescore_vectors(subset, Path(tmp) / f"r{rows}.npy")
             codes = np.load(Path(tmp) / f"r{rows}.npy", mmap_mode="r")
             out[rows] = {
-                f"x{m}": round(recall_at_k(search_quantized(index, queries, k, "binary", rescore=(codes, ranges), rescore_multiplier=m)[1], truth), 4)
+                f"x{m}": round(
+                    recall_at_k(
+                        search_quantized(index, queries, k, "binary", rescore=(codes, ranges), rescore_multiplier=m)[1],
+                        truth,
+                    ),
+                    4,
+                )
                 for m in multipliers
             }
             del codes
@@ -192,7 +223,7 @@ def real_embeddings(data: Path, lines: int, queries: int, batch_size: int) -> tu
     from jtcse.defaults import default_tower_path
 
     with (data / "wiki12k.txt").open(encoding="utf-8") as handle:
-        corpus = [t for t in (line.strip() for _, line in zip(range(lines), handle)) if t]
+        corpus = [t for t in (line.strip() for _, line in zip(range(lines), handle, strict=False)) if t]
     seen: set[str] = set()
     query_texts = []
     for row in (data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines():
@@ -204,12 +235,18 @@ def real_embeddings(data: Path, lines: int, queries: int, batch_size: int) -> tu
     start = time.perf_counter()
     base = model.encode(corpus, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
     q = model.encode(query_texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
-    info = {"model": "embedded MiniLM-L6", "corpus": "wiki12k.txt", "queries_from": "STS-B dev sentences",
-            "encode_s": round(time.perf_counter() - start, 1)}
+    info = {
+        "model": "embedded MiniLM-L6",
+        "corpus": "wiki12k.txt",
+        "queries_from": "STS-B dev sentences",
+        "encode_s": round(time.perf_counter() - start, 1),
+    }
     return base.astype(np.float32), q.astype(np.float32), info
 
 
-def bench_quantized(n: int, dim: int, nq: int, data: Path, real_lines: int, real_queries: int, batch_size: int, seed: int) -> dict:
+def bench_quantized(
+    n: int, dim: int, nq: int, data: Path, real_lines: int, real_queries: int, batch_size: int, seed: int
+) -> dict:
     import faiss
 
     from jtcse.search.faiss_index import DEFAULT_RESCORE_MULTIPLIER
@@ -225,7 +262,9 @@ def bench_quantized(n: int, dim: int, nq: int, data: Path, real_lines: int, real
     if real_lines > 0:
         base, queries, info = real_embeddings(data, real_lines, real_queries, batch_size)
         report["minilm_wiki"] = {**info, **bench_quantized_on(base, queries, 10, multipliers)}
-        report["minilm_wiki"]["binary_recall_by_corpus_rows"] = binary_recall_by_corpus_size(base, queries, 10, multipliers, seed)
+        report["minilm_wiki"]["binary_recall_by_corpus_rows"] = binary_recall_by_corpus_size(
+            base, queries, 10, multipliers, seed
+        )
         report["minilm_shaped_gaussian"] = {
             "note": "Gaussian with the MiniLM wiki12k embeddings' mean and covariance; a stand-in for real data at this size",
             **bench_quantized_on(shaped_gaussian(base, n, rng), shaped_gaussian(base, nq, rng), 10, multipliers),
@@ -242,7 +281,7 @@ def bench_encode(lines: int, batch_size: int, chunk_size: int, repeats: int, cor
     wiki = Path(corpus) if corpus else Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki12k.txt"
     if wiki.is_file():
         with wiki.open(encoding="utf-8") as handle:
-            texts = [line.strip() for _, line in zip(range(lines), handle)]
+            texts = [line.strip() for _, line in zip(range(lines), handle, strict=False)]
         source = str(wiki)
     else:
         texts = default_corpus_sentences(limit=lines)
@@ -261,7 +300,15 @@ def bench_encode(lines: int, batch_size: int, chunk_size: int, repeats: int, cor
             direct_s.append(time.perf_counter() - start)
             out = Path(tmp) / f"out{r}.npy"
             start = time.perf_counter()
-            encode_file(model, path, out, batch_size=batch_size, chunk_size=chunk_size, model_name=model_path, show_progress=False)
+            encode_file(
+                model,
+                path,
+                out,
+                batch_size=batch_size,
+                chunk_size=chunk_size,
+                model_name=model_path,
+                show_progress=False,
+            )
             jtcse_s.append(time.perf_counter() - start)
         same = bool(np.allclose(np.load(out), direct, atol=1e-5))
     best_direct, best_jtcse = min(direct_s), min(jtcse_s)
@@ -291,16 +338,24 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--target-recall", type=float, default=0.95, help="recall@10 nprobe is calibrated to")
     parser.add_argument("--lines", type=int, default=2000, help="sentences for the encode comparison")
-    parser.add_argument("--corpus", default=None, help="text file for the encode comparison (default ../shared/data/wiki12k.txt)")
+    parser.add_argument(
+        "--corpus", default=None, help="text file for the encode comparison (default ../shared/data/wiki12k.txt)"
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--chunk-size", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-faiss", action="store_true")
     parser.add_argument("--skip-encode", action="store_true")
     parser.add_argument("--quantized", action="store_true", help="run part 3 (binary/int8 indexes)")
-    parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data",
-                        help="part 3: folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)")
-    parser.add_argument("--real-lines", type=int, default=12000, help="part 3: wiki12k lines encoded (0: skip real data)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "shared" / "data",
+        help="part 3: folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)",
+    )
+    parser.add_argument(
+        "--real-lines", type=int, default=12000, help="part 3: wiki12k lines encoded (0: skip real data)"
+    )
     parser.add_argument("--real-queries", type=int, default=1000, help="part 3: STS-B dev sentences used as queries")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-o", "--output", default=None, help="also write the JSON here")
@@ -313,7 +368,14 @@ def main() -> None:
         report["search"] = bench_faiss(args.n, args.dim, args.queries, 10, args.target_recall, args.seed)
     if args.quantized:
         report["quantized"] = bench_quantized(
-            args.n, args.dim, args.queries, args.data_dir, args.real_lines, args.real_queries, args.batch_size, args.seed
+            args.n,
+            args.dim,
+            args.queries,
+            args.data_dir,
+            args.real_lines,
+            args.real_queries,
+            args.batch_size,
+            args.seed,
         )
     if not args.skip_encode:
         report["encode"] = bench_encode(args.lines, args.batch_size, args.chunk_size, args.repeats, args.corpus)

@@ -88,18 +88,37 @@ def twin_rows(seeds: list[int], quick: bool, long_steps: int = 0, ablation_seeds
         grid = {"loss_nce": grid["loss_nce"]}
 
     def ablations(seed: int, suffix: str) -> list[dict]:
-        out = [{"name": name + suffix, "group": "loss", "seed": seed, **full, "nce_weight": nce, "icnce_weight": icnce,
-                "ictm_weight": ictm} for name, (nce, icnce, ictm) in grid.items()]
+        out = [
+            {
+                "name": name + suffix,
+                "group": "loss",
+                "seed": seed,
+                **full,
+                "nce_weight": nce,
+                "icnce_weight": icnce,
+                "ictm_weight": ictm,
+            }
+            for name, (nce, icnce, ictm) in grid.items()
+        ]
         for k in () if quick else (1, 3, 6, 0):
-            out.append({"name": (f"cael_k{k}" if k else "cael_none") + suffix, "group": "cael", "seed": seed, **full,
-                        "cael_every": k})
+            out.append(
+                {
+                    "name": (f"cael_k{k}" if k else "cael_none") + suffix,
+                    "group": "cael",
+                    "seed": seed,
+                    **full,
+                    "cael_every": k,
+                }
+            )
         return out
 
     rows += ablations(seeds[0], "")
     for reg in () if quick else ("simreg", "dispersion"):
         rows.append({"name": f"reg_{reg}", "group": "regulariser", "seed": seeds[0], **full, "regularizers": [reg]})
     if long_steps:
-        rows += [{"name": f"jtcse_long_s{s}", "group": "long", "seed": s, **full, "max_steps": long_steps} for s in seeds]
+        rows += [
+            {"name": f"jtcse_long_s{s}", "group": "long", "seed": s, **full, "max_steps": long_steps} for s in seeds
+        ]
     if ablation_seeds:
         for s in seeds[1:]:
             rows += ablations(s, f"_s{s}")
@@ -117,7 +136,10 @@ class Runner(TrainingGrid):
 
         if not self.done("minilm_mean"):
             rho, secs = self.dev_spearman(load_model(None, device="cpu"))
-            self.save("minilm_mean", {"group": "baseline", "pooling": "mean (shipped)", "dev_spearman": rho, "eval_seconds": secs})
+            self.save(
+                "minilm_mean",
+                {"group": "baseline", "pooling": "mean (shipped)", "dev_spearman": rho, "eval_seconds": secs},
+            )
         if not self.done("minilm_cls"):
             model, _ = load_cls_tower(None, role="tower")
             rho, secs = self.dev_spearman(model)
@@ -134,8 +156,16 @@ class Runner(TrainingGrid):
             a, b = pair_of(seed, seeds)
             model = build_twin(str(self.tower_dir(a)), str(self.tower_dir(b)), cael_every=2, device="cpu")
             rho, secs = self.dev_spearman(model)
-            self.save(name, {"group": "twin_untrained", "seed": seed, "towers": [f"W{a}", f"W{b}"],
-                             "dev_spearman": rho, "eval_seconds": secs})
+            self.save(
+                name,
+                {
+                    "group": "twin_untrained",
+                    "seed": seed,
+                    "towers": [f"W{a}", f"W{b}"],
+                    "dev_spearman": rho,
+                    "eval_seconds": secs,
+                },
+            )
 
     def twin(self, row: dict) -> None:
         from jtcse.modeling.loading import load_model
@@ -146,14 +176,25 @@ class Runner(TrainingGrid):
         self.trained(
             row["name"],
             lambda: train_twin(
-                str(self.tower_dir(a)), str(self.tower_dir(b)), self.corpus, out,
-                cael_every=row["cael_every"] or None, seed=row["seed"],
-                nce_weight=row["nce_weight"], icnce_weight=row["icnce_weight"], ictm_weight=row["ictm_weight"],
-                regularizers=row["regularizers"], logging_steps=4, show_progress=False, device="cpu",
+                str(self.tower_dir(a)),
+                str(self.tower_dir(b)),
+                self.corpus,
+                out,
+                cael_every=row["cael_every"] or None,
+                seed=row["seed"],
+                nce_weight=row["nce_weight"],
+                icnce_weight=row["icnce_weight"],
+                ictm_weight=row["ictm_weight"],
+                regularizers=row["regularizers"],
+                logging_steps=4,
+                show_progress=False,
+                device="cpu",
                 **dict(self.cfg["twin"], **({"max_steps": row["max_steps"]} if "max_steps" in row else {})),
             ),
             lambda: load_model(out, device="cpu"),
-            group=row["group"], seed=row["seed"], towers=[f"W{a}", f"W{b}"],
+            group=row["group"],
+            seed=row["seed"],
+            towers=[f"W{a}", f"W{b}"],
             settings={k: row[k] for k in ("cael_every", "nce_weight", "icnce_weight", "ictm_weight", "regularizers")},
         )
 
@@ -170,11 +211,21 @@ class Runner(TrainingGrid):
             self.trained(
                 f"{prefix}_s{seed}",
                 # JTCSE-D as measured in REPRODUCTION.md: MSE to the twin's vectors (same width, CLS student)
-                lambda: distill(str(teacher), str(self.tower_dir(a)), self.corpus, out, objective="mse", seed=seed,
-                                logging_steps=5, **self.cfg["distill"]),
+                lambda: distill(
+                    str(teacher),
+                    str(self.tower_dir(a)),
+                    self.corpus,
+                    out,
+                    objective="mse",
+                    seed=seed,
+                    logging_steps=5,
+                    **self.cfg["distill"],
+                ),
                 lambda: load_model(out, device="cpu"),
-                group="headline" if prefix == "distilled" else "long", seed=seed,
-                teacher=f"{teacher_prefix}_s{seed}", student=f"W{a}",
+                group="headline" if prefix == "distilled" else "long",
+                seed=seed,
+                teacher=f"{teacher_prefix}_s{seed}",
+                student=f"W{a}",
             )
 
     def controls(self, steps_name: str, twin_steps: int) -> None:
@@ -191,21 +242,39 @@ class Runner(TrainingGrid):
             out = self.work / f"simcse_{steps_name}_s{seed}"
             self.trained(
                 out.name,
-                lambda: train_simcse(str(self.tower_dir(seed)), self.corpus, out, seed=seed + 100, logging_steps=5,
-                                     **twin_cfg),
+                lambda: train_simcse(
+                    str(self.tower_dir(seed)), self.corpus, out, seed=seed + 100, logging_steps=5, **twin_cfg
+                ),
                 lambda: load_model(out, device="cpu"),
-                group="control", seed=seed, settings=twin_cfg, **{"from": f"W{seed}"},
+                group="control",
+                seed=seed,
+                settings=twin_cfg,
+                **{"from": f"W{seed}"},
             )
         for seed in seeds:
             name = f"twin_simcse_{steps_name}_s{seed}"
             a, b = pair_of(seed, seeds)
-            if self.done(name) or not (self.done(f"simcse_{steps_name}_s{a}") and self.done(f"simcse_{steps_name}_s{b}")):
+            if self.done(name) or not (
+                self.done(f"simcse_{steps_name}_s{a}") and self.done(f"simcse_{steps_name}_s{b}")
+            ):
                 continue
-            model = build_twin(str(self.work / f"simcse_{steps_name}_s{a}"), str(self.work / f"simcse_{steps_name}_s{b}"),
-                               cael_every=2, device="cpu")
+            model = build_twin(
+                str(self.work / f"simcse_{steps_name}_s{a}"),
+                str(self.work / f"simcse_{steps_name}_s{b}"),
+                cael_every=2,
+                device="cpu",
+            )
             rho, secs = self.dev_spearman(model)
-            self.save(name, {"group": "control", "seed": seed, "towers": [f"simcse_{steps_name}_s{a}", f"simcse_{steps_name}_s{b}"],
-                             "dev_spearman": rho, "eval_seconds": secs})
+            self.save(
+                name,
+                {
+                    "group": "control",
+                    "seed": seed,
+                    "towers": [f"simcse_{steps_name}_s{a}", f"simcse_{steps_name}_s{b}"],
+                    "dev_spearman": rho,
+                    "eval_seconds": secs,
+                },
+            )
 
     def diagnostics(self) -> None:
         from jtcse.evaluation.diagnostics import run_diagnostics
@@ -218,7 +287,9 @@ class Runner(TrainingGrid):
             "minilm_cls": lambda: load_cls_tower(None, role="tower")[0],
             "minilm_mean": lambda: load_model(None, device="cpu"),
             f"warmup_s{s1}": lambda: load_model(self.tower_dir(s1), device="cpu"),
-            f"twin_untrained_s{s1}": lambda: build_twin(str(self.tower_dir(a)), str(self.tower_dir(b)), cael_every=2, device="cpu"),
+            f"twin_untrained_s{s1}": lambda: build_twin(
+                str(self.tower_dir(a)), str(self.tower_dir(b)), cael_every=2, device="cpu"
+            ),
             f"jtcse_full_s{s1}": lambda: load_model(self.work / f"jtcse_full_s{s1}", device="cpu"),
             f"distilled_s{s1}": lambda: load_model(self.work / f"distilled_s{s1}", device="cpu"),
             f"simcse_long_s{s1}": lambda: load_model(self.work / f"simcse_long_s{s1}", device="cpu"),
@@ -229,20 +300,52 @@ class Runner(TrainingGrid):
             if self.done(name) or not self.done(row):
                 continue
             started = time.perf_counter()
-            report = run_diagnostics(load(), self.diag_sentences, self.work / name, pairs=self.dev,
-                                     max_pairs=self.cfg["diag_sentences"], seq_len=32, max_length=64, model_name=row)
-            self.save(name, {"group": "diagnostics", "row": row, "seconds": round(time.perf_counter() - started, 2),
-                             "alignment_uniformity": report["alignment_uniformity"],
-                             "cls_energy": {enc: v["cls_energy"] for enc, v in report["encoders"].items()},
-                             "n_positive_pairs": report.get("n_positive_pairs"), "n_sentences": report["n_sentences"]})
+            report = run_diagnostics(
+                load(),
+                self.diag_sentences,
+                self.work / name,
+                pairs=self.dev,
+                max_pairs=self.cfg["diag_sentences"],
+                seq_len=32,
+                max_length=64,
+                model_name=row,
+            )
+            self.save(
+                name,
+                {
+                    "group": "diagnostics",
+                    "row": row,
+                    "seconds": round(time.perf_counter() - started, 2),
+                    "alignment_uniformity": report["alignment_uniformity"],
+                    "cls_energy": {enc: v["cls_energy"] for enc, v in report["encoders"].items()},
+                    "n_positive_pairs": report.get("n_positive_pairs"),
+                    "n_sentences": report["n_sentences"],
+                },
+            )
 
 
 # -- report ------------------------------------------------------------------------------------------
 # Published numbers, for a separate labelled column only (JTCSE paper, BERT-base, 12 layers, Wiki1M,
 # 7-task STS average; not STS-B dev and not MiniLM, so not comparable in level, only in direction).
-PAPER_LOSS = {"twin_untrained": 78.27, "loss_nce": 78.50, "loss_icnce": 78.71, "loss_ictm": 78.40,
-              "loss_nce+icnce": 78.55, "loss_nce+ictm": 79.10, "loss_icnce+ictm": 79.62, "jtcse_full": 79.70}
-PAPER_CAEL = {"1": 79.23, "2": 78.74, "3": 79.57, "4": 79.37, "6": 79.70, "12": 79.55, "w/o": 79.58}  # Table IX header: "Number of CAEL"
+PAPER_LOSS = {
+    "twin_untrained": 78.27,
+    "loss_nce": 78.50,
+    "loss_icnce": 78.71,
+    "loss_ictm": 78.40,
+    "loss_nce+icnce": 78.55,
+    "loss_nce+ictm": 79.10,
+    "loss_icnce+ictm": 79.62,
+    "jtcse_full": 79.70,
+}
+PAPER_CAEL = {
+    "1": 79.23,
+    "2": 78.74,
+    "3": 79.57,
+    "4": 79.37,
+    "6": 79.70,
+    "12": 79.55,
+    "w/o": 79.58,
+}  # Table IX header: "Number of CAEL"
 PAPER_HEADLINE = {"SimCSE-BERT-base": 76.25, "JTCSE-BERT-base": 79.70, "JTCSE-D-BERT-base": 79.89}
 
 
@@ -255,47 +358,73 @@ def markdown_tables(rows: dict, headline: dict) -> str:
     scored = {k: v for k, v in rows.items() if "dev_spearman" in v}
     dev = lambda k: fmt(scored[k]["dev_spearman"]) if k in scored else "not run"  # noqa: E731
     secs = lambda k: f"{scored[k]['train_seconds']:.0f}" if k in scored and "train_seconds" in scored[k] else "–"  # noqa: E731
-    out = ["### Headline rows (STS-B dev Spearman ×100, CLS pooling unless noted)", "",
-           "| row | seeds | dev Spearman | per-seed |", "| --- | --- | --- | --- |"]
+    out = [
+        "### Headline rows (STS-B dev Spearman ×100, CLS pooling unless noted)",
+        "",
+        "| row | seeds | dev Spearman | per-seed |",
+        "| --- | --- | --- | --- |",
+    ]
     out.append(f"| MiniLM as shipped, mean pooling (its native) | – | {dev('minilm_mean')} | |")
     out.append(f"| MiniLM as shipped, CLS pooling | – | {dev('minilm_cls')} | |")
-    labels = {"warmup": "SimCSE warm-up tower (W_s)", "twin_untrained": "twin of two warm-up towers, untrained",
-              "jtcse_full": "JTCSE twin (NCE + ICNCE + 0.5·ICTM, k = 2)", "distilled": "JTCSE-D (twin distilled into W_s)"}
+    labels = {
+        "warmup": "SimCSE warm-up tower (W_s)",
+        "twin_untrained": "twin of two warm-up towers, untrained",
+        "jtcse_full": "JTCSE twin (NCE + ICNCE + 0.5·ICTM, k = 2)",
+        "distilled": "JTCSE-D (twin distilled into W_s)",
+    }
     for key, label in labels.items():
         h = headline.get(key)
         if not h:
             out.append(f"| {label} | 0 | not run | |")
             continue
         sd = f" ± {100 * h['std']:.2f}" if h["std"] is not None else ""
-        out.append(f"| {label} | {h['n']} | {100 * h['mean']:.2f}{sd} | {', '.join(f'{100 * v:.2f}' for v in h['values'])} |")
-    out += ["", "### Same extra budget: JTCSE vs plain SimCSE continued on each tower (mean ± std over seeds)", "",
-            "| extra training after warm-up | JTCSE twin | SimCSE-continued single tower | untrained twin of two "
-            "SimCSE-continued towers | paired Δ: JTCSE − that twin |",
-            "| --- | --- | --- | --- | --- |"]
+        out.append(
+            f"| {label} | {h['n']} | {100 * h['mean']:.2f}{sd} | {', '.join(f'{100 * v:.2f}' for v in h['values'])} |"
+        )
+    out += [
+        "",
+        "### Same extra budget: JTCSE vs plain SimCSE continued on each tower (mean ± std over seeds)",
+        "",
+        "| extra training after warm-up | JTCSE twin | SimCSE-continued single tower | untrained twin of two "
+        "SimCSE-continued towers | paired Δ: JTCSE − that twin |",
+        "| --- | --- | --- | --- | --- |",
+    ]
 
     def ms(key: str) -> str:
         h = headline.get(key)
         if not h:
             return "not run"
-        return f"{100 * h['mean']:.2f}" + (f" ± {100 * h['std']:.2f}" if h["std"] is not None else "") + f" (n={h['n']})"
+        return (
+            f"{100 * h['mean']:.2f}" + (f" ± {100 * h['std']:.2f}" if h["std"] is not None else "") + f" (n={h['n']})"
+        )
 
     def paired(a: str, b: str) -> str:
         """mean ± std over seeds of row a − row b with the same seed (same warm-up towers)."""
-        d = [scored[f"{a}_s{s}"]["dev_spearman"] - scored[f"{b}_s{s}"]["dev_spearman"]
-             for s in range(1, 10) if f"{a}_s{s}" in scored and f"{b}_s{s}" in scored]
+        d = [
+            scored[f"{a}_s{s}"]["dev_spearman"] - scored[f"{b}_s{s}"]["dev_spearman"]
+            for s in range(1, 10)
+            if f"{a}_s{s}" in scored and f"{b}_s{s}" in scored
+        ]
         if not d:
             return "–"
         m, sd = mean_std(d)
         return f"{100 * m:+.2f}" + (f" ± {100 * sd:.2f}" if sd is not None else "") + f" (n={len(d)})"
 
     out.append(f"| none | {ms('twin_untrained')} | {ms('warmup')} | {ms('twin_untrained')} | – |")
-    out.append(f"| short (the grid's twin budget) | {ms('jtcse_full')} | {ms('simcse_short')} | {ms('twin_simcse_short')} | "
-               f"{paired('jtcse_full', 'twin_simcse_short')} |")
-    out.append(f"| long | {ms('jtcse_long')} | {ms('simcse_long')} | {ms('twin_simcse_long')} | "
-               f"{paired('jtcse_long', 'twin_simcse_long')} |")
-    out += ["", f"JTCSE-D from the long twins (distilled into W_s): {ms('distilled_long')}; paired Δ vs its teacher "
-            f"{paired('distilled_long', 'jtcse_long')}, vs W_s continued with SimCSE for 100 steps "
-            f"{paired('distilled_long', 'simcse_long')}."]
+    out.append(
+        f"| short (the grid's twin budget) | {ms('jtcse_full')} | {ms('simcse_short')} | {ms('twin_simcse_short')} | "
+        f"{paired('jtcse_full', 'twin_simcse_short')} |"
+    )
+    out.append(
+        f"| long | {ms('jtcse_long')} | {ms('simcse_long')} | {ms('twin_simcse_long')} | "
+        f"{paired('jtcse_long', 'twin_simcse_long')} |"
+    )
+    out += [
+        "",
+        f"JTCSE-D from the long twins (distilled into W_s): {ms('distilled_long')}; paired Δ vs its teacher "
+        f"{paired('distilled_long', 'jtcse_long')}, vs W_s continued with SimCSE for 100 steps "
+        f"{paired('distilled_long', 'simcse_long')}.",
+    ]
     seeds = sorted({v["seed"] for k, v in scored.items() if k.startswith("jtcse_full_s")})
 
     def key_for(name: str, seed: int) -> str:
@@ -321,50 +450,106 @@ def markdown_tables(rows: dict, headline: dict) -> str:
 
         return dev(key_for(name, seeds[0] if seeds else 1)), ms(vals), ms(deltas)
 
-    out += ["", "### Loss ablation (k = 2; seed s = towers W_s + W_s+1, as in the headline rows)", "",
-            "| loss | seed 1 | mean ± std over seeds | paired Δ vs untrained twin | train s (seed 1) | "
-            "paper (BERT-base, 7-STS avg) |", "| --- | --- | --- | --- | --- | --- |"]
-    grid = [("none (untrained twin)", "twin_untrained", "twin_untrained"), ("NCE", "loss_nce", "loss_nce"),
-            ("ICNCE", "loss_icnce", "loss_icnce"), ("ICTM", "loss_ictm", "loss_ictm"),
-            ("NCE + ICNCE", "loss_nce+icnce", "loss_nce+icnce"), ("NCE + ICTM", "loss_nce+ictm", "loss_nce+ictm"),
-            ("ICNCE + ICTM", "loss_icnce+ictm", "loss_icnce+ictm"), ("NCE + ICNCE + ICTM (full)", "jtcse_full", "jtcse_full")]
+    out += [
+        "",
+        "### Loss ablation (k = 2; seed s = towers W_s + W_s+1, as in the headline rows)",
+        "",
+        "| loss | seed 1 | mean ± std over seeds | paired Δ vs untrained twin | train s (seed 1) | "
+        "paper (BERT-base, 7-STS avg) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    grid = [
+        ("none (untrained twin)", "twin_untrained", "twin_untrained"),
+        ("NCE", "loss_nce", "loss_nce"),
+        ("ICNCE", "loss_icnce", "loss_icnce"),
+        ("ICTM", "loss_ictm", "loss_ictm"),
+        ("NCE + ICNCE", "loss_nce+icnce", "loss_nce+icnce"),
+        ("NCE + ICTM", "loss_nce+ictm", "loss_nce+ictm"),
+        ("ICNCE + ICTM", "loss_icnce+ictm", "loss_icnce+ictm"),
+        ("NCE + ICNCE + ICTM (full)", "jtcse_full", "jtcse_full"),
+    ]
     for label, name, paper in grid:
         one, overall, delta = across(name)
-        out.append(f"| {label} | {one} | {overall} | {delta} | {secs(key_for(name, seeds[0] if seeds else 1))} | "
-                   f"{PAPER_LOSS[paper]:.2f} |")
-    out += ["", "### Cross-attention encoder layers (full loss; MiniLM has 6 layers)", "",
-            "| CAEL spacing k | CAEL layers | seed 1 | mean ± std over seeds | paired Δ vs untrained twin | train s (seed 1) |",
-            "| --- | --- | --- | --- | --- | --- |"]
+        out.append(
+            f"| {label} | {one} | {overall} | {delta} | {secs(key_for(name, seeds[0] if seeds else 1))} | "
+            f"{PAPER_LOSS[paper]:.2f} |"
+        )
+    out += [
+        "",
+        "### Cross-attention encoder layers (full loss; MiniLM has 6 layers)",
+        "",
+        "| CAEL spacing k | CAEL layers | seed 1 | mean ± std over seeds | paired Δ vs untrained twin | train s (seed 1) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for k, layers in (("1", "1–6"), ("2", "2, 4, 6"), ("3", "3, 6"), ("6", "6"), ("none (TNCSE)", "–")):
         name = "jtcse_full" if k == "2" else ("cael_none" if k.startswith("none") else f"cael_k{k}")
         one, overall, delta = across(name)
-        out.append(f"| {k} | {layers} | {one} | {overall} | {delta} | {secs(key_for(name, seeds[0] if seeds else 1))} |")
-    out += ["", "Paper, Table IX (BERT-base, 12 layers, 7-STS avg; header \"Number of CAEL\"): "
-            + ", ".join(f"{k}: {v:.2f}" for k, v in PAPER_CAEL.items()) + ".", "",
-            "### Token-level regularisers added to the JTCSE step (seed 1, k = 2)", "",
-            "| row | ours: STS-B dev | Δ vs JTCSE full s1 | train s |", "| --- | --- | --- | --- |"]
+        out.append(
+            f"| {k} | {layers} | {one} | {overall} | {delta} | {secs(key_for(name, seeds[0] if seeds else 1))} |"
+        )
+    out += [
+        "",
+        'Paper, Table IX (BERT-base, 12 layers, 7-STS avg; header "Number of CAEL"): '
+        + ", ".join(f"{k}: {v:.2f}" for k, v in PAPER_CAEL.items())
+        + ".",
+        "",
+        "### Token-level regularisers added to the JTCSE step (seed 1, k = 2)",
+        "",
+        "| row | ours: STS-B dev | Δ vs JTCSE full s1 | train s |",
+        "| --- | --- | --- | --- |",
+    ]
     full1 = scored.get("jtcse_full_s1", {}).get("dev_spearman")
-    for label, key in (("JTCSE full", "jtcse_full_s1"), ("+ SimReg (weight 2)", "reg_simreg"),
-                       ("+ dispersion (angular, weight 0.1)", "reg_dispersion")):
+    for label, key in (
+        ("JTCSE full", "jtcse_full_s1"),
+        ("+ SimReg (weight 2)", "reg_simreg"),
+        ("+ dispersion (angular, weight 0.1)", "reg_dispersion"),
+    ):
         delta = fmt(scored[key]["dev_spearman"] - full1) if key in scored and full1 is not None else "–"
         out.append(f"| {label} | {dev(key)} | {delta} | {secs(key)} |")
-    out += ["", "### Training time per stage (this machine, seconds per run incl. model load and save)", "",
-            "| stage | runs | threads | mean s | steps | eval s (STS-B dev) |", "| --- | --- | --- | --- | --- | --- |"]
-    stages = {"SimCSE warm-up": "warmup_s", "JTCSE twin (grid rows, short)": None, "JTCSE twin (long)": "jtcse_long_s",
-              "SimCSE continued (short)": "simcse_short_s", "SimCSE continued (long)": "simcse_long_s",
-              "distillation": "distilled_s", "distillation (long teacher)": "distilled_long_s"}
+    out += [
+        "",
+        "### Training time per stage (this machine, seconds per run incl. model load and save)",
+        "",
+        "| stage | runs | threads | mean s | steps | eval s (STS-B dev) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    stages = {
+        "SimCSE warm-up": "warmup_s",
+        "JTCSE twin (grid rows, short)": None,
+        "JTCSE twin (long)": "jtcse_long_s",
+        "SimCSE continued (short)": "simcse_short_s",
+        "SimCSE continued (long)": "simcse_long_s",
+        "distillation": "distilled_s",
+        "distillation (long teacher)": "distilled_long_s",
+    }
     for label, prefix in stages.items():
-        sel = [v for k, v in scored.items() if ("train_seconds" in v) and
-               (k.startswith(prefix) if prefix else v.get("group") in ("headline", "loss", "cael", "regulariser") and k.startswith(("jtcse", "loss", "cael", "reg")))]
+        sel = [
+            v
+            for k, v in scored.items()
+            if ("train_seconds" in v)
+            and (
+                k.startswith(prefix)
+                if prefix
+                else v.get("group") in ("headline", "loss", "cael", "regulariser")
+                and k.startswith(("jtcse", "loss", "cael", "reg"))
+            )
+        ]
         if sel:
-            out.append(f"| {label} | {len(sel)} | {sorted({v['threads'] for v in sel})} | "
-                       f"{statistics.fmean(v['train_seconds'] for v in sel):.0f} | {sorted({v.get('steps') for v in sel})} | "
-                       f"{statistics.fmean(v['eval_seconds'] for v in sel):.0f} |")
+            out.append(
+                f"| {label} | {len(sel)} | {sorted({v['threads'] for v in sel})} | "
+                f"{statistics.fmean(v['train_seconds'] for v in sel):.0f} | {sorted({v.get('steps') for v in sel})} | "
+                f"{statistics.fmean(v['eval_seconds'] for v in sel):.0f} |"
+            )
     diags = {v["row"]: v for v in rows.values() if v.get("group") == "diagnostics"}
     if diags:
-        out += ["", "### Geometry (STS-B dev: alignment over pairs scored > 4, uniformity over dev sentences; "
-                "CLS energy at the last layer, unseen wiki sentences)", "",
-                "| row | alignment | uniformity | CLS energy, last layer (per encoder) |", "| --- | --- | --- | --- |"]
+        out += [
+            "",
+            "### Geometry (STS-B dev: alignment over pairs scored > 4, uniformity over dev sentences; "
+            "CLS energy at the last layer, unseen wiki sentences)",
+            "",
+            "| row | alignment | uniformity | CLS energy, last layer (per encoder) |",
+            "| --- | --- | --- | --- |",
+        ]
         for row, d in diags.items():
             au = d["alignment_uniformity"]["model"]
             energy = ", ".join(f"{enc}: {curve[-1]:.3f}" for enc, curve in d["cls_energy"].items())
@@ -388,24 +573,74 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
             return None
         m, s = mean_std(vals)
         secs = [v["train_seconds"] for k, v in scored.items() if k.startswith(prefix + "_s") and "train_seconds" in v]
-        return {"mean": m, "std": s, "n": len(vals), "values": vals, "train_seconds_mean": statistics.fmean(secs) if secs else None}
+        return {
+            "mean": m,
+            "std": s,
+            "n": len(vals),
+            "values": vals,
+            "train_seconds_mean": statistics.fmean(secs) if secs else None,
+        }
 
-    summary = {"settings": cfg, "rows": rows,
-               "headline": {p: seeded(p) for p in ("warmup", "twin_untrained", "jtcse_full", "distilled", "simcse_short",
-                                                    "twin_simcse_short", "jtcse_long", "simcse_long", "twin_simcse_long", "distilled_long")}}
+    summary = {
+        "settings": cfg,
+        "rows": rows,
+        "headline": {
+            p: seeded(p)
+            for p in (
+                "warmup",
+                "twin_untrained",
+                "jtcse_full",
+                "distilled",
+                "simcse_short",
+                "twin_simcse_short",
+                "jtcse_long",
+                "simcse_long",
+                "twin_simcse_long",
+                "distilled_long",
+            )
+        },
+    }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     (out / "tables.md").write_text(markdown_tables(rows, summary["headline"]), encoding="utf-8")
 
     with (out / "results.csv").open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["row", "group", "seed", "cael_every", "nce_weight", "icnce_weight", "ictm_weight", "regularizers",
-                    "dev_spearman_x100", "train_seconds", "steps", "eval_seconds", "threads"])
+        w.writerow(
+            [
+                "row",
+                "group",
+                "seed",
+                "cael_every",
+                "nce_weight",
+                "icnce_weight",
+                "ictm_weight",
+                "regularizers",
+                "dev_spearman_x100",
+                "train_seconds",
+                "steps",
+                "eval_seconds",
+                "threads",
+            ]
+        )
         for k, v in scored.items():
             st = v.get("settings", {})
-            w.writerow([k, v.get("group"), v.get("seed", ""), st.get("cael_every", ""), st.get("nce_weight", ""),
-                        st.get("icnce_weight", ""), st.get("ictm_weight", ""), "+".join(st.get("regularizers", [])),
-                        f"{100 * v['dev_spearman']:.2f}", v.get("train_seconds", ""), v.get("steps", ""),
-                        v.get("eval_seconds", ""), v.get("threads", "")])
+            w.writerow(
+                [
+                    k,
+                    v.get("group"),
+                    v.get("seed", ""),
+                    st.get("cael_every", ""),
+                    st.get("nce_weight", ""),
+                    st.get("icnce_weight", ""),
+                    st.get("ictm_weight", ""),
+                    "+".join(st.get("regularizers", [])),
+                    f"{100 * v['dev_spearman']:.2f}",
+                    v.get("train_seconds", ""),
+                    v.get("steps", ""),
+                    v.get("eval_seconds", ""),
+                    v.get("threads", ""),
+                ]
+            )
 
     # plot 1: every configuration, mean ± std over seeds with the seeds as dots; the shipped MiniLM as lines
     configs: dict[str, list[float]] = {}
@@ -415,8 +650,18 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
         base = re.sub(r"_s\d+$", "", k)
         configs.setdefault(base, []).append(100 * v["dev_spearman"])
     if configs:
-        first = ["warmup", "twin_untrained", "simcse_short", "twin_simcse_short", "jtcse_full", "distilled",
-                 "simcse_long", "twin_simcse_long", "jtcse_long", "distilled_long"]
+        first = [
+            "warmup",
+            "twin_untrained",
+            "simcse_short",
+            "twin_simcse_short",
+            "jtcse_full",
+            "distilled",
+            "simcse_long",
+            "twin_simcse_long",
+            "jtcse_long",
+            "distilled_long",
+        ]
         names = [n for n in first if n in configs] + sorted(n for n in configs if n not in first)
         fig, ax = plt.subplots(figsize=(7, 0.28 * len(names) + 1.5))
         means = [statistics.fmean(configs[n]) for n in names]
@@ -471,15 +716,32 @@ def build_report(work: Path, out: Path, cfg: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="tiny settings, a few rows: a smoke run of the whole driver")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny settings, a few rows: a smoke run of the whole driver"
+    )
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
     parser.add_argument("--shard", default="0/1", help="i/n: run only every n-th twin row (from the i-th)")
-    parser.add_argument("--stages", default="baselines,warmups,untrained,twins,distill,diagnostics,controls,long,ablation_seeds,distill_long",
-                        help="comma-separated subset of the stages to run")
+    parser.add_argument(
+        "--stages",
+        default="baselines,warmups,untrained,twins,distill,diagnostics,controls,long,ablation_seeds,distill_long",
+        help="comma-separated subset of the stages to run",
+    )
     parser.add_argument("--report-only", action="store_true")
-    parser.add_argument("--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)")
-    parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/repro[_quick])")
-    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", type=Path, default=None, help="results and plots (default evaluation/repro, quick: runs/repro_quick/report)")
+    parser.add_argument(
+        "--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)"
+    )
+    parser.add_argument(
+        "--work", type=Path, default=None, help="checkpoints and row results (default runs/repro[_quick])"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="out",
+        metavar="OUTPUT",
+        type=Path,
+        default=None,
+        help="results and plots (default evaluation/repro, quick: runs/repro_quick/report)",
+    )
     parser.add_argument("--out", dest="out", type=Path, help=argparse.SUPPRESS)  # the old spelling
     args = parser.parse_args()
 
@@ -498,10 +760,17 @@ def main() -> None:
         if stages & {"twins", "long", "ablation_seeds"}:
             base_names = {r["name"] for r in twin_rows(cfg["seeds"], args.quick)}
             i, n = (int(x) for x in args.shard.split("/"))
-            rows = twin_rows(cfg["seeds"], args.quick, cfg["long_twin_steps"] if "long" in stages else 0,
-                             ablation_seeds="ablation_seeds" in stages)
-            wanted = {"twins": lambda r: r["name"] in base_names, "long": lambda r: r["group"] == "long",
-                      "ablation_seeds": lambda r: r["group"] in ("loss", "cael") and r["seed"] != cfg["seeds"][0]}
+            rows = twin_rows(
+                cfg["seeds"],
+                args.quick,
+                cfg["long_twin_steps"] if "long" in stages else 0,
+                ablation_seeds="ablation_seeds" in stages,
+            )
+            wanted = {
+                "twins": lambda r: r["name"] in base_names,
+                "long": lambda r: r["group"] == "long",
+                "ablation_seeds": lambda r: r["group"] in ("loss", "cael") and r["seed"] != cfg["seeds"][0],
+            }
             rows = [r for r in rows if any(wanted[st](r) for st in stages if st in wanted)]
             for row in rows[i::n]:
                 runner.twin(row)

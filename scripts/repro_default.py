@@ -88,24 +88,49 @@ QUICK = {
     "speed_sentences": 64,
 }
 SHIPPED = "shipped"
-ABLATIONS = {"_noictm": {"ictm_weight": 0.0}, "_nceonly": {"icnce_weight": 0.0, "ictm_weight": 0.0},
-             "_nocael": {"cael_every": None}}
+ABLATIONS = {
+    "_noictm": {"ictm_weight": 0.0},
+    "_nceonly": {"icnce_weight": 0.0, "ictm_weight": 0.0},
+    "_nocael": {"cael_every": None},
+}
 """Twin loss variants tried on seed 1 (name suffix -> train_twin keywords)."""
 KIND_LABELS = {
-    "twin": "the final twin alone", "start+twin": "shipped + final twin", "start+2twins": "shipped + twin_s + twin_s+1",
-    "start+twin+warmups": "shipped + twin_s + W_s + W_s+1", "start+control": "shipped + W_s",
-    "start+2controls": "shipped + W_s + W_s+1", "2controls": "W_s + W_s+1",
+    "twin": "the final twin alone",
+    "start+twin": "shipped + final twin",
+    "start+2twins": "shipped + twin_s + twin_s+1",
+    "start+twin+warmups": "shipped + twin_s + W_s + W_s+1",
+    "start+control": "shipped + W_s",
+    "start+2controls": "shipped + W_s + W_s+1",
+    "2controls": "W_s + W_s+1",
     "start+untrained": "shipped + untrained twin (W_s + W_s+1 summed)",
     "start+jtcse": "shipped + the full-JTCSE-loss twin (seed 1)",
 }
-LOSS_LABELS = {"": "full JTCSE loss", "_noictm": "no ICTM", "_nocael": "no CAEL (TNCSE)",
-               "_nceonly": "NCE only (two SimCSE towers side by side)"}
+LOSS_LABELS = {
+    "": "full JTCSE loss",
+    "_noictm": "no ICTM",
+    "_nocael": "no CAEL (TNCSE)",
+    "_nceonly": "NCE only (two SimCSE towers side by side)",
+}
 JTCSE_KINDS = ("twin", "start+twin", "start+2twins", "start+twin+warmups")
 SIMCSE_KINDS = ("start+control", "start+2controls", "2controls", "start+untrained")
 """Ensembles with a JTCSE twin, and their same-budget controls built from the SimCSE warm-ups alone."""
 SPLITS = ("dev", "select")
-STAGES = ("rescore", "baselines", "controls", "corpus_size", "untrained", "terms", "ablation", "probe", "twins", "ensembles", "distill", "speed", "cls",
-          "cls_recipe")
+STAGES = (
+    "rescore",
+    "baselines",
+    "controls",
+    "corpus_size",
+    "untrained",
+    "terms",
+    "ablation",
+    "probe",
+    "twins",
+    "ensembles",
+    "distill",
+    "speed",
+    "cls",
+    "cls_recipe",
+)
 
 
 def best_on_selection(rows: dict) -> object | None:
@@ -166,8 +191,10 @@ class DefaultsRunner(Runner):
             if "select_spearman" in row and all(self.cos_path(name, s).exists() for s in SPLITS):
                 fresh = self.scores_from({split: self.cosines(name, split) for split in SPLITS})
                 if any(row.get(k) != v for k, v in fresh.items()):
-                    path.write_text(json.dumps({**row, **fresh, "select_pairs": len(self.select)}, indent=2,
-                                               default=str), encoding="utf-8")
+                    path.write_text(
+                        json.dumps({**row, **fresh, "select_pairs": len(self.select)}, indent=2, default=str),
+                        encoding="utf-8",
+                    )
 
     def scores_from(self, cos: dict) -> dict:
         """Row fields from ``{split: cosines}``: ``<split>_spearman`` (all pairs) and ``<split>_genres``."""
@@ -198,8 +225,16 @@ class DefaultsRunner(Runner):
             cos[split] = paired_cosine(encode_unique(model, pairs.sentences1 + pairs.sentences2, 64), pairs)
             np.save(self.cos_path(name, split), cos[split])
         row = {k: v for k, v in row.items() if k not in ("name", "threads")}
-        return self.save(name, {**row, **record, **self.scores_from(cos), "select_pairs": len(self.select),
-                                "eval_seconds": round(time.perf_counter() - started, 2)})
+        return self.save(
+            name,
+            {
+                **row,
+                **record,
+                **self.scores_from(cos),
+                "select_pairs": len(self.select),
+                "eval_seconds": round(time.perf_counter() - started, 2),
+            },
+        )
 
     def trained(self, name: str, run, load, **record) -> dict:
         """Train row ``name`` into ``work/name`` once (resumable), then score it."""
@@ -210,9 +245,13 @@ class DefaultsRunner(Runner):
             return self.score(name, load)
         stage = run_once(self.work / name, run)
         summary = stage["summary"]
-        record.update(train_seconds=stage["seconds"] or summary.get("seconds"), steps=summary.get("steps"),
-                      first_loss=summary.get("first_logged_loss"), last_loss=summary.get("last_logged_loss"),
-                      last_loss_terms=summary.get("loss_terms"))
+        record.update(
+            train_seconds=stage["seconds"] or summary.get("seconds"),
+            steps=summary.get("steps"),
+            first_loss=summary.get("first_logged_loss"),
+            last_loss=summary.get("last_logged_loss"),
+            last_loss_terms=summary.get("loss_terms"),
+        )
         self.save(name, {**(row or {}), **record})
         return self.score(name, load)
 
@@ -233,9 +272,15 @@ class DefaultsRunner(Runner):
         from jtcse.defaults import default_tower_path
         from jtcse.modeling.loading import load_model
 
-        self.score(SHIPPED, lambda: SentenceTransformer(default_tower_path(), device="cpu"), group="baseline",
-                   pooling="mean (as shipped)")
-        self.score("shipped_cls", lambda: load_model(None, pooling="cls", device="cpu"), group="baseline", pooling="cls")
+        self.score(
+            SHIPPED,
+            lambda: SentenceTransformer(default_tower_path(), device="cpu"),
+            group="baseline",
+            pooling="mean (as shipped)",
+        )
+        self.score(
+            "shipped_cls", lambda: load_model(None, pooling="cls", device="cpu"), group="baseline", pooling="cls"
+        )
 
     def warmup(self, seed: int, pooling: str | None) -> str:
         """SimCSE of the shipped MiniLM (``pooling`` None: its own modules = the control row); the row name."""
@@ -247,9 +292,13 @@ class DefaultsRunner(Runner):
         out = self.work / name
         self.trained(
             name,
-            lambda: train_simcse(None, self.corpus, out, pooling=pooling, seed=seed, logging_steps=20, **self.cfg["simcse"]),
+            lambda: train_simcse(
+                None, self.corpus, out, pooling=pooling, seed=seed, logging_steps=20, **self.cfg["simcse"]
+            ),
             lambda: SentenceTransformer(str(out), device="cpu"),
-            group="control" if pooling is None else "warmup", seed=seed, pooling=pooling or "own (mean + Normalize)",
+            group="control" if pooling is None else "warmup",
+            seed=seed,
+            pooling=pooling or "own (mean + Normalize)",
         )
         return name
 
@@ -274,7 +323,10 @@ class DefaultsRunner(Runner):
                 name,
                 lambda: train_simcse(None, small, out, seed=seed, logging_steps=20, **self.cfg["simcse"]),
                 lambda: SentenceTransformer(str(out), device="cpu"),
-                group="control_small", seed=seed, lines=self.cfg["small_corpus_lines"], pooling="own (mean + Normalize)",
+                group="control_small",
+                seed=seed,
+                lines=self.cfg["small_corpus_lines"],
+                pooling="own (mean + Normalize)",
             )
 
     # -- twins -------------------------------------------------------------------------------------
@@ -298,11 +350,28 @@ class DefaultsRunner(Runner):
         settings = {**self.cfg["twin"], **loss}
         self.trained(
             name,
-            lambda: train_twin(*towers, self.corpus, out, pooling=pooling, seed=seed, learning_rate=lr, max_steps=steps,
-                               logging_steps=10, show_progress=False, device="cpu", **settings),
+            lambda: train_twin(
+                *towers,
+                self.corpus,
+                out,
+                pooling=pooling,
+                seed=seed,
+                learning_rate=lr,
+                max_steps=steps,
+                logging_steps=10,
+                show_progress=False,
+                device="cpu",
+                **settings,
+            ),
             lambda: load_model(out, device="cpu"),
-            group="twin", seed=seed, pooling=pooling, learning_rate=lr, max_steps=steps, variant=variant or "recipe",
-            towers=["shipped", "shipped"] if variant == "_direct" else [f"W{a}", f"W{b}"], settings=settings,
+            group="twin",
+            seed=seed,
+            pooling=pooling,
+            learning_rate=lr,
+            max_steps=steps,
+            variant=variant or "recipe",
+            towers=["shipped", "shipped"] if variant == "_direct" else [f"W{a}", f"W{b}"],
+            settings=settings,
         )
         return name
 
@@ -321,8 +390,11 @@ class DefaultsRunner(Runner):
     def probed(self) -> dict:
         """``{(variant, lr): row name}`` of the probe: the full loss and the best variant at each probe lr."""
         seed, steps = self.cfg["seeds"][0], self.cfg["probe_steps"]
-        return {(v, lr): self.twin_name("mean", lr, steps, seed, v)
-                for v in dict.fromkeys(["", self.best_variant()]) for lr in self.cfg["twin_lrs"]}
+        return {
+            (v, lr): self.twin_name("mean", lr, steps, seed, v)
+            for v in dict.fromkeys(["", self.best_variant()])
+            for lr in self.cfg["twin_lrs"]
+        }
 
     def probe(self) -> None:
         """The full loss and the best variant at each probe lr (seed 1, probe length)."""
@@ -348,8 +420,13 @@ class DefaultsRunner(Runner):
     def twin_steps(self) -> int:
         """The twin length: probe length or ``twin_steps``, whichever scores better on seed 1's selection split."""
         lr, seed, variant = self.tuned_lr(), self.cfg["seeds"][0], self.twin_loss()
-        return self.chosen({n: self.twin_name("mean", lr, n, seed, variant)
-                            for n in (self.cfg["probe_steps"], self.cfg["twin_steps"])}, "twins")
+        return self.chosen(
+            {
+                n: self.twin_name("mean", lr, n, seed, variant)
+                for n in (self.cfg["probe_steps"], self.cfg["twin_steps"])
+            },
+            "twins",
+        )
 
     def cls(self) -> None:
         """Pooling side by side at the tuned lr and probe length: twins of two copies of the shipped MiniLM
@@ -383,8 +460,14 @@ class DefaultsRunner(Runner):
         seeds = self.cfg["seeds"]
         for seed in seeds:
             b = seeds[(seeds.index(seed) + 1) % len(seeds)]
-            self.score(f"twin_untrained_s{seed}", lambda: self.untrained_twin(seed),
-                       group="twin_untrained", seed=seed, towers=[f"W{seed}", f"W{b}"], pooling="mean")
+            self.score(
+                f"twin_untrained_s{seed}",
+                lambda: self.untrained_twin(seed),
+                group="twin_untrained",
+                seed=seed,
+                towers=[f"W{seed}", f"W{b}"],
+                pooling="mean",
+            )
 
     def terms(self) -> None:
         """What drives a twin's update: each JTCSE term's value and the norm of its gradient over the towers'
@@ -398,14 +481,18 @@ class DefaultsRunner(Runner):
         if self.done("terms"):
             return
         lines = self.corpus.read_text(encoding="utf-8").splitlines()
-        batches = [lines[i * 16:(i + 1) * 16] for i in range(4)]
+        batches = [lines[i * 16 : (i + 1) * 16] for i in range(4)]
         w1, w2 = (str(self.tower(s, "mean")) for s in self.cfg["seeds"][:2])
-        setups = {"mean twin of W1, W2 (the recipe)": (w1, w2, "mean"), "mean twin of 2 × shipped": (None, None, "mean"),
-                  "CLS twin of 2 × shipped": (None, None, "cls")}
+        setups = {
+            "mean twin of W1, W2 (the recipe)": (w1, w2, "mean"),
+            "mean twin of 2 × shipped": (None, None, "mean"),
+            "CLS twin of 2 × shipped": (None, None, "cls"),
+        }
         out = {}
         for label, (a, b, pooling) in setups.items():
-            model = build_twin(a, b, cael_every=2, max_seq_length=self.cfg["twin"]["max_seq_length"], pooling=pooling,
-                               device="cpu").train()
+            model = build_twin(
+                a, b, cael_every=2, max_seq_length=self.cfg["twin"]["max_seq_length"], pooling=pooling, device="cpu"
+            ).train()
             loss = JTCSELoss(model, seed=0)
             params = [p for p in model.parameters() if p.requires_grad]
             sums: dict[str, list[float]] = {}
@@ -419,8 +506,16 @@ class DefaultsRunner(Runner):
                     sums.setdefault(name, []).append(term.item())
                     sums.setdefault(f"{name}_grad_norm", []).append(norm)
             out[label] = {k: statistics.fmean(v) for k, v in sums.items()}
-        self.save("terms", {"group": "terms", "batches": len(batches), "batch_size": 16, "setups": out,
-                            "note": "weighted terms (ICTM x 0.5) as JTCSELoss returns them; gradient norms over all parameters"})
+        self.save(
+            "terms",
+            {
+                "group": "terms",
+                "batches": len(batches),
+                "batch_size": 16,
+                "setups": out,
+                "note": "weighted terms (ICTM x 0.5) as JTCSELoss returns them; gradient norms over all parameters",
+            },
+        )
 
     # -- ensembles ---------------------------------------------------------------------------------
     def final_twin(self, seed: int) -> str:
@@ -455,7 +550,10 @@ class DefaultsRunner(Runner):
     def ensemble_scores(self, members: list[str], weights) -> dict:
         """Row fields of the concat ensemble of ``members`` (cos = sum w_i^2 cos_i / sum w_i^2)."""
         total = sum(w * w for w in weights)
-        cos = {split: sum(w * w * self.cosines(m, split) for m, w in zip(members, weights)) / total for split in SPLITS}
+        cos = {
+            split: sum(w * w * self.cosines(m, split) for m, w in zip(members, weights, strict=False)) / total
+            for split in SPLITS
+        }
         return self.scores_from(cos)
 
     def genre_safe(self, row: dict) -> bool:
@@ -478,12 +576,24 @@ class DefaultsRunner(Runner):
                     continue
                 grid = {w: self.ensemble_scores(members, w) for w in self.weight_options(kind)}
                 best = self.genre_safe_best(grid)
-                self.save(name, {"group": "ensemble", "kind": kind, "seed": seed, "members": members,
-                                 "select_pairs": len(self.select),
-                                 "weights": list(best), **grid[best], "genre_safe": self.genre_safe(grid[best]),
-                                 "grid": [{"weights": list(w), "select": v["select_spearman"], "dev": v["dev_spearman"]}
-                                          for w, v in grid.items()],
-                                 "note": "scored from the members' cosines (exact for a concat of unit vectors)"})
+                self.save(
+                    name,
+                    {
+                        "group": "ensemble",
+                        "kind": kind,
+                        "seed": seed,
+                        "members": members,
+                        "select_pairs": len(self.select),
+                        "weights": list(best),
+                        **grid[best],
+                        "genre_safe": self.genre_safe(grid[best]),
+                        "grid": [
+                            {"weights": list(w), "select": v["select_spearman"], "dev": v["dev_spearman"]}
+                            for w, v in grid.items()
+                        ],
+                        "note": "scored from the members' cosines (exact for a concat of unit vectors)",
+                    },
+                )
 
     def best_kind(self, kinds) -> str:
         """The ensemble kind among ``kinds`` best on the selection split (mean over seeds) among those whose every
@@ -491,9 +601,13 @@ class DefaultsRunner(Runner):
         rows = {k: [self.row(f"ens_{k}_s{s}") for s in self.cfg["seeds"]] for k in kinds}
         if any(r is None for rs in rows.values() for r in rs):
             raise SystemExit("run the ensembles stage first")
-        merged = {k: {"select_spearman": statistics.fmean(r["select_spearman"] for r in rs),
-                      "select_genres": {g: min(r["select_genres"][g] for r in rs) for g in rs[0]["select_genres"]}}
-                  for k, rs in rows.items()}
+        merged = {
+            k: {
+                "select_spearman": statistics.fmean(r["select_spearman"] for r in rs),
+                "select_genres": {g: min(r["select_genres"][g] for r in rs) for g in rs[0]["select_genres"]},
+            }
+            for k, rs in rows.items()
+        }
         return self.genre_safe_best(merged)
 
     def teacher_kind(self) -> str:
@@ -505,16 +619,23 @@ class DefaultsRunner(Runner):
 
     def save_choices(self) -> dict:
         """The choices made so far (each one ``None`` until its rows exist), as row ``choices`` for the report."""
+
         def attempt(choose):
             try:
                 return choose()
             except SystemExit:
                 return None
 
-        out = {"loss": attempt(self.twin_loss), "lr": attempt(self.tuned_lr), "steps": attempt(self.twin_steps),
-               "best_kinds": {"jtcse": attempt(lambda: self.best_kind(JTCSE_KINDS)),
-                              "simcse": attempt(lambda: self.best_kind(SIMCSE_KINDS))},
-               "kind": attempt(self.teacher_kind)}
+        out = {
+            "loss": attempt(self.twin_loss),
+            "lr": attempt(self.tuned_lr),
+            "steps": attempt(self.twin_steps),
+            "best_kinds": {
+                "jtcse": attempt(lambda: self.best_kind(JTCSE_KINDS)),
+                "simcse": attempt(lambda: self.best_kind(SIMCSE_KINDS)),
+            },
+            "kind": attempt(self.teacher_kind),
+        }
         out["epochs"] = attempt(lambda: self.distill_epochs(out["kind"])) if out["kind"] else None
         return self.save("choices", {"group": "choices", **out})
 
@@ -537,11 +658,11 @@ class DefaultsRunner(Runner):
         return out
 
     def distilled(self, kind: str, epochs: float, seed: int) -> str:
+        import shutil
+
         from sentence_transformers import SentenceTransformer
 
         from jtcse.training.distill import distill
-
-        import shutil
 
         name = f"ucd_{kind}_e{epochs:g}_s{seed}"
         out = self.work / name
@@ -555,17 +676,32 @@ class DefaultsRunner(Runner):
                 shutil.copyfile(cached, target)
         self.trained(
             name,
-            lambda: distill(str(teacher), None, self.corpus, out, objective="similarity", seed=seed, epochs=epochs,
-                            logging_steps=10, **self.cfg["distill"]),
+            lambda: distill(
+                str(teacher),
+                None,
+                self.corpus,
+                out,
+                objective="similarity",
+                seed=seed,
+                epochs=epochs,
+                logging_steps=10,
+                **self.cfg["distill"],
+            ),
             lambda: SentenceTransformer(str(out), device="cpu"),
-            group="ucd", seed=seed, kind=kind, epochs=epochs, teacher=teacher.name,
+            group="ucd",
+            seed=seed,
+            kind=kind,
+            epochs=epochs,
+            teacher=teacher.name,
             student="shipped MiniLM (its own modules)",
         )
         return name
 
     def distill_epochs(self, kind: str) -> float:
         seed = self.cfg["seeds"][0]
-        return self.chosen({e: f"ucd_{kind}_e{e:g}_s{seed}" for e in self.cfg["distill_epochs"]}, "distill", genre_safe=True)
+        return self.chosen(
+            {e: f"ucd_{kind}_e{e:g}_s{seed}" for e in self.cfg["distill_epochs"]}, "distill", genre_safe=True
+        )
 
     def distill(self) -> None:
         """Seed 1: the best JTCSE and the best SimCSE-only ensemble distilled; the better student's teacher at
@@ -595,8 +731,10 @@ class DefaultsRunner(Runner):
         student = self.work / f"ucd_{kind}_e{self.distill_epochs(kind):g}_s{self.cfg['seeds'][0]}"
         lines = self.corpus.read_text(encoding="utf-8").splitlines()
         sentences = (self.dev.sentences1 + self.dev.sentences2 + lines)[: self.cfg["speed_sentences"]]
-        models = {"shipped": SentenceTransformer(default_tower_path(), device="cpu"),
-                  "student": SentenceTransformer(str(student), device="cpu")}
+        models = {
+            "shipped": SentenceTransformer(default_tower_path(), device="cpu"),
+            "student": SentenceTransformer(str(student), device="cpu"),
+        }
         times: dict[str, list[float]] = {k: [] for k in models}
         for _ in range(3):
             for key, model in models.items():
@@ -605,9 +743,17 @@ class DefaultsRunner(Runner):
                 model.encode(sentences, batch_size=64)
                 times[key].append(time.perf_counter() - started)
         rate = {k: len(sentences) / min(v) for k, v in times.items()}
-        self.save("speed", {"group": "speed", "sentences": len(sentences), "student": student.name,
-                            "sentences_per_s": rate, "ratio_student_to_shipped": rate["student"] / rate["shipped"],
-                            "modules": {k: [type(m).__name__ for m in model] for k, model in models.items()}})
+        self.save(
+            "speed",
+            {
+                "group": "speed",
+                "sentences": len(sentences),
+                "student": student.name,
+                "sentences_per_s": rate,
+                "ratio_student_to_shipped": rate["student"] / rate["shipped"],
+                "modules": {k: [type(m).__name__ for m in model] for k, model in models.items()},
+            },
+        )
 
 
 # -- report ------------------------------------------------------------------------------------------
@@ -685,19 +831,37 @@ class Report:
         ucd = f"ucd_{c['kind']}_e{c['epochs']:g}_s{{seed}}" if c["epochs"] else None
         finals = [
             ("**shipped MiniLM (row to beat)**", SHIPPED, "mean + Normalize (as shipped)"),
-            ("**control**: SimCSE of the shipped MiniLM, own modules (= warm-up W_s)", "control_s{seed}", "mean + Normalize"),
+            (
+                "**control**: SimCSE of the shipped MiniLM, own modules (= warm-up W_s)",
+                "control_s{seed}",
+                "mean + Normalize",
+            ),
             ("twin of (W_s, W_s+1) before twin training (summed warm-ups)", "twin_untrained_s{seed}", "sum of 2 mean"),
-            (f"JTCSE twin of (W_s, W_s+1), lr {c['lr']:g}, {c['steps']} steps, {LOSS_LABELS[c['loss']]}" if twin
-             else "JTCSE twin", twin, "sum of 2 mean"),
+            (
+                f"JTCSE twin of (W_s, W_s+1), lr {c['lr']:g}, {c['steps']} steps, {LOSS_LABELS[c['loss']]}"
+                if twin
+                else "JTCSE twin",
+                twin,
+                "sum of 2 mean",
+            ),
             ("ensemble: start + control W_s (no twin)", "ens_start+control_s{seed}", "concat"),
             ("ensemble: start + W_s + W_s+1 (no twin)", "ens_start+2controls_s{seed}", "concat"),
             ("ensemble: W_s + W_s+1 (no twin, no start)", "ens_2controls_s{seed}", "concat"),
-            ("ensemble: start + untrained twin (W_s + W_s+1 summed; no twin training)", "ens_start+untrained_s{seed}", "concat"),
+            (
+                "ensemble: start + untrained twin (W_s + W_s+1 summed; no twin training)",
+                "ens_start+untrained_s{seed}",
+                "concat",
+            ),
             ("ensemble: start + twin_s", "ens_start+twin_s{seed}", "concat"),
             ("ensemble: start + twin_s + twin_s+1", "ens_start+2twins_s{seed}", "concat"),
             ("ensemble: start + twin_s + W_s + W_s+1", "ens_start+twin+warmups_s{seed}", "concat"),
-            (f"**UCD student**: {c['kind']} distilled into the shipped MiniLM, {c['epochs']} epoch(s)" if ucd
-             else "UCD student", ucd, "mean + Normalize (its own)"),
+            (
+                f"**UCD student**: {c['kind']} distilled into the shipped MiniLM, {c['epochs']} epoch(s)"
+                if ucd
+                else "UCD student",
+                ucd,
+                "mean + Normalize (its own)",
+            ),
         ]
         lines = []
         for label, pattern, pooling in finals:
@@ -706,10 +870,15 @@ class Report:
                 continue
             dev, sel = self.seeded(pattern), self.seeded(pattern, "select_spearman")
             genres = [_ms(self.genres_seeded(pattern, g)) for g in GENRES]
-            lines.append([label, pooling, str(len(dev)), _ms(dev), ", ".join(f"{100 * v:.2f}" for v in dev), _ms(sel), *genres])
-        self.table(f"Final rows (STS-B dev Spearman ×100, mean ± std over seeds; selection split = "
-                   f"{self.select_size():,} STS-B *train* pairs, used for every choice)",
-                   ["model", "pooling", "seeds", "dev", "dev per seed", "selection split", *(f"dev {g}" for g in GENRES)], lines)
+            lines.append(
+                [label, pooling, str(len(dev)), _ms(dev), ", ".join(f"{100 * v:.2f}" for v in dev), _ms(sel), *genres]
+            )
+        self.table(
+            f"Final rows (STS-B dev Spearman ×100, mean ± std over seeds; selection split = "
+            f"{self.select_size():,} STS-B *train* pairs, used for every choice)",
+            ["model", "pooling", "seeds", "dev", "dev per seed", "selection split", *(f"dev {g}" for g in GENRES)],
+            lines,
+        )
         self.targets(c, twin, ucd)
         self.genre_table(twin, ens, ucd)
         self.probe_table(c)
@@ -723,10 +892,13 @@ class Report:
         speed = self.rows.get("speed")
         if speed:
             rate = speed["sentences_per_s"]
-            self.out += ["", f"Encode speed ({speed['sentences']} sentences, best of 3 interleaved repeats, one thread): "
-                         f"shipped MiniLM {rate['shipped']:.0f} sentences/s, final student {rate['student']:.0f} "
-                         f"sentences/s (ratio {speed['ratio_student_to_shipped']:.2f}; modules "
-                         f"{', '.join(speed['modules']['student'])})."]
+            self.out += [
+                "",
+                f"Encode speed ({speed['sentences']} sentences, best of 3 interleaved repeats, one thread): "
+                f"shipped MiniLM {rate['shipped']:.0f} sentences/s, final student {rate['student']:.0f} "
+                f"sentences/s (ratio {speed['ratio_student_to_shipped']:.2f}; modules "
+                f"{', '.join(speed['modules']['student'])}).",
+            ]
         return "\n".join(self.out).lstrip() + "\n"
 
     def targets(self, c: dict, twin: str | None, ucd: str | None) -> None:
@@ -743,14 +915,22 @@ class Report:
                 spread = max(sd or 0.0, csd or 0.0)
                 gap = f"{100 * (m - cm):+.2f} (seed spread {100 * spread:.2f})" if cm is not None else "–"
                 lines.append([label, split, _ms(vals), f"{100 * (m - shipped[key]):+.2f}" if shipped else "–", gap])
-        self.table("Against the two rows to beat (Δ of the means; seed spread = the larger std of the two rows)",
-                   ["model", "split", "mean ± std", "Δ vs shipped", "Δ vs control"], lines)
+        self.table(
+            "Against the two rows to beat (Δ of the means; seed spread = the larger std of the two rows)",
+            ["model", "split", "mean ± std", "Δ vs shipped", "Δ vs control"],
+            lines,
+        )
 
     def genre_table(self, twin, ens, ucd) -> None:
         lines = []
         base = {g: self.genre(SHIPPED, g) for g in GENRES}
-        for label, pattern in (("shipped MiniLM", SHIPPED), ("control (SimCSE, own modules)", "control_s{seed}"),
-                               ("twin", twin), ("chosen ensemble", ens), ("UCD student", ucd)):
+        for label, pattern in (
+            ("shipped MiniLM", SHIPPED),
+            ("control (SimCSE, own modules)", "control_s{seed}"),
+            ("twin", twin),
+            ("chosen ensemble", ens),
+            ("UCD student", ucd),
+        ):
             if pattern is None:
                 continue
             cells = []
@@ -761,12 +941,20 @@ class Report:
                     continue
                 m = statistics.fmean(vals)
                 worst = min(vals) - base[g] if base[g] is not None else None
-                cells.append(f"{100 * m:.2f} ({100 * (m - base[g]):+.2f}; worst seed {100 * worst:+.2f})"
-                             if pattern != SHIPPED else f"{100 * m:.2f}")
+                cells.append(
+                    f"{100 * m:.2f} ({100 * (m - base[g]):+.2f}; worst seed {100 * worst:+.2f})"
+                    if pattern != SHIPPED
+                    else f"{100 * m:.2f}"
+                )
             lines.append([label, *cells, _ms(self.seeded(pattern))])
         n = {genre_label(g): None for g in (self.get(SHIPPED) or {}).get("dev_genres", {})}
-        self.table("Per genre (STS-B dev: 625 captions, 500 news, 375 forums pairs; mean over seeds, Δ vs shipped)"
-                   if n else "Per genre", ["model", *(f"dev {g}" for g in GENRES), "dev all"], lines)
+        self.table(
+            "Per genre (STS-B dev: 625 captions, 500 news, 375 forums pairs; mean over seeds, Δ vs shipped)"
+            if n
+            else "Per genre",
+            ["model", *(f"dev {g}" for g in GENRES), "dev all"],
+            lines,
+        )
 
     def probe_table(self, c: dict) -> None:
         seed, n0, lines = self.seeds[0], self.cfg["probe_steps"], []
@@ -776,43 +964,102 @@ class Report:
                 if r:
                     mark = " **(chosen)**" if (lr, variant) == (c["lr"], c["loss"]) else ""
                     terms = ", ".join(f"{k} {float(v):.2g}" for k, v in (r.get("last_loss_terms") or {}).items())
-                    lines.append([LOSS_LABELS[variant], f"{lr:g}{mark}", _x(r["select_spearman"]), _x(r["dev_spearman"]),
-                                  *(_x(self.genre(r["name"], g)) for g in GENRES), terms, f"{r.get('train_seconds', 0):.0f}"])
+                    lines.append(
+                        [
+                            LOSS_LABELS[variant],
+                            f"{lr:g}{mark}",
+                            _x(r["select_spearman"]),
+                            _x(r["dev_spearman"]),
+                            *(_x(self.genre(r["name"], g)) for g in GENRES),
+                            terms,
+                            f"{r.get('train_seconds', 0):.0f}",
+                        ]
+                    )
         before = self.get(f"twin_untrained_s{seed}")
         if before:
-            lines.append(["(no twin training: the summed warm-ups)", "–", _x(before["select_spearman"]),
-                          _x(before["dev_spearman"]), *(_x(self.genre(before["name"], g)) for g in GENRES), "", "0"])
-        self.table(f"Twin loss and learning rate (mean-pooled twin of W1, W2; {n0} steps, batch "
-                   f"{self.cfg['twin']['batch_size']}; the loss variants at lr {self.cfg['variant_lr']:g}, then the full "
-                   "loss and the best variant at each lr; chosen on the selection split)",
-                   ["twin loss", "lr", "selection split", "dev", *(f"dev {g}" for g in GENRES), "last logged terms", "train s"],
-                   lines)
+            lines.append(
+                [
+                    "(no twin training: the summed warm-ups)",
+                    "–",
+                    _x(before["select_spearman"]),
+                    _x(before["dev_spearman"]),
+                    *(_x(self.genre(before["name"], g)) for g in GENRES),
+                    "",
+                    "0",
+                ]
+            )
+        self.table(
+            f"Twin loss and learning rate (mean-pooled twin of W1, W2; {n0} steps, batch "
+            f"{self.cfg['twin']['batch_size']}; the loss variants at lr {self.cfg['variant_lr']:g}, then the full "
+            "loss and the best variant at each lr; chosen on the selection split)",
+            [
+                "twin loss",
+                "lr",
+                "selection split",
+                "dev",
+                *(f"dev {g}" for g in GENRES),
+                "last logged terms",
+                "train s",
+            ],
+            lines,
+        )
 
     def pooling_table(self, c: dict) -> None:
         if c["lr"] is None:
             return
         lr, n, seed = c["lr"], self.cfg["probe_steps"], self.seeds[0]
-        rows = [("shipped MiniLM, mean (as shipped)", SHIPPED), ("shipped MiniLM, CLS", "shipped_cls"),
-                ("SimCSE warm-up W1, CLS", f"warmup_cls_s{seed}"), ("SimCSE warm-up W1, mean + Normalize (control)", f"control_s{seed}"),
-                ("twin of 2 × shipped, CLS (no warm-up)", f"twin_cls_lr{lr:g}_n{n}_direct_s{seed}"),
-                ("twin of 2 × shipped, mean (no warm-up)", f"twin_mean_lr{lr:g}_n{n}_direct_s{seed}"),
-                ("twin of CLS warm-ups (W1, W2), CLS", f"twin_cls_lr{lr:g}_n{n}_s{seed}"),
-                ("twin of mean warm-ups (W1, W2), mean", f"twin_mean_lr{lr:g}_n{n}_s{seed}")]
-        lines = [[label, _x((self.get(name) or {}).get("select_spearman")), _x((self.get(name) or {}).get("dev_spearman")),
-                  *(_x(self.genre(name, g)) for g in GENRES)] for label, name in rows if self.get(name)]
-        self.table(f"CLS vs mean pooling (seed {seed}; twins at lr {lr:g}, {n} steps)",
-                   ["model", "selection split", "dev", *(f"dev {g}" for g in GENRES)], lines)
+        rows = [
+            ("shipped MiniLM, mean (as shipped)", SHIPPED),
+            ("shipped MiniLM, CLS", "shipped_cls"),
+            ("SimCSE warm-up W1, CLS", f"warmup_cls_s{seed}"),
+            ("SimCSE warm-up W1, mean + Normalize (control)", f"control_s{seed}"),
+            ("twin of 2 × shipped, CLS (no warm-up)", f"twin_cls_lr{lr:g}_n{n}_direct_s{seed}"),
+            ("twin of 2 × shipped, mean (no warm-up)", f"twin_mean_lr{lr:g}_n{n}_direct_s{seed}"),
+            ("twin of CLS warm-ups (W1, W2), CLS", f"twin_cls_lr{lr:g}_n{n}_s{seed}"),
+            ("twin of mean warm-ups (W1, W2), mean", f"twin_mean_lr{lr:g}_n{n}_s{seed}"),
+        ]
+        lines = [
+            [
+                label,
+                _x((self.get(name) or {}).get("select_spearman")),
+                _x((self.get(name) or {}).get("dev_spearman")),
+                *(_x(self.genre(name, g)) for g in GENRES),
+            ]
+            for label, name in rows
+            if self.get(name)
+        ]
+        self.table(
+            f"CLS vs mean pooling (seed {seed}; twins at lr {lr:g}, {n} steps)",
+            ["model", "selection split", "dev", *(f"dev {g}" for g in GENRES)],
+            lines,
+        )
 
     def corpus_table(self) -> None:
         lines = []
-        for label, pattern in ((f"first {self.cfg['small_corpus_lines']:,} lines", "control_small_s{seed}"),
-                               ("the whole of wiki12k", "control_s{seed}")):
-            steps = [self.rows[pattern.format(seed=s)].get("steps") for s in self.seeds if pattern.format(seed=s) in self.rows]
+        for label, pattern in (
+            (f"first {self.cfg['small_corpus_lines']:,} lines", "control_small_s{seed}"),
+            ("the whole of wiki12k", "control_s{seed}"),
+        ):
+            steps = [
+                self.rows[pattern.format(seed=s)].get("steps")
+                for s in self.seeds
+                if pattern.format(seed=s) in self.rows
+            ]
             if steps:
-                lines.append([label, str(steps[0]), _ms(self.seeded(pattern, "select_spearman")), _ms(self.seeded(pattern)),
-                              *(_ms(self.genres_seeded(pattern, g)) for g in GENRES)])
-        self.table("How much corpus: the control (SimCSE of the shipped MiniLM, own modules, one pass) by corpus size",
-                   ["corpus", "steps", "selection split", "dev", *(f"dev {g}" for g in GENRES)], lines)
+                lines.append(
+                    [
+                        label,
+                        str(steps[0]),
+                        _ms(self.seeded(pattern, "select_spearman")),
+                        _ms(self.seeded(pattern)),
+                        *(_ms(self.genres_seeded(pattern, g)) for g in GENRES),
+                    ]
+                )
+        self.table(
+            "How much corpus: the control (SimCSE of the shipped MiniLM, own modules, one pass) by corpus size",
+            ["corpus", "steps", "selection split", "dev", *(f"dev {g}" for g in GENRES)],
+            lines,
+        )
 
     def length_table(self, c: dict) -> None:
         if c["lr"] is None:
@@ -823,19 +1070,35 @@ class Report:
             r = self.get(name)
             if r:
                 mark = " **(chosen)**" if n == c["steps"] else ""
-                lines.append([f"{n}{mark}", _x(r["select_spearman"]), _x(r["dev_spearman"]),
-                              *(_x(self.genre(name, g)) for g in GENRES), f"{r.get('train_seconds', 0):.0f}"])
-        self.table(f"Twin length ({LOSS_LABELS[c['loss']]}, lr {c['lr']:g}, seed {seed}; chosen on the selection split)",
-                   ["steps", "selection split", "dev", *(f"dev {g}" for g in GENRES), "train s"], lines)
+                lines.append(
+                    [
+                        f"{n}{mark}",
+                        _x(r["select_spearman"]),
+                        _x(r["dev_spearman"]),
+                        *(_x(self.genre(name, g)) for g in GENRES),
+                        f"{r.get('train_seconds', 0):.0f}",
+                    ]
+                )
+        self.table(
+            f"Twin length ({LOSS_LABELS[c['loss']]}, lr {c['lr']:g}, seed {seed}; chosen on the selection split)",
+            ["steps", "selection split", "dev", *(f"dev {g}" for g in GENRES), "train s"],
+            lines,
+        )
 
     def terms_table(self) -> None:
         row = self.get("terms")
         if not row:
             return
         names = ("nce_1", "nce_2", "icnce", "ictm")
-        lines = [[label, *(f"{v[n]:.2g} / {v[n + '_grad_norm']:.2g}" for n in names)] for label, v in row["setups"].items()]
-        self.table("What drives a twin's update before training (term value / gradient norm over all parameters; "
-                   "mean of 4 batches of 16 corpus sentences; ICTM weighted 0.5)", ["twin", *names], lines)
+        lines = [
+            [label, *(f"{v[n]:.2g} / {v[n + '_grad_norm']:.2g}" for n in names)] for label, v in row["setups"].items()
+        ]
+        self.table(
+            "What drives a twin's update before training (term value / gradient norm over all parameters; "
+            "mean of 4 batches of 16 corpus sentences; ICTM weighted 0.5)",
+            ["twin", *names],
+            lines,
+        )
 
     def ensemble_table(self) -> None:
         lines = []
@@ -846,12 +1109,23 @@ class Report:
                 continue
             weights = "; ".join("(" + ", ".join(f"{w:g}" for w in self.rows[n]["weights"]) + ")" for n in names)
             safe = "".join("✓" if self.rows[n].get("genre_safe") else "✗" for n in names)
-            lines.append([f"{kind}: {KIND_LABELS[kind]}", str(len(names)), _ms(self.seeded(pattern, "select_spearman")),
-                          _ms(self.seeded(pattern)), *(_ms(self.genres_seeded(pattern, g)) for g in GENRES), safe, weights])
-        self.table("Teachers: ensembles (concat; weights chosen per seed on the selection split among the weights that lose "
-                   "no genre of it to the shipped MiniLM, if any: ✓; the shipped MiniLM's weight is 1)",
-                   ["members", "seeds", "selection split", "dev", *(f"dev {g}" for g in GENRES), "genre-safe", "weights"],
-                   lines)
+            lines.append(
+                [
+                    f"{kind}: {KIND_LABELS[kind]}",
+                    str(len(names)),
+                    _ms(self.seeded(pattern, "select_spearman")),
+                    _ms(self.seeded(pattern)),
+                    *(_ms(self.genres_seeded(pattern, g)) for g in GENRES),
+                    safe,
+                    weights,
+                ]
+            )
+        self.table(
+            "Teachers: ensembles (concat; weights chosen per seed on the selection split among the weights that lose "
+            "no genre of it to the shipped MiniLM, if any: ✓; the shipped MiniLM's weight is 1)",
+            ["members", "seeds", "selection split", "dev", *(f"dev {g}" for g in GENRES), "genre-safe", "weights"],
+            lines,
+        )
 
     def distill_table(self, c: dict) -> None:
         seed = self.seeds[0]
@@ -860,13 +1134,33 @@ class Report:
         for name in sorted(n for n in self.rows if n.startswith("ucd_") and n.endswith(f"_s{seed}")):
             r = self.rows[name]
             mark = " **(chosen)**" if (r["kind"], r["epochs"]) == (c["kind"], c["epochs"]) else ""
-            lines.append([f"{r['kind']}{mark}", f"{r['epochs']:g}", str(r.get("steps")), _x(r["select_spearman"]),
-                          _x(r["dev_spearman"]), f"{100 * (r['dev_spearman'] - shipped):+.2f}" if shipped else "–",
-                          _x(self.genre(name, "captions")), f"{r.get('train_seconds', 0):.0f}"])
-        self.table(f"Distillation: teacher and length (seed {seed}; student: the shipped MiniLM with its own modules; "
-                   "similarity objective, batch 64, length 32, lr 2e-5; the teacher's seed-1 ensemble as in the table above)",
-                   ["teacher", "epochs over wiki12k", "steps", "selection split", "dev", "Δ dev vs shipped",
-                    "dev captions", "train s"], lines)
+            lines.append(
+                [
+                    f"{r['kind']}{mark}",
+                    f"{r['epochs']:g}",
+                    str(r.get("steps")),
+                    _x(r["select_spearman"]),
+                    _x(r["dev_spearman"]),
+                    f"{100 * (r['dev_spearman'] - shipped):+.2f}" if shipped else "–",
+                    _x(self.genre(name, "captions")),
+                    f"{r.get('train_seconds', 0):.0f}",
+                ]
+            )
+        self.table(
+            f"Distillation: teacher and length (seed {seed}; student: the shipped MiniLM with its own modules; "
+            "similarity objective, batch 64, length 32, lr 2e-5; the teacher's seed-1 ensemble as in the table above)",
+            [
+                "teacher",
+                "epochs over wiki12k",
+                "steps",
+                "selection split",
+                "dev",
+                "Δ dev vs shipped",
+                "dev captions",
+                "train s",
+            ],
+            lines,
+        )
 
     def timing_table(self) -> None:
         groups: dict[str, list[tuple[float, int]]] = {}
@@ -874,10 +1168,20 @@ class Report:
             if "train_seconds" in row and row.get("train_seconds"):
                 key = row["group"] if row["group"] != "twin" else f"twin ({row.get('max_steps')} steps)"
                 groups.setdefault(key, []).append((row["train_seconds"], row.get("steps") or 0))
-        lines = [[g, str(len(v)), f"{statistics.fmean(s for s, _ in v) / 60:.1f}",
-                  f"{statistics.fmean(s / max(n, 1) for s, n in v):.2f}"] for g, v in sorted(groups.items())]
-        self.table("Timings (one thread on a 2-core machine shared with other sessions: wall time varies 2-5×)",
-                   ["stage", "runs", "mean minutes", "mean s/step"], lines)
+        lines = [
+            [
+                g,
+                str(len(v)),
+                f"{statistics.fmean(s for s, _ in v) / 60:.1f}",
+                f"{statistics.fmean(s / max(n, 1) for s, n in v):.2f}",
+            ]
+            for g, v in sorted(groups.items())
+        ]
+        self.table(
+            "Timings (one thread on a 2-core machine shared with other sessions: wall time varies 2-5×)",
+            ["stage", "runs", "mean minutes", "mean s/step"],
+            lines,
+        )
 
 
 def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
@@ -892,7 +1196,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny settings: a smoke run of the whole driver")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 1)))
-    parser.add_argument("--stages", default=",".join(STAGES), help="comma-separated subset of the stages (run in order)")
+    parser.add_argument(
+        "--stages", default=",".join(STAGES), help="comma-separated subset of the stages (run in order)"
+    )
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/")
     parser.add_argument("--work", type=Path, default=None, help="checkpoints and rows (default runs/default[_quick])")
@@ -920,8 +1226,12 @@ def main() -> None:
     report = Path("evaluation/DEFAULTS.md")
     if not args.quick and args.out is None and report.exists():
         text = report.read_text(encoding="utf-8")
-        text = re.sub(r"<!-- TABLES START -->.*<!-- TABLES END -->",
-                      lambda _: f"<!-- TABLES START -->\n{tables}<!-- TABLES END -->", text, flags=re.S)
+        text = re.sub(
+            r"<!-- TABLES START -->.*<!-- TABLES END -->",
+            lambda _: f"<!-- TABLES START -->\n{tables}<!-- TABLES END -->",
+            text,
+            flags=re.S,
+        )
         report.write_text(text, encoding="utf-8")
     print(tables)
 

@@ -94,8 +94,12 @@ class UCDRunner(TrainingGrid):
         from jtcse.evaluation.sts import STSPairs, read_stsb_file
 
         train = read_stsb_file(data / "stsbenchmark" / "sts-train.csv")
-        keep = np.sort(np.random.default_rng(0).choice(len(train), size=min(cfg["select_pairs"], len(train)), replace=False))
-        self.select = STSPairs([train.sentences1[i] for i in keep], [train.sentences2[i] for i in keep], train.scores[keep])
+        keep = np.sort(
+            np.random.default_rng(0).choice(len(train), size=min(cfg["select_pairs"], len(train)), replace=False)
+        )
+        self.select = STSPairs(
+            [train.sentences1[i] for i in keep], [train.sentences2[i] for i in keep], train.scores[keep]
+        )
 
     # -- scores ------------------------------------------------------------------------------------
     def pair_cosines(self, model, pairs):
@@ -134,8 +138,12 @@ class UCDRunner(TrainingGrid):
         from jtcse.defaults import default_tower_path
         from jtcse.modeling.loading import load_model
 
-        self.score(SHIPPED, lambda: SentenceTransformer(default_tower_path(), device="cpu"),
-                   group="baseline", pooling="mean (shipped)")
+        self.score(
+            SHIPPED,
+            lambda: SentenceTransformer(default_tower_path(), device="cpu"),
+            group="baseline",
+            pooling="mean (shipped)",
+        )
         self.score("minilm_cls", lambda: load_model(None, pooling="cls", device="cpu"), group="baseline", pooling="cls")
 
     def warmups(self) -> None:
@@ -157,10 +165,23 @@ class UCDRunner(TrainingGrid):
         out = self.work / name
         return self.trained_and_scored(
             name,
-            lambda: train_twin(str(self.tower_dir(a)), str(self.tower_dir(b)), self.corpus, out, seed=seed,
-                               learning_rate=lr, logging_steps=10, show_progress=False, device="cpu", **self.cfg["twin"]),
+            lambda: train_twin(
+                str(self.tower_dir(a)),
+                str(self.tower_dir(b)),
+                self.corpus,
+                out,
+                seed=seed,
+                learning_rate=lr,
+                logging_steps=10,
+                show_progress=False,
+                device="cpu",
+                **self.cfg["twin"],
+            ),
             lambda: load_model(out, device="cpu"),
-            group="twin", seed=seed, learning_rate=lr, towers=[f"W{a}", f"W{b}"],
+            group="twin",
+            seed=seed,
+            learning_rate=lr,
+            towers=[f"W{a}", f"W{b}"],
         )
 
     def probe(self) -> None:
@@ -196,14 +217,18 @@ class UCDRunner(TrainingGrid):
 
         lr = self.tuned_lr()
         shipped = SentenceTransformer(default_tower_path(), device="cpu")
-        shipped_cos = {split: self.pair_cosines(shipped, pairs) for split, pairs in (("dev", self.dev), ("select", self.select))}
+        shipped_cos = {
+            split: self.pair_cosines(shipped, pairs) for split, pairs in (("dev", self.dev), ("select", self.select))
+        }
         for seed in self.cfg["seeds"]:
             name = f"ensemble_s{seed}"
             twin_dir = self.work / self.twin_name(lr, seed)
             if self.done(name):
                 continue
             twin = load_model(twin_dir, device="cpu")
-            twin_cos = {split: self.pair_cosines(twin, pairs) for split, pairs in (("dev", self.dev), ("select", self.select))}
+            twin_cos = {
+                split: self.pair_cosines(twin, pairs) for split, pairs in (("dev", self.dev), ("select", self.select))
+            }
 
             def combined(split: str, w: float) -> float:
                 # concat of unit vectors weighted (1, w): cos = (cos_minilm + w² cos_twin) / (1 + w²)
@@ -215,12 +240,27 @@ class UCDRunner(TrainingGrid):
             out = self.work / name
             save_ensemble([default_tower_path(), str(twin_dir)], out, weights=[1.0, best], overwrite=True, device="cpu")
             equal = grid.get(1.0) or {"select": combined("select", 1.0), "dev": combined("dev", 1.0)}
-            self.save(f"ensemble_eq_s{seed}", {"group": "ensemble_equal", "seed": seed, "weights": [1.0, 1.0],
-                                               "dev_spearman": equal["dev"], "select_spearman": equal["select"],
-                                               "note": "computed from the members' cosines (exact for concat)"})
-            self.score(name, lambda: load_model(out, device="cpu"), group="ensemble", seed=seed, weights=[1.0, best],
-                       twin=self.twin_name(lr, seed), weight_grid={str(w): v for w, v in grid.items()},
-                       predicted_dev_spearman=grid[best]["dev"])
+            self.save(
+                f"ensemble_eq_s{seed}",
+                {
+                    "group": "ensemble_equal",
+                    "seed": seed,
+                    "weights": [1.0, 1.0],
+                    "dev_spearman": equal["dev"],
+                    "select_spearman": equal["select"],
+                    "note": "computed from the members' cosines (exact for concat)",
+                },
+            )
+            self.score(
+                name,
+                lambda: load_model(out, device="cpu"),
+                group="ensemble",
+                seed=seed,
+                weights=[1.0, best],
+                twin=self.twin_name(lr, seed),
+                weight_grid={str(w): v for w, v in grid.items()},
+                predicted_dev_spearman=grid[best]["dev"],
+            )
 
     def distilled(self, objective: str, seed: int) -> dict:
         from sentence_transformers import SentenceTransformer
@@ -234,10 +274,22 @@ class UCDRunner(TrainingGrid):
             raise SystemExit(f"run the ensembles stage first ({teacher} is missing)")
         return self.trained_and_scored(
             name,
-            lambda: distill(str(teacher), None, self.corpus, out, objective=objective, seed=seed, logging_steps=10,
-                            **self.cfg["distill"]),
+            lambda: distill(
+                str(teacher),
+                None,
+                self.corpus,
+                out,
+                objective=objective,
+                seed=seed,
+                logging_steps=10,
+                **self.cfg["distill"],
+            ),
             lambda: SentenceTransformer(str(out), device="cpu"),
-            group="ucd", seed=seed, objective=objective, teacher=teacher.name, student="shipped MiniLM (mean pooling)",
+            group="ucd",
+            seed=seed,
+            objective=objective,
+            teacher=teacher.name,
+            student="shipped MiniLM (mean pooling)",
         )
 
     def objectives(self) -> None:
@@ -264,8 +316,10 @@ class UCDRunner(TrainingGrid):
         student = self.work / f"ucd_{self.best_objective()}_s{self.cfg['seeds'][0]}"
         lines = (self.work / "corpus.txt").read_text(encoding="utf-8").splitlines()
         sentences = (self.dev.sentences1 + self.dev.sentences2 + lines)[: self.cfg["speed_sentences"]]
-        models = {"shipped": SentenceTransformer(default_tower_path(), device="cpu"),
-                  "ucd": SentenceTransformer(str(student), device="cpu")}
+        models = {
+            "shipped": SentenceTransformer(default_tower_path(), device="cpu"),
+            "ucd": SentenceTransformer(str(student), device="cpu"),
+        }
         times: dict[str, list[float]] = {k: [] for k in models}
         for _ in range(3):
             for key, model in models.items():
@@ -274,9 +328,17 @@ class UCDRunner(TrainingGrid):
                 model.encode(sentences, batch_size=64)
                 times[key].append(time.perf_counter() - started)
         rate = {k: len(sentences) / min(v) for k, v in times.items()}
-        self.save("speed", {"group": "speed", "sentences": len(sentences), "student": student.name,
-                            "sentences_per_s": rate, "ratio_ucd_to_shipped": rate["ucd"] / rate["shipped"],
-                            "modules": {k: [type(m).__name__ for m in model] for k, model in models.items()}})
+        self.save(
+            "speed",
+            {
+                "group": "speed",
+                "sentences": len(sentences),
+                "student": student.name,
+                "sentences_per_s": rate,
+                "ratio_ucd_to_shipped": rate["ucd"] / rate["shipped"],
+                "modules": {k: [type(m).__name__ for m in model] for k, model in models.items()},
+            },
+        )
 
 
 # -- report ------------------------------------------------------------------------------------------
@@ -307,10 +369,13 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
     twin_prefix = f"twin_lr{tuned:g}" if tuned else None
     ucd_prefix = f"ucd_{best_obj}" if best_obj else None
     shipped = get(SHIPPED)
-    out = [f"### Every stage (STS-B dev Spearman ×100; selection split = {cfg['select_pairs']:,} STS-B *train* pairs, "
-           "used for every choice)",
-           "", "| model | pooling | seeds | dev: mean ± std | dev per seed | selection split: mean |",
-           "| --- | --- | --- | --- | --- | --- |"]
+    out = [
+        f"### Every stage (STS-B dev Spearman ×100; selection split = {cfg['select_pairs']:,} STS-B *train* pairs, "
+        "used for every choice)",
+        "",
+        "| model | pooling | seeds | dev: mean ± std | dev per seed | selection split: mean |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
 
     def line(label: str, pooling: str, prefix: str | None, single: str | None = None) -> None:
         if single is not None:
@@ -319,8 +384,10 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
         vals = seeded(prefix) if prefix else []
         sel = seeded(prefix, "select_spearman") if prefix else []
         per = ", ".join(f"{100 * v:.2f}" for v in vals)
-        out.append(f"| {label} | {pooling} | {len(vals)} | {_ms(vals)} | {per} | "
-                   f"{f'{100 * statistics.fmean(sel):.2f}' if sel else '–'} |")
+        out.append(
+            f"| {label} | {pooling} | {len(vals)} | {_ms(vals)} | {per} | "
+            f"{f'{100 * statistics.fmean(sel):.2f}' if sel else '–'} |"
+        )
 
     line("**shipped MiniLM (the row to beat)**", "mean (its own)", None, SHIPPED)
     line("shipped MiniLM", "CLS", None, "minilm_cls")
@@ -328,21 +395,37 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
     line(f"JTCSE twin of (W_s, W_s+1), lr {tuned:g}" if tuned else "JTCSE twin (tuned lr)", "sum of 2 CLS", twin_prefix)
     line("ensemble: shipped MiniLM + twin, equal weights", "concat", "ensemble_eq")
     line("ensemble: shipped MiniLM + twin, twin weight from the selection split (JTCSE+UC)", "concat", "ensemble")
-    line(f"UCD: ensemble distilled into the shipped MiniLM ({best_obj})" if best_obj else "UCD student", "mean (its own)", ucd_prefix)
+    line(
+        f"UCD: ensemble distilled into the shipped MiniLM ({best_obj})" if best_obj else "UCD student",
+        "mean (its own)",
+        ucd_prefix,
+    )
 
-    out += ["", f"### Twin learning-rate probe (towers W{seeds[0]}, W{seeds[1 % len(seeds)]}; "
-            f"{cfg['twin']['max_steps']} steps, batch {cfg['twin']['batch_size']}; chosen on the selection split)", "",
-            "| lr | selection split | dev | first → last logged loss | train s |", "| --- | --- | --- | --- | --- |"]
+    out += [
+        "",
+        f"### Twin learning-rate probe (towers W{seeds[0]}, W{seeds[1 % len(seeds)]}; "
+        f"{cfg['twin']['max_steps']} steps, batch {cfg['twin']['batch_size']}; chosen on the selection split)",
+        "",
+        "| lr | selection split | dev | first → last logged loss | train s |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for lr, r in lr_rows.items():
         if not r:
             out.append(f"| {lr:g} | not run | | | |")
             continue
         mark = " **(chosen)**" if lr == tuned else ""
-        out.append(f"| {lr:g}{mark} | {_x(r['select_spearman'])} | {_x(r['dev_spearman'])} | "
-                   f"{r.get('first_loss', 0):.4f} → {r.get('last_loss', 0):.4f} | {r.get('train_seconds', 0):.0f} |")
+        out.append(
+            f"| {lr:g}{mark} | {_x(r['select_spearman'])} | {_x(r['dev_spearman'])} | "
+            f"{r.get('first_loss', 0):.4f} → {r.get('last_loss', 0):.4f} | {r.get('train_seconds', 0):.0f} |"
+        )
 
-    out += ["", "### Twin vs the better of its two warm-up towers (paired by seed)", "",
-            "| seed | towers | better warm-up | twin | Δ |", "| --- | --- | --- | --- | --- |"]
+    out += [
+        "",
+        "### Twin vs the better of its two warm-up towers (paired by seed)",
+        "",
+        "| seed | towers | better warm-up | twin | Δ |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     deltas = []
     for i, s in enumerate(seeds):
         a, b = s, seeds[(i + 1) % len(seeds)]
@@ -355,40 +438,70 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
     warm = seeded("warmup")
     if deltas and len(warm) > 1:
         m, sd = mean_std(deltas)
-        out.append(f"\nTwin − better warm-up: {100 * m:+.2f}" + (f" ± {100 * sd:.2f}" if sd is not None else "")
-                   + f"; warm-up seed spread (std of W_s): {100 * statistics.stdev(warm):.2f}.")
+        out.append(
+            f"\nTwin − better warm-up: {100 * m:+.2f}"
+            + (f" ± {100 * sd:.2f}" if sd is not None else "")
+            + f"; warm-up seed spread (std of W_s): {100 * statistics.stdev(warm):.2f}."
+        )
 
-    out += ["", "### Ensemble weights (twin weight; the shipped MiniLM's is 1; dev shown, not used to choose)", "",
-            "| seed | " + " | ".join(f"w={w:g} select / dev" for w in cfg["weight_grid"]) + " | chosen |",
-            "| --- | " + " | ".join("---" for _ in cfg["weight_grid"]) + " | --- |"]
+    out += [
+        "",
+        "### Ensemble weights (twin weight; the shipped MiniLM's is 1; dev shown, not used to choose)",
+        "",
+        "| seed | " + " | ".join(f"w={w:g} select / dev" for w in cfg["weight_grid"]) + " | chosen |",
+        "| --- | " + " | ".join("---" for _ in cfg["weight_grid"]) + " | --- |",
+    ]
     for s in seeds:
         r = rows.get(f"ensemble_s{s}")
         if not r:
             continue
-        cells = [f"{_x(r['weight_grid'][str(w)]['select'])} / {_x(r['weight_grid'][str(w)]['dev'])}" for w in cfg["weight_grid"]]
+        cells = [
+            f"{_x(r['weight_grid'][str(w)]['select'])} / {_x(r['weight_grid'][str(w)]['dev'])}"
+            for w in cfg["weight_grid"]
+        ]
         out.append(f"| {s} | " + " | ".join(cells) + f" | {r['weights'][1]:g} |")
 
-    out += ["", f"### Distillation objectives (teacher: ensemble of seed {seeds[0]}; student: the shipped MiniLM, "
-            "mean pooling, width 384; chosen on the selection split)", "",
-            "| objective | selection split | dev | Δ dev vs shipped | train s |", "| --- | --- | --- | --- | --- |"]
+    out += [
+        "",
+        f"### Distillation objectives (teacher: ensemble of seed {seeds[0]}; student: the shipped MiniLM, "
+        "mean pooling, width 384; chosen on the selection split)",
+        "",
+        "| objective | selection split | dev | Δ dev vs shipped | train s |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for o, r in obj_rows.items():
         if not r:
             out.append(f"| {o} | not run | | | |")
             continue
         mark = " **(kept)**" if o == best_obj else ""
         delta = f"{100 * (r['dev_spearman'] - shipped):+.2f}" if shipped is not None else "–"
-        out.append(f"| `{o}`{mark} | {_x(r['select_spearman'])} | {_x(r['dev_spearman'])} | {delta} | "
-                   f"{r.get('train_seconds', 0):.0f} |")
+        out.append(
+            f"| `{o}`{mark} | {_x(r['select_spearman'])} | {_x(r['dev_spearman'])} | {delta} | "
+            f"{r.get('train_seconds', 0):.0f} |"
+        )
     speed = rows.get("speed")
     if speed:
         rate = speed["sentences_per_s"]
-        out += ["", f"Encode speed ({speed['sentences']} sentences, best of 3 interleaved repeats): shipped MiniLM "
-                f"{rate['shipped']:.0f} sentences/s, UCD student {rate['ucd']:.0f} sentences/s "
-                f"(ratio {speed['ratio_ucd_to_shipped']:.2f}; modules {', '.join(speed['modules']['ucd'])})."]
-    results = {"settings": cfg, "tuned_twin_lr": tuned, "kept_objective": best_obj, "rows": rows,
-               "final": {"shipped_minilm": shipped, "warmup": seeded("warmup"),
-                         "twin": seeded(twin_prefix) if twin_prefix else [], "ensemble": seeded("ensemble"),
-                         "ensemble_equal_weights": seeded("ensemble_eq"), "ucd": seeded(ucd_prefix) if ucd_prefix else []}}
+        out += [
+            "",
+            f"Encode speed ({speed['sentences']} sentences, best of 3 interleaved repeats): shipped MiniLM "
+            f"{rate['shipped']:.0f} sentences/s, UCD student {rate['ucd']:.0f} sentences/s "
+            f"(ratio {speed['ratio_ucd_to_shipped']:.2f}; modules {', '.join(speed['modules']['ucd'])}).",
+        ]
+    results = {
+        "settings": cfg,
+        "tuned_twin_lr": tuned,
+        "kept_objective": best_obj,
+        "rows": rows,
+        "final": {
+            "shipped_minilm": shipped,
+            "warmup": seeded("warmup"),
+            "twin": seeded(twin_prefix) if twin_prefix else [],
+            "ensemble": seeded("ensemble"),
+            "ensemble_equal_weights": seeded("ensemble_eq"),
+            "ucd": seeded(ucd_prefix) if ucd_prefix else [],
+        },
+    }
     return results, "\n".join(out) + "\n"
 
 
@@ -396,12 +509,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny settings: a smoke run of the whole driver")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 2)))
-    parser.add_argument("--stages", default="baselines,warmups,probe,twins,ensembles,objectives,ucd,speed",
-                        help="comma-separated subset of the stages to run (in this order)")
+    parser.add_argument(
+        "--stages",
+        default="baselines,warmups,probe,twins,ensembles,objectives,ucd,speed",
+        help="comma-separated subset of the stages to run (in this order)",
+    )
     parser.add_argument("--report-only", action="store_true")
-    parser.add_argument("--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)")
-    parser.add_argument("--work", type=Path, default=None, help="checkpoints and row results (default runs/ucd[_quick])")
-    parser.add_argument("-o", "--output", dest="out", metavar="OUTPUT", type=Path, default=None, help="results folder (default evaluation/ucd; quick: <work>/report)")
+    parser.add_argument(
+        "--data", type=Path, default=DATA, help="folder with wiki12k.txt and stsbenchmark/ (default ../shared/data)"
+    )
+    parser.add_argument(
+        "--work", type=Path, default=None, help="checkpoints and row results (default runs/ucd[_quick])"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="out",
+        metavar="OUTPUT",
+        type=Path,
+        default=None,
+        help="results folder (default evaluation/ucd; quick: <work>/report)",
+    )
     parser.add_argument("--out", dest="out", type=Path, help=argparse.SUPPRESS)  # the old spelling
     args = parser.parse_args()
 

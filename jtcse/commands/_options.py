@@ -14,7 +14,7 @@ import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -38,7 +38,7 @@ def tower_option(which: str):
     )  # fmt: skip
 
 
-def checked_device(value: Optional[str]) -> Optional[str]:
+def checked_device(value: str | None) -> str | None:
     """Callback of ``--device``: a device this machine lacks (``cuda`` without CUDA ...) is one line before
     anything loads (:func:`jtcse.devices.resolve_device`, the one check)."""
     if value is not None:
@@ -50,7 +50,10 @@ def checked_device(value: Optional[str]) -> Optional[str]:
 
 def device_option():
     return typer.Option(
-        None, "--device", callback=checked_device, help="torch device: cpu, cuda, cuda:1, mps. Default: the best available."
+        None,
+        "--device",
+        callback=checked_device,
+        help="torch device: cpu, cuda, cuda:1, mps. Default: the best available.",
     )
 
 
@@ -63,11 +66,13 @@ def devices_option():
 
 def processes_option():
     return typer.Option(
-        None, "--processes", help="Encode with N CPU worker processes (each with cores/N threads). Default: one process."
+        None,
+        "--processes",
+        help="Encode with N CPU worker processes (each with cores/N threads). Default: one process.",
     )
 
 
-def checked_pooling(value: Optional[str]) -> Optional[str]:
+def checked_pooling(value: str | None) -> str | None:
     """Callback of ``--pooling``: ``cls`` or ``mean`` (:data:`jtcse.modeling.loading.POOLING_CHOICES`), else one line."""
     from jtcse.modeling.loading import POOLING_CHOICES
 
@@ -126,12 +131,19 @@ def batch_size_option(default: int):
 
 
 def max_seq_length_option(default: int):
-    return typer.Option(default, "--max-seq-length", help="Tokens per sentence during training; longer ones are truncated.")
+    return typer.Option(
+        default, "--max-seq-length", help="Tokens per sentence during training; longer ones are truncated."
+    )
 
 
 # ---------------------------------------------------------------- data
 def corpus_option():
-    return typer.Option(None, "--corpus", callback=given_once, help="UTF-8 text file, one sentence per line. Default: the embedded stdlib prose.")
+    return typer.Option(
+        None,
+        "--corpus",
+        callback=given_once,
+        help="UTF-8 text file, one sentence per line. Default: the embedded stdlib prose.",
+    )
 
 
 def input_file_option():
@@ -339,7 +351,11 @@ def overwrite_option():
 
 
 def keep_checkpoints_option(default: bool):
-    return typer.Option(default, "--keep-checkpoints", help="Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run further; by default they are deleted.")
+    return typer.Option(
+        default,
+        "--keep-checkpoints",
+        help="Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run further; by default they are deleted.",
+    )
 
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:

@@ -31,7 +31,9 @@ _KINDS = {"integer": "a whole number", "float": "a number", "text": "a string", 
           "boolean": "true or false"}  # fmt: skip
 
 
-def recipe_keys(command, sections: tuple[str, ...], renamed: Mapping[str, tuple[str, str]]) -> dict[str, dict[str, Any]]:
+def recipe_keys(
+    command, sections: tuple[str, ...], renamed: Mapping[str, tuple[str, str]]
+) -> dict[str, dict[str, Any]]:
     """``{section: {key: click parameter}}`` of ``command`` (``""``: the top-level keys), as the module docstring
     says."""
     keys: dict[str, dict[str, Any]] = {"": {}, **{section: {} for section in sections}}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -26,10 +25,11 @@ def fetch(
     output: Path = opts.output_option("the dataset (also --to DIR)", also=("--to",)),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a folder that holds something else."),
     allow_unpinned: bool = typer.Option(
-        False, "--allow-unpinned",
+        False,
+        "--allow-unpinned",
         help="Also download files the manifest has no sha256 for; prints the sha256 computed, to pin it.",
     ),  # fmt: skip
-    manifest: Optional[Path] = _manifest_option(),
+    manifest: Path | None = _manifest_option(),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a download progress bar."),
 ) -> None:
     """Download dataset NAME into the folder DIR, checked against data/manifest.toml.
@@ -63,11 +63,11 @@ def fetch(
         return
     typer.echo(f"{name} written to {output}: {', '.join(result.entries)}")
     for file_name in result.unpinned:
-        typer.echo(f"  {file_name}: sha256 = \"{result.sha256[file_name]}\"  (not pinned; add it to the manifest)")
+        typer.echo(f'  {file_name}: sha256 = "{result.sha256[file_name]}"  (not pinned; add it to the manifest)')
 
 
 @data_app.command("list")
-def list_datasets(manifest: Optional[Path] = _manifest_option()) -> None:
+def list_datasets(manifest: Path | None = _manifest_option()) -> None:
     """List the datasets of the manifest: name, download size, whether every file has a pinned sha256, licence.
 
     Example: jtcse data list

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -12,21 +11,25 @@ from jtcse.commands import _options as opts
 
 def diagnose(
     model: str = opts.model_argument(required=True),
-    sentences: Optional[Path] = typer.Option(
+    sentences: Path | None = typer.Option(
         None, "--sentences", help="One sentence per line [default: 512 sentences of the embedded stdlib prose]."
     ),
     output: Path = opts.output_option("report.json and the PNGs"),
-    out_alias: Optional[Path] = opts.old_output_option("--out"),
-    pairs: Optional[Path] = typer.Option(
+    out_alias: Path | None = opts.old_output_option("--out"),
+    pairs: Path | None = typer.Option(
         None, "--pairs", help="STS-B-format file: alignment over pairs scoring above --positive-threshold."
     ),
-    positive_threshold: float = typer.Option(4.0, "--positive-threshold", help="Pairs with gold score above this are positives."),
-    limit: int = typer.Option(512, "--limit", help="Use at most this many sentences (and positive pairs / pair sentences)."),
+    positive_threshold: float = typer.Option(
+        4.0, "--positive-threshold", help="Pairs with gold score above this are positives."
+    ),
+    limit: int = typer.Option(
+        512, "--limit", help="Use at most this many sentences (and positive pairs / pair sentences)."
+    ),
     seq_len: int = typer.Option(128, "--seq-len", help="Sequence length at which MACs are counted."),
     max_length: int = typer.Option(128, "--max-length", help="Truncate sentences to this many tokens."),
     attention_size: int = typer.Option(24, "--attention-size", help="Positions shown in the attention heat maps."),
     batch_size: int = opts.batch_size_option(32),
-    device: Optional[str] = opts.device_option(),
+    device: str | None = opts.device_option(),
 ) -> None:
     """Alignment/uniformity, CLS energy per layer, attention-sink heat maps, condensation, MACs.
 
@@ -40,11 +43,16 @@ def diagnose(
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
     from jtcse.evaluation.diagnostics import run_diagnostics
-    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.sts import read_stsb_file
+    from jtcse.modeling.loading import load_model
 
-    for name, value in (("--limit", limit), ("--seq-len", seq_len), ("--max-length", max_length),
-                        ("--attention-size", attention_size), ("--batch-size", batch_size)):
+    for name, value in (
+        ("--limit", limit),
+        ("--seq-len", seq_len),
+        ("--max-length", max_length),
+        ("--attention-size", attention_size),
+        ("--batch-size", batch_size),
+    ):
         if value < 1:
             raise JTCSEError(f"{name} must be at least 1")
     texts = read_corpus(sentences).sentences if sentences is not None else default_corpus_sentences(limit=limit)
@@ -52,8 +60,16 @@ def diagnose(
     pair_data = read_stsb_file(pairs) if pairs is not None else None
     encoder = load_model(model, max_seq_length=max_length, device=device)  # clamped to the position table
     report = run_diagnostics(
-        encoder, texts, output, pairs=pair_data, positive_threshold=positive_threshold, seq_len=seq_len,
-        max_length=encoder.max_seq_length, batch_size=batch_size, attention_size=attention_size, max_pairs=limit,
+        encoder,
+        texts,
+        output,
+        pairs=pair_data,
+        positive_threshold=positive_threshold,
+        seq_len=seq_len,
+        max_length=encoder.max_seq_length,
+        batch_size=batch_size,
+        attention_size=attention_size,
+        max_pairs=limit,
         model_name=model,
     )
     for name, entry in report["alignment_uniformity"].items():

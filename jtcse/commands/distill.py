@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from jtcse.commands import _options as opts
 from jtcse.training.distill import DISTILL_SETTINGS as PRESET
 from jtcse.training.distill import distill as run_distill
-
 
 SHORT_HELP = "Distil a teacher (a twin, an ensemble, any encoder) into one student encoder (JTCSE-D, UCD)."
 HELP = (
@@ -33,14 +31,16 @@ def distill(
         ..., "--teacher", "-t", help="Teacher model dir: a twin, an ensemble (jtcse ensemble) or any encoder."
     ),
     output: Path = opts.output_option("the student, its run summary and the teacher cache"),
-    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
-    student: Optional[str] = typer.Option(
-        None, "--student", "-s",
+    output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
+    student: str | None = typer.Option(
+        None,
+        "--student",
+        "-s",
         help="Student initialisation (any single encoder, kept with its own pooling). Default: embedded MiniLM.",
     ),
-    corpus: Optional[Path] = opts.corpus_option(),
-    train_file_alias: Optional[Path] = opts.alias_option("--train-file", "--corpus"),
-    dev_file: Optional[Path] = opts.dev_file_option(),
+    corpus: Path | None = opts.corpus_option(),
+    train_file_alias: Path | None = opts.alias_option("--train-file", "--corpus"),
+    dev_file: Path | None = opts.dev_file_option(),
     batch_size: int = opts.batch_size_option(PRESET.batch_size),
     teacher_batch_size: int = typer.Option(
         opts.declared_default(run_distill, "teacher_batch_size"), help="Batch size for the one-off teacher encoding."
@@ -50,15 +50,15 @@ def distill(
     epochs: float = opts.epochs_option(PRESET.epochs),
     max_steps: int = opts.max_steps_option(PRESET.max_steps),
     eval_steps: int = opts.eval_steps_option(PRESET.eval_steps),
-    save_steps: Optional[int] = opts.save_steps_option(PRESET.save_steps),
-    logging_steps: Optional[int] = opts.logging_steps_option(PRESET.logging_steps),
+    save_steps: int | None = opts.save_steps_option(PRESET.save_steps),
+    logging_steps: int | None = opts.logging_steps_option(PRESET.logging_steps),
     objective: str = opts.objective_option(),
-    student_pooling: Optional[str] = opts.student_pooling_option(),
+    student_pooling: str | None = opts.student_pooling_option(),
     seed: int = opts.seed_option(PRESET.seed),
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
     keep_checkpoints: bool = opts.keep_checkpoints_option(PRESET.keep_checkpoints),
-    device: Optional[str] = opts.device_option(),
+    device: str | None = opts.device_option(),
     precision: str = opts.precision_option(PRESET.precision),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(PRESET.gradient_checkpointing),
 ) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -18,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
 
 def encode(
-    model: Optional[str] = opts.model_argument(),
+    model: str | None = opts.model_argument(),
     input: Path = opts.input_file_option(),
     output: Path = opts.output_option(
         "the embeddings: FILE.npy, FILE.parquet, or a folder without a suffix for parquet shards", folder=False
@@ -27,13 +26,23 @@ def encode(
     chunk_size: int = opts.chunk_size_option(),
     normalize: bool = typer.Option(False, "--normalize/--no-normalize", help="Scale every vector to unit length."),
     fp16: bool = typer.Option(False, "--fp16", help="Store float16 instead of float32 (half the size)."),
-    device: Optional[str] = opts.device_option(),
-    devices: Optional[str] = opts.devices_option(),
-    processes: Optional[int] = opts.processes_option(),
-    engine: str = typer.Option("local", "--engine", help="local (this machine) or ray (a Ray cluster: RAY_ADDRESS, or a local Ray)."),
-    actors: Optional[int] = typer.Option(None, "--actors", help="--engine ray: actors encoding at once. Default: as many as the cluster's resources allow."),
-    gpus_per_actor: float = typer.Option(0.0, "--gpus-per-actor", help="--engine ray: GPUs each actor reserves (e.g. 1, or 0.5 to share one)."),
-    cpus_per_actor: float = typer.Option(1.0, "--cpus-per-actor", help="--engine ray: CPUs each actor reserves (its torch threads)."),
+    device: str | None = opts.device_option(),
+    devices: str | None = opts.devices_option(),
+    processes: int | None = opts.processes_option(),
+    engine: str = typer.Option(
+        "local", "--engine", help="local (this machine) or ray (a Ray cluster: RAY_ADDRESS, or a local Ray)."
+    ),
+    actors: int | None = typer.Option(
+        None,
+        "--actors",
+        help="--engine ray: actors encoding at once. Default: as many as the cluster's resources allow.",
+    ),
+    gpus_per_actor: float = typer.Option(
+        0.0, "--gpus-per-actor", help="--engine ray: GPUs each actor reserves (e.g. 1, or 0.5 to share one)."
+    ),
+    cpus_per_actor: float = typer.Option(
+        1.0, "--cpus-per-actor", help="--engine ray: CPUs each actor reserves (its torch threads)."
+    ),
     overwrite: bool = opts.overwrite_option(),
     progress: bool = opts.progress_option(),
 ) -> None:

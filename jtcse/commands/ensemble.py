@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -20,9 +19,9 @@ def ensemble(
         ..., help="Two or more member models: jtcse twins, towers or any sentence-transformers checkpoint."
     ),
     output: Path = opts.output_option("the ensemble checkpoint"),
-    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
+    output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
     combine: str = typer.Option("concat", help="concat (any widths) or sum (members of one width)."),
-    weights: Optional[str] = opts.ensemble_weights_option(),
+    weights: str | None = opts.ensemble_weights_option(),
     overwrite: bool = opts.overwrite_option(),
 ) -> None:
     """Combine models into one checkpoint: each member keeps its own tokenizer and pooling.

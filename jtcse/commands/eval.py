@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from jtcse.commands import _options as opts
-
 from jtcse.errors import JTCSEError
 
 eval_app = typer.Typer(
@@ -24,7 +22,9 @@ def _parse_task_dirs(items: list[str]) -> dict[str, str]:
     for item in items:
         task, sep, path = item.partition("=")
         if not sep or not task or not path:
-            raise JTCSEError(f"--task-dir takes TASK=PATH (e.g. STS16=/data/sts2016-english-with-gs-v1.0), not {item!r}")
+            raise JTCSEError(
+                f"--task-dir takes TASK=PATH (e.g. STS16=/data/sts2016-english-with-gs-v1.0), not {item!r}"
+            )
         out[task.strip()] = path.strip()
     return out
 
@@ -32,24 +32,28 @@ def _parse_task_dirs(items: list[str]) -> dict[str, str]:
 @eval_app.command("sts")
 def sts(
     model: str = opts.model_argument(required=True),
-    data_dir: Optional[Path] = typer.Option(
+    data_dir: Path | None = typer.Option(
         None, "--data-dir", help="SentEval data directory (holding STS/ and SICK/): the 7-task table."
     ),
-    stsb_file: Optional[Path] = typer.Option(
-        None, "--stsb-file",
+    stsb_file: Path | None = typer.Option(
+        None,
+        "--stsb-file",
         help="Instead of --data-dir: one STS-B-format file (e.g. sts-dev.csv), scored over all pairs and per genre "
         "(captions, news, forums).",
     ),  # fmt: skip
-    output: Optional[Path] = opts.output_option("the scores and details as JSON", None, folder=False),
-    output_json_alias: Optional[Path] = opts.old_output_option("--output-json"),
-    output_csv: Optional[Path] = typer.Option(
-        None, "--output-csv",
+    output: Path | None = opts.output_option("the scores and details as JSON", None, folder=False),
+    output_json_alias: Path | None = opts.old_output_option("--output-json"),
+    output_csv: Path | None = typer.Option(
+        None,
+        "--output-csv",
         help="Write a 'model,STS12,…,SICKR,avg' row here (with --stsb-file: 'model,file,all,<genres>'; appended when "
         "the file has that header).",
     ),
-    pooling: Optional[str] = opts.pooling_option(),
-    max_seq_length: Optional[int] = typer.Option(
-        None, "--max-seq-length", help="Truncate inputs to this many tokens [default: the model's position capacity, no truncation]."
+    pooling: str | None = opts.pooling_option(),
+    max_seq_length: int | None = typer.Option(
+        None,
+        "--max-seq-length",
+        help="Truncate inputs to this many tokens [default: the model's position capacity, no truncation].",
     ),
     tasks: str = typer.Option(
         "STS12,STS13,STS14,STS15,STS16,STSB,SICKR", "--tasks", help="Comma-separated subset of the seven tasks."
@@ -58,10 +62,14 @@ def sts(
         [], "--task-dir", help="TASK=PATH: read TASK from PATH instead of the SentEval layout (repeatable)."
     ),
     batch_size: int = opts.batch_size_option(64),
-    device: Optional[str] = opts.device_option(),
-    backend: str = typer.Option("jtcse", "--backend", help="'jtcse' (built in) or 'senteval' (needs the senteval package)."),
+    device: str | None = opts.device_option(),
+    backend: str = typer.Option(
+        "jtcse", "--backend", help="'jtcse' (built in) or 'senteval' (needs the senteval package)."
+    ),
     update_card: bool = typer.Option(
-        False, "--update-card", help="Write the scores into MODEL/README.md (model-index entry and a table); MODEL must be a writable folder."
+        False,
+        "--update-card",
+        help="Write the scores into MODEL/README.md (model-index entry and a table); MODEL must be a writable folder.",
     ),
 ) -> None:
     """SentEval-protocol STS: STS12–16 (Spearman over all pairs of each year), STS-B test, SICK-R test.
@@ -79,11 +87,13 @@ def sts(
     Example: jtcse eval sts runs/ucd/distilled --stsb-file stsbenchmark/sts-dev.csv -o dev.json
     With --update-card the table also goes into runs/jtcse/README.md (see docs/model_cards.md).
     """
-    from jtcse.modeling.loading import FULL_LENGTH, load_model
     from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts, run_stsb_file
+    from jtcse.modeling.loading import FULL_LENGTH, load_model
 
     if (data_dir is None) == (stsb_file is None):
-        raise JTCSEError("give --data-dir (the SentEval 7-task table) or --stsb-file (one STS-B-format file, per genre), one of them.")
+        raise JTCSEError(
+            "give --data-dir (the SentEval 7-task table) or --stsb-file (one STS-B-format file, per genre), one of them."
+        )
     if stsb_file is not None:
         given = [name for name, value in (("--task-dir", task_dir), ("--update-card", update_card),
                                           ("--backend senteval", backend == "senteval")) if value]  # fmt: skip
@@ -101,7 +111,9 @@ def sts(
         from jtcse.model_card import check_writable
 
         if pooling is not None:
-            raise JTCSEError("--update-card records the checkpoint as saved; drop --pooling (it evaluates another model).")
+            raise JTCSEError(
+                "--update-card records the checkpoint as saved; drop --pooling (it evaluates another model)."
+            )
         check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
     encoder = load_model(model, pooling=pooling, max_seq_length=max_seq_length or FULL_LENGTH, device=device)
     if stsb_file is not None:
@@ -109,7 +121,9 @@ def sts(
     elif backend == "senteval":
         report = run_senteval_package(encoder, data_dir, task_list, batch_size=batch_size)
     else:
-        report = run_senteval_sts(encoder, data_dir, task_list, task_dirs=task_dirs, batch_size=batch_size, show_progress_bar=True)
+        report = run_senteval_sts(
+            encoder, data_dir, task_list, task_dirs=task_dirs, batch_size=batch_size, show_progress_bar=True
+        )
     report.meta.update(model=model, pooling=pooling or "model", max_seq_length=encoder.max_seq_length)
     typer.echo(report.table())
     if output is not None:
@@ -130,21 +144,25 @@ def sts(
 @eval_app.command("mteb")
 def mteb_command(
     model: str = opts.model_argument(required=True),
-    tasks: Optional[str] = typer.Option(
+    tasks: str | None = typer.Option(
         None,
         "--tasks",
         help="Comma-separated MTEB task names [default: STS17 (en-en), STS22.v2 (en), STSBenchmarkMultilingualSTS (en, test)].",
     ),
     local_task: list[Path] = typer.Option(
-        [], "--local-task", help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable)."
+        [],
+        "--local-task",
+        help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable).",
     ),
     output: Path = opts.output_option("one JSON per task plus summary.json", Path("mteb-results")),
-    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
-    pooling: Optional[str] = opts.pooling_option(),
+    output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
+    pooling: str | None = opts.pooling_option(),
     batch_size: int = opts.batch_size_option(64),
-    device: Optional[str] = opts.device_option(),
-    cache_dir: Optional[Path] = typer.Option(
-        None, "--cache-dir", help="MTEB result cache; results are reused only for the same weights (default: $MTEB_CACHE or ~/.cache/mteb)."
+    device: str | None = opts.device_option(),
+    cache_dir: Path | None = typer.Option(
+        None,
+        "--cache-dir",
+        help="MTEB result cache; results are reused only for the same weights (default: $MTEB_CACHE or ~/.cache/mteb).",
     ),
 ) -> None:
     """Run MTEB tasks; a task whose data cannot be loaded (e.g. offline) is reported and skipped.
@@ -155,8 +173,8 @@ def mteb_command(
     Example: jtcse eval mteb runs/jtcse -o results/mteb
     Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_sts.tsv
     """
-    from jtcse.modeling.loading import FULL_LENGTH, load_model
     from jtcse.evaluation.mteb_runner import DEFAULT_MTEB_TASKS, run_mteb
+    from jtcse.modeling.loading import FULL_LENGTH, load_model
 
     names = DEFAULT_MTEB_TASKS if tasks is None else tuple(t.strip() for t in tasks.split(",") if t.strip())
     if not names and not local_task:

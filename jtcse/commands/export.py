@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,10 +15,16 @@ def register(app: typer.Typer) -> None:
 
 def export(
     model: Path = typer.Argument(..., help="Single-tower checkpoint folder (warm-up, distilled or exported tower)."),
-    format: str = typer.Option("openvino", "--format", "-f", help="openvino or onnx (blocked upstream today: docs/export.md)."),
-    quantize: str = typer.Option("none", "--quantize", "-q", help="none or int8 (ONNX Runtime dynamic / OpenVINO static quantization)."),
-    calibration: Optional[Path] = typer.Option(
-        None, "--calibration", help="OpenVINO int8: text file, one sentence per line (e.g. your corpus; 300 are drawn), to calibrate on. Required offline; default: GLUE SST-2 from the Hugging Face Hub."
+    format: str = typer.Option(
+        "openvino", "--format", "-f", help="openvino or onnx (blocked upstream today: docs/export.md)."
+    ),
+    quantize: str = typer.Option(
+        "none", "--quantize", "-q", help="none or int8 (ONNX Runtime dynamic / OpenVINO static quantization)."
+    ),
+    calibration: Path | None = typer.Option(
+        None,
+        "--calibration",
+        help="OpenVINO int8: text file, one sentence per line (e.g. your corpus; 300 are drawn), to calibrate on. Required offline; default: GLUE SST-2 from the Hugging Face Hub.",
     ),
     output: Path = opts.output_option("the exported model"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty output folder."),
@@ -32,5 +37,7 @@ def export(
     """
     from jtcse.export import export_model
 
-    written = export_model(model, output, format=format, quantize=quantize, calibration=calibration, overwrite=overwrite)
+    written = export_model(
+        model, output, format=format, quantize=quantize, calibration=calibration, overwrite=overwrite
+    )
     typer.echo(f"Exported {model} ({format}, {quantize}) to {written}")

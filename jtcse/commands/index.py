@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -25,31 +24,45 @@ def register(app: typer.Typer) -> None:
 
 @index_app.command("build")
 def build(
-    model: Optional[str] = opts.model_argument(),
-    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."),
-    embeddings: Optional[Path] = typer.Option(
-        None, "--embeddings",
+    model: str | None = opts.model_argument(),
+    input: Path | None = typer.Option(
+        None, "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."
+    ),
+    embeddings: Path | None = typer.Option(
+        None,
+        "--embeddings",
         help="Build from precomputed vectors instead of -i: a `jtcse encode` output, a shards folder, or a folder of them.",
     ),
     output: Path = opts.output_option("the index"),
-    index_alias: Optional[Path] = opts.old_output_option("--index"),
+    index_alias: Path | None = opts.old_output_option("--index"),
     normalize: bool = typer.Option(True, "--normalize/--no-normalize", help="Unit vectors (scores are cosines)."),
     ivf_threshold: int = typer.Option(50_000, help="Corpora with more vectors than this get an IVF index."),
-    nlist: Optional[int] = typer.Option(None, help="IVF lists. Default: about 4*sqrt(vectors)."),
-    nprobe: Optional[int] = typer.Option(None, help="IVF lists searched per query. Default: calibrated to --target-recall."),
+    nlist: int | None = typer.Option(None, help="IVF lists. Default: about 4*sqrt(vectors)."),
+    nprobe: int | None = typer.Option(
+        None, help="IVF lists searched per query. Default: calibrated to --target-recall."
+    ),
     target_recall: float = typer.Option(0.95, help="Recall@10 vs exact search that the calibrated nprobe must reach."),
-    train_size: Optional[int] = typer.Option(None, help="Vectors sampled to train the IVF. Default: 64*nlist."),
+    train_size: int | None = typer.Option(None, help="Vectors sampled to train the IVF. Default: 64*nlist."),
     batch_size: int = opts.batch_size_option(64),
     chunk_size: int = opts.chunk_size_option(),
-    gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
-    device: Optional[str] = opts.device_option(),
-    devices: Optional[str] = opts.devices_option(),
-    processes: Optional[int] = opts.processes_option(),
-    keep_embeddings: bool = typer.Option(False, "--keep-embeddings", help="Keep OUTPUT/embeddings.npy (the raw vectors) after building."),
+    gpu: bool | None = typer.Option(
+        None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."
+    ),
+    device: str | None = opts.device_option(),
+    devices: str | None = opts.devices_option(),
+    processes: int | None = opts.processes_option(),
+    keep_embeddings: bool = typer.Option(
+        False, "--keep-embeddings", help="Keep OUTPUT/embeddings.npy (the raw vectors) after building."
+    ),
     overwrite: bool = opts.overwrite_option(),
     progress: bool = opts.progress_option(),
-    precision: str = typer.Option("float32", help="Stored precision: float32; int8 (1/4 the memory); binary (1 bit/dim: 1/32 the memory, plus int8 rescoring vectors kept on disk). Quantized indexes are exact."),
-    rescore_multiplier: Optional[int] = typer.Option(None, help="binary: Hamming candidates fetched per hit (k x this) and rescored in float. Default: 50."),
+    precision: str = typer.Option(
+        "float32",
+        help="Stored precision: float32; int8 (1/4 the memory); binary (1 bit/dim: 1/32 the memory, plus int8 rescoring vectors kept on disk). Quantized indexes are exact.",
+    ),
+    rescore_multiplier: int | None = typer.Option(
+        None, help="binary: Hamming candidates fetched per hit (k x this) and rescored in float. Default: 50."
+    ),
 ) -> None:
     """Encode a text file (or take precomputed --embeddings) and write a searchable index directory.
 
@@ -91,15 +104,25 @@ def build(
 @index_app.command("search")
 def search(
     index: Path = typer.Option(..., "--index", help="Index directory made by `jtcse index build`."),
-    query: List[str] = typer.Option([], "--query", "-q", help="A query sentence (repeat for several)."),
-    queries_file: Optional[Path] = typer.Option(None, help="File of queries, one per line."),
+    query: list[str] = typer.Option([], "--query", "-q", help="A query sentence (repeat for several)."),
+    queries_file: Path | None = typer.Option(None, help="File of queries, one per line."),
     k: int = typer.Option(10, "-k", help="Results per query."),
-    model: Optional[str] = typer.Option(None, help="Query encoder. Default: the model the index was built with."),
-    allow_other_model: bool = typer.Option(False, "--allow-other-model", help="Accept a query model other than the index's (same dimension)."),
-    nprobe: Optional[int] = typer.Option(None, help="IVF lists to search (more: slower, higher recall). Default: the index's."),
-    rescore_multiplier: Optional[int] = typer.Option(None, help="Binary indexes: candidates rescored per hit (more: slower, higher recall). Default: the index's."),
-    gpu: Optional[bool] = typer.Option(None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."),
-    output: Optional[Path] = opts.output_option("the results as JSON lines (they are printed either way)", None, folder=False),
+    model: str | None = typer.Option(None, help="Query encoder. Default: the model the index was built with."),
+    allow_other_model: bool = typer.Option(
+        False, "--allow-other-model", help="Accept a query model other than the index's (same dimension)."
+    ),
+    nprobe: int | None = typer.Option(
+        None, help="IVF lists to search (more: slower, higher recall). Default: the index's."
+    ),
+    rescore_multiplier: int | None = typer.Option(
+        None, help="Binary indexes: candidates rescored per hit (more: slower, higher recall). Default: the index's."
+    ),
+    gpu: bool | None = typer.Option(
+        None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."
+    ),
+    output: Path | None = opts.output_option(
+        "the results as JSON lines (they are printed either way)", None, folder=False
+    ),
 ) -> None:
     """Print the k nearest sentences of each query, with score and source line number.
 
@@ -116,9 +139,14 @@ def search(
         raise JTCSEError("Give a query with --query or --queries-file.")
     loaded = SearchIndex(index, use_gpu=gpu)
     results = loaded.search(
-        queries, k, model=model, allow_other_model=allow_other_model, nprobe=nprobe, rescore_multiplier=rescore_multiplier
+        queries,
+        k,
+        model=model,
+        allow_other_model=allow_other_model,
+        nprobe=nprobe,
+        rescore_multiplier=rescore_multiplier,
     )
-    records = [{"query": q, "hits": [asdict(hit) for hit in hits]} for q, hits in zip(queries, results)]
+    records = [{"query": q, "hits": [asdict(hit) for hit in hits]} for q, hits in zip(queries, results, strict=True)]
     for record in records:
         typer.echo(f"query: {record['query']}")
         for hit in record["hits"]:
@@ -132,23 +160,29 @@ def search(
 
 @index_app.command("mine")
 def mine(
-    model: Optional[str] = opts.model_argument(),
-    pairs: Path = typer.Option(..., "--pairs", "-i", help="(anchor, positive) pairs: .csv/.tsv with header, .jsonl or .parquet."),
+    model: str | None = opts.model_argument(),
+    pairs: Path = typer.Option(
+        ..., "--pairs", "-i", help="(anchor, positive) pairs: .csv/.tsv with header, .jsonl or .parquet."
+    ),
     output: Path = opts.output_option("the mined set: .jsonl, .parquet, .csv or .tsv", folder=False),
-    corpus: Optional[Path] = typer.Option(None, help="Extra candidate negatives, one sentence per line."),
-    anchor_column: Optional[str] = typer.Option(None, help="Anchor column. Default: the first."),
-    positive_column: Optional[str] = typer.Option(None, help="Positive column. Default: the second."),
+    corpus: Path | None = typer.Option(None, help="Extra candidate negatives, one sentence per line."),
+    anchor_column: str | None = typer.Option(None, help="Anchor column. Default: the first."),
+    positive_column: str | None = typer.Option(None, help="Positive column. Default: the second."),
     num_negatives: int = typer.Option(3, help="Negatives per anchor."),
     range_min: int = typer.Option(0, help="Skip this many nearest candidates (guards against unlabelled positives)."),
-    range_max: Optional[int] = typer.Option(None, help="Consider only this many nearest candidates."),
-    max_score: Optional[float] = typer.Option(None, help="Drop candidates scoring above this."),
-    min_score: Optional[float] = typer.Option(None, help="Drop candidates scoring below this."),
-    absolute_margin: Optional[float] = typer.Option(None, help="Keep a negative only if score <= positive score - margin."),
-    relative_margin: Optional[float] = typer.Option(None, help="Keep a negative only if score <= positive score * (1 - margin); 0.05 is the NV-Retriever choice."),
+    range_max: int | None = typer.Option(None, help="Consider only this many nearest candidates."),
+    max_score: float | None = typer.Option(None, help="Drop candidates scoring above this."),
+    min_score: float | None = typer.Option(None, help="Drop candidates scoring below this."),
+    absolute_margin: float | None = typer.Option(
+        None, help="Keep a negative only if score <= positive score - margin."
+    ),
+    relative_margin: float | None = typer.Option(
+        None, help="Keep a negative only if score <= positive score * (1 - margin); 0.05 is the NV-Retriever choice."
+    ),
     sampling: str = typer.Option("top", help="'top' (nearest valid candidates) or 'random' (random valid ones)."),
     output_format: str = typer.Option("triplet", help="triplet, n-tuple, labeled-pair or labeled-list."),
     batch_size: int = opts.batch_size_option(64),
-    device: Optional[str] = opts.device_option(),
+    device: str | None = opts.device_option(),
 ) -> None:
     """Add hard negatives to (anchor, positive) pairs with sentence-transformers' mine_hard_negatives.
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from jtcse.commands import _options as opts
 from jtcse.commands._recipe import recipe_option, recipe_record
-from jtcse.training.pipeline import format_table, run_pipeline
+from jtcse.training.pipeline import run_pipeline
+from jtcse.training.pipeline_report import format_table
 from jtcse.training.pipeline_settings import ENSEMBLE_WEIGHTS, PROBE_LEARNING_RATES, PROBE_STEPS, STAGE_DEFAULTS, UNTIL
 
 SHORT_HELP = "Whole recipe: warm up two towers, train the twin, ensemble, distil, evaluate (resumable)."
@@ -64,14 +65,21 @@ def _stage_option(stage: str, what: str):
     }
     preset = getattr(STAGE_DEFAULTS[stage], _STAGE_FIELDS[what])
     return typer.Option(
-        None, f"--{stage}-{what}", show_default=_shown(preset), help=helps[what].format(stage=STAGE_NAMES[stage], epochs=STAGE_DEFAULTS[stage].epochs)
+        None,
+        f"--{stage}-{what}",
+        show_default=_shown(preset),
+        help=helps[what].format(stage=STAGE_NAMES[stage], epochs=STAGE_DEFAULTS[stage].epochs),
     )
 
 
 def _stage_settings(values: dict[str, Any], stage: str) -> dict[str, Any]:
     """One stage's settings among the command's ``values``: those given, the shared ones otherwise (the rest is
     the trainer's preset)."""
-    settings = {"batch_size": values["batch_size"], "eval_steps": values["eval_steps"], "precision": values["precision"]}
+    settings = {
+        "batch_size": values["batch_size"],
+        "eval_steps": values["eval_steps"],
+        "precision": values["precision"],
+    }
     for what, field in _STAGE_FIELDS.items():
         given = values[f"{stage}_{what.replace('-', '_')}"]
         settings[field] = given if given is not None else settings.get(field)
@@ -110,90 +118,112 @@ def check_values(values: dict[str, Any]) -> None:
 def pipeline(
     ctx: typer.Context,
     output: Path = opts.output_option("all stages and the pipeline summary"),
-    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
-    recipe: Optional[Path] = recipe_option(RECIPE_SECTIONS, RECIPE_RENAMED, check_values),
-    tower_a: Optional[str] = opts.tower_option("a"),
-    tower_b: Optional[str] = opts.tower_option("b"),
-    corpus: Optional[Path] = opts.corpus_option(),
-    pairs_a: Optional[Path] = typer.Option(None, help="RTT pairs (original<TAB>paraphrase) for tower I."),
-    pairs_b: Optional[Path] = typer.Option(None, help="RTT pairs for tower II (another pivot language)."),
-    dev_file: Optional[Path] = opts.dev_file_option(),
-    selection_file: Optional[Path] = typer.Option(
-        None, "--selection-file",
+    output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
+    recipe: Path | None = recipe_option(RECIPE_SECTIONS, RECIPE_RENAMED, check_values),
+    tower_a: str | None = opts.tower_option("a"),
+    tower_b: str | None = opts.tower_option("b"),
+    corpus: Path | None = opts.corpus_option(),
+    pairs_a: Path | None = typer.Option(None, help="RTT pairs (original<TAB>paraphrase) for tower I."),
+    pairs_b: Path | None = typer.Option(None, help="RTT pairs for tower II (another pivot language)."),
+    dev_file: Path | None = opts.dev_file_option(),
+    selection_file: Path | None = typer.Option(
+        None,
+        "--selection-file",
         help="STS-B-format labelled file to choose on (e.g. STS-B train): the ensemble's weights, and with a twin "
         "its learning rate (a probe stage trains short twins at each --probe-learning-rates; the best on this file "
         "trains the twin; not with --twin-learning-rate). Pairs it shares with --dev-file (the file that is "
         "reported) are left out; a file that largely is the dev file is refused.",
     ),  # fmt: skip
-    pooling: Optional[str] = opts.pooling_option(training=True),
+    pooling: str | None = opts.pooling_option(training=True),
     until: str = typer.Option("eval", help=f"Last stage to run: {', '.join(UNTIL)}."),
-    warmup_steps: Optional[int] = _stage_option("warmup", "steps"),
-    warmup_learning_rate: Optional[float] = _stage_option("warmup", "learning-rate"),
-    warmup_batch_size: Optional[int] = _stage_option("warmup", "batch-size"),
-    warmup_max_seq_length: Optional[int] = _stage_option("warmup", "max-seq-length"),
-    warmup_eval_steps: Optional[int] = _stage_option("warmup", "eval-steps"),
+    warmup_steps: int | None = _stage_option("warmup", "steps"),
+    warmup_learning_rate: float | None = _stage_option("warmup", "learning-rate"),
+    warmup_batch_size: int | None = _stage_option("warmup", "batch-size"),
+    warmup_max_seq_length: int | None = _stage_option("warmup", "max-seq-length"),
+    warmup_eval_steps: int | None = _stage_option("warmup", "eval-steps"),
     probe_learning_rates: str = typer.Option(
-        ",".join(f"{lr:g}" for lr in PROBE_LEARNING_RATES), "--probe-learning-rates", metavar="LR1,LR2,...",
+        ",".join(f"{lr:g}" for lr in PROBE_LEARNING_RATES),
+        "--probe-learning-rates",
+        metavar="LR1,LR2,...",
         help="With --selection-file: the twin learning rates the probe tries, comma-separated.",
     ),  # fmt: skip
-    probe_steps: int = typer.Option(PROBE_STEPS, "--probe-steps", help="With --selection-file: steps of each probe twin."),
-    twin_steps: Optional[int] = _stage_option("twin", "steps"),
-    twin_learning_rate: Optional[float] = _stage_option("twin", "learning-rate"),
-    twin_batch_size: Optional[int] = _stage_option("twin", "batch-size"),
-    twin_max_seq_length: Optional[int] = _stage_option("twin", "max-seq-length"),
-    twin_eval_steps: Optional[int] = _stage_option("twin", "eval-steps"),
+    probe_steps: int = typer.Option(
+        PROBE_STEPS, "--probe-steps", help="With --selection-file: steps of each probe twin."
+    ),
+    twin_steps: int | None = _stage_option("twin", "steps"),
+    twin_learning_rate: float | None = _stage_option("twin", "learning-rate"),
+    twin_batch_size: int | None = _stage_option("twin", "batch-size"),
+    twin_max_seq_length: int | None = _stage_option("twin", "max-seq-length"),
+    twin_eval_steps: int | None = _stage_option("twin", "eval-steps"),
     twin_cael_every: int = opts.cael_every_option("twin-"),
     twin_nce_weight: float = opts.twin_weight_option("nce", "twin-"),
     twin_icnce_weight: float = opts.twin_weight_option("icnce", "twin-"),
     twin_ictm_weight: float = opts.twin_weight_option("ictm", "twin-"),
-    twin: Optional[bool] = typer.Option(
-        None, "--twin/--no-twin", show_default="off when tower I starts from a sentence-transformers model in the ensemble",
+    twin: bool | None = typer.Option(
+        None,
+        "--twin/--no-twin",
+        show_default="off when tower I starts from a sentence-transformers model in the ensemble",
         help="Train the JTCSE twin on the two warm-ups (twin/). Without it the ensemble holds the warm-ups.",
     ),  # fmt: skip
-    ensemble: Optional[bool] = typer.Option(
-        None, "--ensemble/--no-ensemble", show_default="on when tower I starts from a sentence-transformers model",
+    ensemble: bool | None = typer.Option(
+        None,
+        "--ensemble/--no-ensemble",
+        show_default="on when tower I starts from a sentence-transformers model",
         help="Join the twin (else the two warm-ups) and the model tower I started from in an ensemble that teaches "
         "the student (UCD).",
     ),  # fmt: skip
     ensemble_with: list[str] = typer.Option(
-        [], "--ensemble-with", metavar="MODEL",
+        [],
+        "--ensemble-with",
+        metavar="MODEL",
         help="Repeatable: a model joined to the trained twin in the ensemble (JTCSE+UC), which then teaches the "
         "student; without --ensemble the starting model is then not a member. Not with --no-ensemble.",
     ),  # fmt: skip
-    ensemble_weights: Optional[str] = typer.Option(
-        None, "--ensemble-weights", metavar="W1,W2,...",
+    ensemble_weights: str | None = typer.Option(
+        None,
+        "--ensemble-weights",
+        metavar="W1,W2,...",
         show_default="chosen on --selection-file; without one "
-        + "; ".join(f"{','.join(f'{w:g}' for w in weights)} for ({'twin' if kind == 'twin' else 'warm-up I, warm-up II'}, start)"
-                    for kind, weights in ENSEMBLE_WEIGHTS.items())
+        + "; ".join(
+            f"{','.join(f'{w:g}' for w in weights)} for ({'twin' if kind == 'twin' else 'warm-up I, warm-up II'}, start)"
+            for kind, weights in ENSEMBLE_WEIGHTS.items()
+        )
         + "; else all 1",
         help="One positive weight per ensemble member (the twin's, else the two warm-ups', first), comma-separated.",
     ),  # fmt: skip
     ensemble_combine: str = typer.Option(
-        opts.declared_default(run_pipeline, "ensemble_combine"), "--ensemble-combine",
+        opts.declared_default(run_pipeline, "ensemble_combine"),
+        "--ensemble-combine",
         help="How the ensemble joins its members' embeddings: concat or sum.",
     ),  # fmt: skip
-    student: Optional[str] = typer.Option(
+    student: str | None = typer.Option(
         None, "--student", help="Distillation student. Default: the model tower I started from (--tower-a)."
     ),
-    student_pooling: Optional[str] = opts.student_pooling_option(),
+    student_pooling: str | None = opts.student_pooling_option(),
     objective: str = opts.objective_option(),
-    distill_steps: Optional[int] = _stage_option("distill", "steps"),
-    distill_learning_rate: Optional[float] = _stage_option("distill", "learning-rate"),
-    distill_batch_size: Optional[int] = _stage_option("distill", "batch-size"),
-    distill_max_seq_length: Optional[int] = _stage_option("distill", "max-seq-length"),
-    distill_eval_steps: Optional[int] = _stage_option("distill", "eval-steps"),
-    batch_size: Optional[int] = typer.Option(
-        None, "--batch-size", show_default="each stage's own",
+    distill_steps: int | None = _stage_option("distill", "steps"),
+    distill_learning_rate: float | None = _stage_option("distill", "learning-rate"),
+    distill_batch_size: int | None = _stage_option("distill", "batch-size"),
+    distill_max_seq_length: int | None = _stage_option("distill", "max-seq-length"),
+    distill_eval_steps: int | None = _stage_option("distill", "eval-steps"),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        show_default="each stage's own",
         help="Batch size of every stage whose --STAGE-batch-size is not given.",
     ),  # fmt: skip
-    eval_steps: Optional[int] = typer.Option(
-        None, "--eval-steps", show_default="each trainer's own",
+    eval_steps: int | None = typer.Option(
+        None,
+        "--eval-steps",
+        show_default="each trainer's own",
         help="Checkpoint every N steps, in every stage whose --STAGE-eval-steps is not given.",
     ),  # fmt: skip
     seed: int = opts.seed_option(opts.declared_default(run_pipeline, "seed")),
-    device: Optional[str] = opts.device_option(),
-    precision: Optional[str] = typer.Option(
-        None, "--precision", show_default="each trainer's own",
+    device: str | None = opts.device_option(),
+    precision: str | None = typer.Option(
+        None,
+        "--precision",
+        show_default="each trainer's own",
         help="Precision of every training stage: auto, fp32, fp16 (CUDA only) or bf16; checked against --device "
         "before anything runs.",
     ),  # fmt: skip

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -19,34 +18,73 @@ class Backend(str, Enum):
 
 
 def rtt(
-    output: Path = opts.output_option("pairs.<pivot>.tsv, dropped.<pivot>.tsv, summary.json (and, by default, the cache)"),
-    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
-    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Corpus, one sentence per line (UTF-8). Default: the embedded English prose corpus."),
-    pivots: str = typer.Option("de,fr,zh", "--pivots", "-p", help="Comma-separated pivot languages; one pairs file per pivot."),
-    backend: Backend = typer.Option(Backend.googletrans, "--backend", "-b", help="googletrans (web), seq2seq (local transformers model) or replay (cache / earlier pairs files only)."),
+    output: Path = opts.output_option(
+        "pairs.<pivot>.tsv, dropped.<pivot>.tsv, summary.json (and, by default, the cache)"
+    ),
+    output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
+    input: Path | None = typer.Option(
+        None, "--input", "-i", help="Corpus, one sentence per line (UTF-8). Default: the embedded English prose corpus."
+    ),
+    pivots: str = typer.Option(
+        "de,fr,zh", "--pivots", "-p", help="Comma-separated pivot languages; one pairs file per pivot."
+    ),
+    backend: Backend = typer.Option(
+        Backend.googletrans,
+        "--backend",
+        "-b",
+        help="googletrans (web), seq2seq (local transformers model) or replay (cache / earlier pairs files only).",
+    ),
     source: str = typer.Option("en", "--source", help="Language of the corpus."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="SQLite translation cache. Default: <output>/rtt_cache.sqlite. Share one across jobs to reuse translations."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N sentences of the corpus."),
+    cache: Path | None = typer.Option(
+        None,
+        "--cache",
+        help="SQLite translation cache. Default: <output>/rtt_cache.sqlite. Share one across jobs to reuse translations.",
+    ),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N sentences of the corpus."),
     chunk_size: int = typer.Option(1024, "--chunk-size", help="Sentences per round-trip chunk (progress granularity)."),
     progress: bool = opts.progress_option(),
     # googletrans
-    service_url: str = typer.Option("translate.googleapis.com", "--service-url", help="[googletrans] host[:port] serving /translate_a/single over https."),
+    service_url: str = typer.Option(
+        "translate.googleapis.com",
+        "--service-url",
+        help="[googletrans] host[:port] serving /translate_a/single over https.",
+    ),
     concurrency: int = typer.Option(8, "--concurrency", help="[googletrans] requests in flight at most."),
-    rate_limit: float = typer.Option(50.0, "--rate-limit", help="[googletrans] requests per second at most (0: no limit)."),
+    rate_limit: float = typer.Option(
+        50.0, "--rate-limit", help="[googletrans] requests per second at most (0: no limit)."
+    ),
     max_retries: int = typer.Option(5, "--max-retries", help="[googletrans] retries per request on 429/5xx/timeouts."),
-    backoff_base: float = typer.Option(1.0, "--backoff-base", help="[googletrans] first backoff in seconds; doubles per retry, with jitter."),
+    backoff_base: float = typer.Option(
+        1.0, "--backoff-base", help="[googletrans] first backoff in seconds; doubles per retry, with jitter."
+    ),
     timeout: float = typer.Option(15.0, "--timeout", help="[googletrans] seconds per request."),
-    pack_size: int = typer.Option(16, "--pack-size", help="[googletrans] sentences sent together in one request (1: one per request)."),
-    ca_bundle: Optional[Path] = typer.Option(None, "--ca-bundle", help="[googletrans] extra CA certificate file to trust (TLS proxies, local servers)."),
-    proxy: Optional[str] = typer.Option(None, "--proxy", help="[googletrans] HTTP(S) proxy URL."),
+    pack_size: int = typer.Option(
+        16, "--pack-size", help="[googletrans] sentences sent together in one request (1: one per request)."
+    ),
+    ca_bundle: Path | None = typer.Option(
+        None, "--ca-bundle", help="[googletrans] extra CA certificate file to trust (TLS proxies, local servers)."
+    ),
+    proxy: str | None = typer.Option(None, "--proxy", help="[googletrans] HTTP(S) proxy URL."),
     # seq2seq
-    model: Optional[str] = typer.Option(None, "--model", help="[seq2seq] local path or name; '{src}'/'{tgt}' make a per-direction template, e.g. 'models/opus-mt-{src}-{tgt}'. Multilingual (NLLB/M2M100) checkpoints take no template."),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="[seq2seq] local path or name; '{src}'/'{tgt}' make a per-direction template, e.g. 'models/opus-mt-{src}-{tgt}'. Multilingual (NLLB/M2M100) checkpoints take no template.",
+    ),
     batch_size: int = opts.batch_size_option(32),
-    device: Optional[str] = opts.device_option(),
+    device: str | None = opts.device_option(),
     num_beams: int = typer.Option(1, "--num-beams", help="[seq2seq] beam size (1: greedy)."),
     # replay
-    replay_backend: Optional[str] = typer.Option(None, "--replay-backend", help="[replay] whose cached translations to serve (default: the only backend in the cache)."),
-    replay_pairs: Optional[Path] = typer.Option(None, "--replay-pairs", help="[replay] directory of an earlier run: its pairs.<pivot>.tsv are served as whole round trips."),
+    replay_backend: str | None = typer.Option(
+        None,
+        "--replay-backend",
+        help="[replay] whose cached translations to serve (default: the only backend in the cache).",
+    ),
+    replay_pairs: Path | None = typer.Option(
+        None,
+        "--replay-pairs",
+        help="[replay] directory of an earlier run: its pairs.<pivot>.tsv are served as whole round trips.",
+    ),
 ) -> None:
     """Make round-trip-translation paraphrases: SOURCE → pivot → SOURCE for every corpus sentence.
 
@@ -89,8 +127,15 @@ def rtt(
             store,
             pivot_list,
             googletrans=GoogletransSettings(
-                service_url=service_url, concurrency=concurrency, rate_limit=rate_limit, max_retries=max_retries,
-                backoff_base=backoff_base, timeout=timeout, pack_size=pack_size, ca_bundle=ca_bundle, proxy=proxy,
+                service_url=service_url,
+                concurrency=concurrency,
+                rate_limit=rate_limit,
+                max_retries=max_retries,
+                backoff_base=backoff_base,
+                timeout=timeout,
+                pack_size=pack_size,
+                ca_bundle=ca_bundle,
+                proxy=proxy,
             ),
             seq2seq=Seq2SeqSettings(model=model, batch_size=batch_size, device=device, num_beams=num_beams),
             replay=ReplaySettings(backend=replay_backend, pairs_dir=replay_pairs),

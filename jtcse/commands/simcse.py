@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -29,39 +28,39 @@ HELP = (
 
 def simcse(
     output: Path = opts.output_option("the warmed-up tower and its run summary"),
-    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
-    model: Optional[str] = typer.Option(
+    output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
+    model: str | None = typer.Option(
         None, "--model", "-m", help="Tower to start from (sentence-transformers dir). Default: embedded MiniLM."
     ),
-    pooling: Optional[str] = opts.pooling_option(training=True),
-    corpus: Optional[Path] = opts.corpus_option(),
-    pairs_file: Optional[Path] = typer.Option(
+    pooling: str | None = opts.pooling_option(training=True),
+    corpus: Path | None = opts.corpus_option(),
+    pairs_file: Path | None = typer.Option(
         None,
         "--pairs-file",
         callback=opts.given_once,
         help="TSV original<TAB>paraphrase (as `jtcse rtt` writes); the paraphrase becomes the sentence's positive.",
     ),
-    pairs_alias: Optional[Path] = opts.alias_option("--pairs", "--pairs-file"),
-    dev_file: Optional[Path] = opts.dev_file_option(),
+    pairs_alias: Path | None = opts.alias_option("--pairs", "--pairs-file"),
+    dev_file: Path | None = opts.dev_file_option(),
     batch_size: int = opts.batch_size_option(PRESET.batch_size),
     max_seq_length: int = opts.max_seq_length_option(PRESET.max_seq_length),
     learning_rate: float = opts.learning_rate_option(PRESET.learning_rate),
     epochs: float = opts.epochs_option(PRESET.epochs),
     max_steps: int = opts.max_steps_option(PRESET.max_steps),
     eval_steps: int = opts.eval_steps_option(PRESET.eval_steps),
-    save_steps: Optional[int] = opts.save_steps_option(PRESET.save_steps),
-    logging_steps: Optional[int] = opts.logging_steps_option(PRESET.logging_steps),
+    save_steps: int | None = opts.save_steps_option(PRESET.save_steps),
+    logging_steps: int | None = opts.logging_steps_option(PRESET.logging_steps),
     temperature: float = opts.temperature_option(opts.declared_default(train_simcse, "temperature")),
     seed: int = opts.seed_option(PRESET.seed),
     regularizer: list[str] = opts.regularizer_option(),
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
     keep_checkpoints: bool = opts.keep_checkpoints_option(PRESET.keep_checkpoints),
-    device: Optional[str] = opts.device_option(),
+    device: str | None = opts.device_option(),
     precision: str = opts.precision_option(PRESET.precision),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(PRESET.gradient_checkpointing),
     gather_across_devices: bool = opts.gather_across_devices_option(),
-    mini_batch_size: Optional[int] = opts.mini_batch_size_option(),
+    mini_batch_size: int | None = opts.mini_batch_size_option(),
 ) -> None:
     summary = train_simcse(
         model,

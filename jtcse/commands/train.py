@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -31,20 +30,20 @@ torchrun --nproc_per_node 4 -m jtcse train --gather-across-devices --tower-a tow
 
 def train(
     output: Path = opts.output_option("the twin, its run summary and checkpoints", Path("runs/jtcse")),
-    output_dir_alias: Optional[Path] = opts.old_output_option("--output-dir"),
-    tower_a: Optional[str] = opts.tower_option("a"),
-    tower_b: Optional[str] = opts.tower_option("b"),
-    corpus: Optional[Path] = opts.corpus_option(),
+    output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
+    tower_a: str | None = opts.tower_option("a"),
+    tower_b: str | None = opts.tower_option("b"),
+    corpus: Path | None = opts.corpus_option(),
     cael_every: int = opts.cael_every_option(),
-    pooling: Optional[str] = opts.pooling_option(training=True),
+    pooling: str | None = opts.pooling_option(training=True),
     batch_size: int = opts.batch_size_option(PRESET.batch_size),
     max_seq_length: int = opts.max_seq_length_option(PRESET.max_seq_length),
     learning_rate: float = opts.learning_rate_option(PRESET.learning_rate),
-    lr_alias: Optional[float] = opts.lr_alias_option(),
+    lr_alias: float | None = opts.lr_alias_option(),
     epochs: float = opts.epochs_option(PRESET.epochs),
     max_steps: int = opts.max_steps_option(PRESET.max_steps),
     seed: int = opts.seed_option(PRESET.seed),
-    dev_file: Optional[Path] = opts.dev_file_option(),
+    dev_file: Path | None = opts.dev_file_option(),
     eval_steps: int = opts.eval_steps_option(PRESET.eval_steps),
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
@@ -54,12 +53,12 @@ def train(
     icnce_weight: float = opts.twin_weight_option("icnce"),
     ictm_weight: float = opts.twin_weight_option("ictm"),
     regularizer: list[str] = opts.regularizer_option(),
-    logging_steps: Optional[int] = opts.logging_steps_option(PRESET.logging_steps),
-    device: Optional[str] = opts.device_option(),
+    logging_steps: int | None = opts.logging_steps_option(PRESET.logging_steps),
+    device: str | None = opts.device_option(),
     precision: str = opts.precision_option(PRESET.precision),
     gradient_checkpointing: bool = opts.gradient_checkpointing_option(PRESET.gradient_checkpointing),
     gather_across_devices: bool = opts.gather_across_devices_option(),
-    mini_batch_size: Optional[int] = opts.mini_batch_size_option(),
+    mini_batch_size: int | None = opts.mini_batch_size_option(),
 ) -> None:
     settings = opts.training_settings(locals())
     summary = train_twin(

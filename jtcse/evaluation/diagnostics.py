@@ -52,8 +52,9 @@ class LayerStats:
     last_cls: torch.Tensor  # (n, D) CLS of the last layer, for alignment/uniformity
 
 
-def layer_statistics(encoder: Encoder, sentences: list[str], max_length: int = 128, batch_size: int = 32,
-                     attention_size: int = 24) -> LayerStats:
+def layer_statistics(
+    encoder: Encoder, sentences: list[str], max_length: int = 128, batch_size: int = 32, attention_size: int = 24
+) -> LayerStats:
     """Run ``encoder`` over ``sentences`` (length-sorted batches) and average the per-layer quantities."""
     model, tokenizer = encoder.model, encoder.tokenizer
     device = next(model.parameters()).device
@@ -65,10 +66,17 @@ def layer_statistics(encoder: Encoder, sentences: list[str], max_length: int = 1
     model.eval()
     with eager_attention(model), torch.no_grad():
         for start in range(0, len(order), batch_size):
-            batch = [sentences[i] for i in order[start:start + batch_size]]
-            inputs = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(device)
-            out = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                        output_hidden_states=True, output_attentions=True, return_dict=True)
+            batch = [sentences[i] for i in order[start : start + batch_size]]
+            inputs = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(
+                device
+            )
+            out = model(
+                input_ids=inputs["input_ids"],
+                attention_mask=inputs["attention_mask"],
+                output_hidden_states=True,
+                output_attentions=True,
+                return_dict=True,
+            )
             mask = inputs["attention_mask"].cpu()
             hidden = torch.stack([h.cpu() for h in out.hidden_states])  # (L+1, B, T, D)
             attn = [a.cpu() for a in out.attentions]
@@ -113,8 +121,13 @@ def _encoder_cls(encoder: Encoder, sentences: list[str], max_length: int, batch_
     rows = []
     with torch.no_grad():
         for start in range(0, len(sentences), batch_size):
-            inputs = tokenizer(sentences[start:start + batch_size], padding=True, truncation=True,
-                               max_length=max_length, return_tensors="pt").to(device)
+            inputs = tokenizer(
+                sentences[start : start + batch_size],
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+                return_tensors="pt",
+            ).to(device)
             rows.append(model(**inputs).last_hidden_state[:, 0].float().cpu())
     return torch.cat(rows)
 
@@ -146,15 +159,23 @@ def run_diagnostics(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     encoders = encoders_of(st_model)
-    report: dict = {"model": model_name, "n_sentences": len(sentences), "encoders": {}, "alignment_uniformity": {}, "plots": []}
+    report: dict = {
+        "model": model_name,
+        "n_sentences": len(sentences),
+        "encoders": {},
+        "alignment_uniformity": {},
+        "plots": [],
+    }
 
     positives = None
     if pairs is not None:
         keep = pairs.scores > positive_threshold
         if not keep.any():
             raise JTCSEError(f"no pair scores above {positive_threshold}; alignment needs positive pairs")
-        positives = ([s for s, k in zip(pairs.sentences1, keep) if k][:max_pairs],
-                     [s for s, k in zip(pairs.sentences2, keep) if k][:max_pairs])
+        positives = (
+            [s for s, k in zip(pairs.sentences1, keep, strict=True) if k][:max_pairs],
+            [s for s, k in zip(pairs.sentences2, keep, strict=True) if k][:max_pairs],
+        )
         pair_sentences = list(dict.fromkeys(pairs.sentences1 + pairs.sentences2))[:max_pairs]
         report["n_positive_pairs"] = len(positives[0])
         report["n_pair_sentences"] = len(pair_sentences)
@@ -172,13 +193,18 @@ def run_diagnostics(
     energy_curves, cosine_curves = {}, {}
     total_macs = total_params = 0
     for encoder in encoders:
-        stats = layer_statistics(encoder, sentences, max_length=max_length, batch_size=batch_size, attention_size=attention_size)
+        stats = layer_statistics(
+            encoder, sentences, max_length=max_length, batch_size=batch_size, attention_size=attention_size
+        )
         condensation = geometry.depth_correlation(stats.mean_token_cosine[1:])
         cost = encoder_cost(encoder.model, seq_len)
         total_macs += cost["macs"]
         total_params += cost["params"]
-        att_png = plots.plot_attention_grid(stats.attention_maps, out_dir / f"attention_{encoder.name}.png",
-                                            f"{encoder.name}: mean attention per layer (first {attention_size} positions)")
+        att_png = plots.plot_attention_grid(
+            stats.attention_maps,
+            out_dir / f"attention_{encoder.name}.png",
+            f"{encoder.name}: mean attention per layer (first {attention_size} positions)",
+        )
         report["plots"].append(Path(att_png).name)
         report["encoders"][encoder.name] = {
             "layers": list(range(len(stats.cls_energy))),
@@ -196,10 +222,20 @@ def run_diagnostics(
         report["alignment_uniformity"][f"{encoder.name}-cls"] = au_entry(cls_of)
 
     report["cost_total"] = {"seq_len": seq_len, "macs": total_macs, "params": total_params}
-    report["plots"].append(Path(plots.plot_layer_curves(
-        cosine_curves, out_dir / "condensation.png", "mean token cosine", "condensation per layer")).name)
-    report["plots"].append(Path(plots.plot_layer_curves(
-        energy_curves, out_dir / "cls_energy.png", "‖h_cls‖ / ‖H_others‖_F", "CLS energy per layer")).name)
+    report["plots"].append(
+        Path(
+            plots.plot_layer_curves(
+                cosine_curves, out_dir / "condensation.png", "mean token cosine", "condensation per layer"
+            )
+        ).name
+    )
+    report["plots"].append(
+        Path(
+            plots.plot_layer_curves(
+                energy_curves, out_dir / "cls_energy.png", "‖h_cls‖ / ‖H_others‖_F", "CLS energy per layer"
+            )
+        ).name
+    )
     if positives is not None:
         points = {k: (v["uniformity_pairs"], v["alignment"]) for k, v in report["alignment_uniformity"].items()}
         report["plots"].append(Path(plots.plot_alignment_uniformity(points, out_dir / "alignment_uniformity.png")).name)

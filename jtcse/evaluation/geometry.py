@@ -51,10 +51,15 @@ def depth_correlation(values) -> dict[str, float]:
     from scipy.stats import kendalltau, spearmanr
 
     depth = list(range(1, len(values) + 1))
-    return {"spearman": float(spearmanr(depth, values).statistic), "kendall": float(kendalltau(depth, values).statistic)}
+    return {
+        "spearman": float(spearmanr(depth, values).statistic),
+        "kendall": float(kendalltau(depth, values).statistic),
+    }
 
 
-def attention_sums(attentions: torch.Tensor, attention_mask: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_sums(
+    attentions: torch.Tensor, attention_mask: torch.Tensor, size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Head-averaged attention (B, H, T, T) summed over the batch on a ``size``×``size`` grid, with counts.
 
     Position pairs where query or key is padding do not count; divide sum by count for the mean map.

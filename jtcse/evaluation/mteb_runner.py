@@ -83,9 +83,16 @@ def local_sts_task(path: str | Path, name: str | None = None):
         self.dataset = DatasetDict({"test": Dataset.from_dict({"sentence1": s1, "sentence2": s2, "score": scores})})
         self.data_loaded = True
 
-    cls = type(task_name, (AbsTaskSTS,), {
-        "metadata": metadata, "load_data": load_data, "min_score": min(scores), "max_score": max(scores),
-    })
+    cls = type(
+        task_name,
+        (AbsTaskSTS,),
+        {
+            "metadata": metadata,
+            "load_data": load_data,
+            "min_score": min(scores),
+            "max_score": max(scores),
+        },
+    )
     return cls()
 
 
@@ -135,7 +142,13 @@ def _mteb_model(model, name: str):
 
 
 def run_mteb(
-    model, tasks, output_dir: str | Path, local_tasks=(), batch_size: int = 64, *, name: str | Path | None = None,
+    model,
+    tasks,
+    output_dir: str | Path,
+    local_tasks=(),
+    batch_size: int = 64,
+    *,
+    name: str | Path | None = None,
     cache_dir: str | Path | None = None,
 ) -> dict:
     """Run each task (registry names, optionally ``NAME:SUBSET``, plus local STS files) on ``model``.
@@ -161,7 +174,7 @@ def run_mteb(
 
     meta = model.mteb_model_meta if model is not None else None
     summary: dict = {"model": {"name": meta.name, "revision": meta.revision} if meta else None, "tasks": {}}
-    for label, make_task in jobs:
+    for _label, make_task in jobs:
         task = make_task()  # bad names / unreadable local files are user mistakes: raise
         name = task.metadata.name
         cached = cache.load_task_result(name, meta) if cache is not None else None

@@ -43,7 +43,9 @@ def plot_attention_grid(maps: list[np.ndarray], path: str | Path, title: str) ->
     return _save(fig, path)
 
 
-def plot_layer_curves(curves: dict[str, list[float]], path: str | Path, ylabel: str, title: str, first_layer: int = 1) -> str:
+def plot_layer_curves(
+    curves: dict[str, list[float]], path: str | Path, ylabel: str, title: str, first_layer: int = 1
+) -> str:
     """Lines of a per-layer quantity, one per encoder; 6×4 inches."""
     from matplotlib.figure import Figure
 

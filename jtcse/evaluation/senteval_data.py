@@ -87,10 +87,12 @@ def read_sts_input_gold(input_path: str | Path, gold_path: str | Path) -> STSPai
         )
 
     def rows():
-        for line_no, (pair_line, gold_line) in enumerate(zip(input_lines, gold_lines), start=1):
+        for line_no, (pair_line, gold_line) in enumerate(zip(input_lines, gold_lines, strict=True), start=1):
             fields = pair_line.split("\t")
             if len(fields) < 2:
-                raise JTCSEError(f"{input_path}: line {line_no} has no tab; an STS input line is 'sentence1<TAB>sentence2'.")
+                raise JTCSEError(
+                    f"{input_path}: line {line_no} has no tab; an STS input line is 'sentence1<TAB>sentence2'."
+                )
             if gold_line.strip():
                 yield line_no, fields[0], fields[1], gold_line
 
@@ -115,7 +117,9 @@ def read_sick_file(path: str | Path) -> STSPairs:
                 continue
             fields = line.strip().split("\t")
             if len(fields) <= max(cols):
-                raise JTCSEError(f"{path}: line {line_no} has {len(fields)} tab-separated fields, expected at least {max(cols) + 1}.")
+                raise JTCSEError(
+                    f"{path}: line {line_no} has {len(fields)} tab-separated fields, expected at least {max(cols) + 1}."
+                )
             yield line_no, fields[cols[0]], fields[cols[1]], fields[cols[2]]
 
     return scored_pairs(rows(), path, f"SICK file {path}")

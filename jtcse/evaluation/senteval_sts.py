@@ -41,9 +41,9 @@ def _genre_percent(rho: float) -> float | None:
 def _fixed_table(names: list[str], values: list[float | None]) -> str:
     """A fixed-width table: one header row of names, one row of scores (``-`` for none)."""
     cells = ["-" if v is None else f"{v:.2f}" for v in values]
-    widths = [max(len(n), len(c)) for n, c in zip(names, cells)]
+    widths = [max(len(n), len(c)) for n, c in zip(names, cells, strict=True)]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    row = lambda items: "| " + " | ".join(i.rjust(w) for i, w in zip(items, widths)) + " |"  # noqa: E731
+    row = lambda items: "| " + " | ".join(i.rjust(w) for i, w in zip(items, widths, strict=True)) + " |"  # noqa: E731
     return "\n".join([line, row(names), line, row(cells), line])
 
 
@@ -136,7 +136,9 @@ class SentEvalSTSReport:
         out["avg_over"] = [t for t in self.tasks if t in self.results]
         out["missing"] = dict(self.missing)
         out["genres"] = {  # STS-B: Spearman ×100 per genre, so a gain overall cannot hide a loss on one kind of text
-            task: {genre: _genre_percent(rho) for genre, rho in r.genres.items()} for task, r in self.results.items() if r.genres
+            task: {genre: _genre_percent(rho) for genre, rho in r.genres.items()}
+            for task, r in self.results.items()
+            if r.genres
         }
         sentences = sum(r.unique_sentences for r in self.results.values())
         seconds = sum(r.encode_seconds for r in self.results.values())
@@ -152,7 +154,9 @@ class SentEvalSTSReport:
         """A fixed-width table: one header row of task names, one row of scores; then each task's genres."""
         text = _fixed_table([*self.tasks, "Avg."], [self.score(t) for t in self.tasks] + [self.average])
         for task, genres in self.to_json()["genres"].items():
-            text += f"\n{task} per genre: " + ", ".join(f"{g} {'-' if v is None else f'{v:.2f}'}" for g, v in genres.items())
+            text += f"\n{task} per genre: " + ", ".join(
+                f"{g} {'-' if v is None else f'{v:.2f}'}" for g, v in genres.items()
+            )
         for task, reason in self.missing.items():
             text += f"\n{task}: not evaluated ({reason})"
         return text
@@ -186,7 +190,9 @@ class STSFileReport:
         return {"file": self.path, "spearman": scores, "pairs": dict(self.pairs), "meta": dict(self.meta)}
 
     def table(self) -> str:
-        return f"{self.path} (Spearman ×100)\n" + _fixed_table(list(self.spearman), list(self.to_json()["spearman"].values()))
+        return f"{self.path} (Spearman ×100)\n" + _fixed_table(
+            list(self.spearman), list(self.to_json()["spearman"].values())
+        )
 
     def csv_row(self) -> dict[str, str]:
         scores = self.to_json()["spearman"]
@@ -233,15 +239,26 @@ def run_senteval_sts(
             continue
         results[task] = evaluate_task(model, data, batch_size=batch_size, show_progress_bar=show_progress_bar)
     if not results:
-        raise JTCSEError(f"no STS task could be read under {data_dir}:\n" + "\n".join(f"  {t}: {r}" for t, r in missing.items()))
+        raise JTCSEError(
+            f"no STS task could be read under {data_dir}:\n" + "\n".join(f"  {t}: {r}" for t, r in missing.items())
+        )
     return SentEvalSTSReport(results, missing, tuple(tasks), meta={"data_dir": str(data_dir), "backend": "jtcse"})
 
 
-_SENTEVAL_NAMES = {"STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
-                   "STSB": "STSBenchmark", "SICKR": "SICKRelatedness"}
+_SENTEVAL_NAMES = {
+    "STS12": "STS12",
+    "STS13": "STS13",
+    "STS14": "STS14",
+    "STS15": "STS15",
+    "STS16": "STS16",
+    "STSB": "STSBenchmark",
+    "SICKR": "SICKRelatedness",
+}
 
 
-def run_senteval_package(model, data_dir: str | Path, tasks=SENTEVAL_STS_TASKS, batch_size: int = 64) -> SentEvalSTSReport:
+def run_senteval_package(
+    model, data_dir: str | Path, tasks=SENTEVAL_STS_TASKS, batch_size: int = 64
+) -> SentEvalSTSReport:
     """The same table computed by the ``senteval`` package itself (SimCSE's fork for unsupervised STS-B/SICK-R).
 
     Untested here: ``senteval`` is not installable in this project's environment.
@@ -249,7 +266,9 @@ def run_senteval_package(model, data_dir: str | Path, tasks=SENTEVAL_STS_TASKS, 
     try:
         import senteval
     except ImportError:
-        raise JTCSEError("the senteval backend needs the 'senteval' package importable (e.g. SimCSE's SentEval on PYTHONPATH)") from None
+        raise JTCSEError(
+            "the senteval backend needs the 'senteval' package importable (e.g. SimCSE's SentEval on PYTHONPATH)"
+        ) from None
 
     def batcher(params, batch):
         sentences = [" ".join(w.decode("utf-8") if isinstance(w, bytes) else w for w in words) for words in batch]

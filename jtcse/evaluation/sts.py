@@ -98,7 +98,7 @@ def read_stsb_file(path: str | Path) -> STSPairs:
 
 def pair_keys(pairs: STSPairs) -> list[tuple[str, str]]:
     """Each pair as an order-free key (the two sentences sorted), to compare the pairs of two files."""
-    return [tuple(sorted(pair)) for pair in zip(pairs.sentences1, pairs.sentences2)]
+    return [tuple(sorted(pair)) for pair in zip(pairs.sentences1, pairs.sentences2, strict=True)]
 
 
 def without_pairs_of(pairs: STSPairs, other: STSPairs) -> tuple[STSPairs, int]:
@@ -109,13 +109,13 @@ def without_pairs_of(pairs: STSPairs, other: STSPairs) -> tuple[STSPairs, int]:
     return pairs.take(keep), len(pairs) - len(keep)
 
 
-def encode_unique(model, sentences: list[str], batch_size: int = 64, show_progress_bar: bool = False) -> dict[str, np.ndarray]:
+def encode_unique(
+    model, sentences: list[str], batch_size: int = 64, show_progress_bar: bool = False
+) -> dict[str, np.ndarray]:
     """Encode each distinct sentence once (sorted by length so batches pad little)."""
     unique = sorted(set(sentences), key=len)
-    embeddings = model.encode(
-        unique, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=show_progress_bar
-    )
-    return dict(zip(unique, embeddings))
+    embeddings = model.encode(unique, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=show_progress_bar)
+    return dict(zip(unique, embeddings, strict=True))
 
 
 def paired_cosine(table: dict[str, np.ndarray], pairs: STSPairs) -> np.ndarray:
@@ -164,7 +164,9 @@ def spearman_by_genre(cosines: np.ndarray, pairs: STSPairs) -> dict[str, float]:
     return out
 
 
-def genre_spearman(model, pairs: STSPairs | str | Path, batch_size: int = 64, show_progress_bar: bool = False) -> dict[str, float]:
+def genre_spearman(
+    model, pairs: STSPairs | str | Path, batch_size: int = 64, show_progress_bar: bool = False
+) -> dict[str, float]:
     """Spearman ρ of ``model`` on an STS-B-format file (or its pairs) per genre, plus ``"all"``
     (:func:`spearman_by_genre`; each sentence encoded once). ``"all"`` equals :func:`cosine_spearman`."""
     if not isinstance(pairs, STSPairs):

@@ -30,7 +30,7 @@ def part_path(dest: str | Path) -> Path:
     return dest.with_name(dest.name + PART_SUFFIX)
 
 
-def sha256_of(path: Path, hasher=None) -> "hashlib._Hash":
+def sha256_of(path: Path, hasher=None) -> hashlib._Hash:
     """``hasher`` (a new SHA-256 by default) updated with the bytes of ``path``."""
     hasher = hasher or hashlib.sha256()
     with open(path, "rb") as handle:

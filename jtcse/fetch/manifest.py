@@ -115,7 +115,7 @@ def _source_file(table: dict, where: str) -> SourceFile:
         raise JTCSEError(f"{where}: 'unpack' must be one of {', '.join(UNPACKERS)}, not {unpack!r}")
     keep, also = _names(table, "keep", where), _names(table, "also", where)
     if unpack == "tar" and not keep:
-        raise JTCSEError(f"{where}: a tar needs 'keep', the entries to write (e.g. keep = [\"STS\", \"SICK\"])")
+        raise JTCSEError(f'{where}: a tar needs \'keep\', the entries to write (e.g. keep = ["STS", "SICK"])')
     if unpack == "copy" and (keep or also):
         raise JTCSEError(f"{where}: 'keep' and 'also' apply to unpack = \"tar\" only")
     return SourceFile(name, url, sha256, size, unpack, keep, also)

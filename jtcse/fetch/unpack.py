@@ -59,10 +59,10 @@ def unpack_tar(archive: Path, out_dir: Path, keep: tuple[str, ...], also: tuple[
             ) from None
         wanted = set(keep) | set(also)
         chosen = []
-        for member, name in zip(members, names):
+        for member, name in zip(members, names, strict=True):
             if not name.startswith(root) or name == root.rstrip("/"):
                 continue
-            relative = name[len(root):]
+            relative = name[len(root) :]
             if relative.split("/", 1)[0] not in wanted:
                 continue
             if not (member.isfile() or member.isdir()):

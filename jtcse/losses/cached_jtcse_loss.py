@@ -154,7 +154,7 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
 
     def unpack(self, packed: Tensor) -> dict[str, Tensor]:
         """Inverse of :meth:`pack` over the whole [view a; view b] batch."""
-        return dict(zip(self.feature_keys(), packed.chunk(len(self.feature_keys()), dim=-1)))
+        return dict(zip(self.feature_keys(), packed.chunk(len(self.feature_keys()), dim=-1), strict=True))
 
     def embed_minibatch(
         self,
@@ -186,7 +186,9 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
             total = total.detach()
         return total
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
         """The weighted terms as in :class:`JTCSELoss`; their sum back-propagates through the GradCache hook."""
         views = list(split_views(list(sentence_features)))
         total = self.forward_cached(views, labels)
@@ -202,7 +204,9 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
 
     @property
     def citation(self) -> str:
-        return JTCSELoss.citation.fget(self) + """
+        return (
+            JTCSELoss.citation.fget(self)
+            + """
 @misc{gao2021scaling,
     title={Scaling Deep Contrastive Learning Batch Size under Memory Limited Setup},
     author={Luyu Gao and Yunyi Zhang and Jiawei Han and Jamie Callan},
@@ -212,3 +216,4 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
     primaryClass={cs.LG}
 }
 """
+        )

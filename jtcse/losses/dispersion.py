@@ -98,7 +98,9 @@ class DispersionLoss(TokenRegularizer):
         """
         super().__init__(model, weight, base_loss)
         if variant not in DISPERSION_VARIANTS:
-            raise ValueError(f"DispersionLoss: variant must be one of {', '.join(DISPERSION_VARIANTS)}; got {variant!r}")
+            raise ValueError(
+                f"DispersionLoss: variant must be one of {', '.join(DISPERSION_VARIANTS)}; got {variant!r}"
+            )
         if not temperature > 0:
             raise ValueError(f"DispersionLoss: temperature must be > 0, got {temperature}")
         if not norm_weight >= 0:

@@ -75,7 +75,7 @@ class NormalizedMSELoss(EmbedDistillLoss):
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], teacher_embeddings: list[Tensor]) -> Tensor:
         losses = []
-        for student, teacher in zip(embeddings, teacher_embeddings):
+        for student, teacher in zip(embeddings, teacher_embeddings, strict=True):
             teacher = teacher.to(device=student.device, dtype=student.dtype)
             if self.projection is not None:
                 student = self.projection(student)
@@ -150,7 +150,7 @@ class SimilarityMatrixLoss(EmbedDistillLoss):
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], teacher_embeddings: list[Tensor]) -> Tensor:
         losses = []
-        for student, teacher in zip(embeddings, teacher_embeddings):
+        for student, teacher in zip(embeddings, teacher_embeddings, strict=True):
             n = student.size(0)
             if n < 2:
                 raise ValueError("SimilarityMatrixLoss needs at least two sentences per batch.")
@@ -173,4 +173,3 @@ class SimilarityMatrixLoss(EmbedDistillLoss):
     year = {2019},
 }
 """
-

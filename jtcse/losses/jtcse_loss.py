@@ -230,7 +230,9 @@ class JTCSELoss(nn.Module):
             )
         return True
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
         tokenizer = self.twin.tokenizer
         pad_id = getattr(tokenizer, "pad_token_id", None) or 0
         features = stack_views(list(sentence_features), pad_token_id=pad_id)

@@ -205,7 +205,9 @@ class NITPLoss(TokenRegularizer):
         head = _find_head(model)
         if head is None:
             if not hasattr(model, "append"):
-                raise ValueError("NITPLoss: the model is not a module pipeline, so the NITP head cannot be attached to it")
+                raise ValueError(
+                    "NITPLoss: the model is not a module pipeline, so the NITP head cannot be attached to it"
+                )
             reference = next(model.parameters())
             head = NITPHead(hidden, hidden, hidden_features).to(device=reference.device, dtype=reference.dtype)
             model.append(head)

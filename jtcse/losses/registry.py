@@ -13,13 +13,13 @@ import importlib.util
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "REGULARIZERS",
-    "REGULARIZER_HELP",
+    "REGULARIZER_HELP",  # noqa: F822 (built on first use by the module __getattr__ below)
     "RegularizerSpec",
     "build_regularised_loss",
     "check_mini_batch_size",
@@ -78,7 +78,7 @@ def _kind(annotation: str) -> str:
     raise TypeError(f"regulariser option annotation {annotation!r} has no command-line form")
 
 
-@lru_cache(maxsize=None)
+@cache
 def regularizer_options(name: str) -> dict[str, Option]:
     """``{option: Option}`` for regulariser ``name``, read from its class: the options are its
     ``cli_options``, their types and defaults come from its ``__init__`` signature and their meanings
@@ -100,7 +100,7 @@ def regularizer_options(name: str) -> dict[str, Option]:
     params = init.args.args[len(init.args.args) - len(init.args.defaults) :]
     declared = {
         arg.arg: (ast.unparse(arg.annotation), ast.literal_eval(default))
-        for arg, default in zip(params, init.args.defaults)
+        for arg, default in zip(params, init.args.defaults, strict=True)
     }
     meanings = _documented_args(ast.get_docstring(init) or "")
     return {key: Option(_kind(declared[key][0]), declared[key][1], meanings[key]) for key in keys}

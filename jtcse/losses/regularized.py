@@ -86,7 +86,7 @@ def hidden_states_enabled(model: nn.Module, enabled: bool = True) -> Iterator[No
     try:
         yield
     finally:
-        for config, value in zip(configs, previous):
+        for config, value in zip(configs, previous, strict=True):
             config.output_hidden_states = value
 
 
@@ -155,10 +155,16 @@ class TokenRegularizer(nn.Module):
         """``weight · penalty(features)``."""
         return self.weight * self.penalty(features)
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor | dict[str, Tensor]:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> Tensor | dict[str, Tensor]:
         if self.base_loss is not None:
             return regularized_forward(
-                self.model, self.base_loss, {regularizer_name(self): self.regularization}, sentence_features, labels,
+                self.model,
+                self.base_loss,
+                {regularizer_name(self): self.regularization},
+                sentence_features,
+                labels,
                 hidden_states=self.needs_hidden_states,
             )
         sentence_features = list(sentence_features)
@@ -335,13 +341,18 @@ class RegularizedLoss(nn.Module):
         self.regularizers = nn.ModuleList(fn for fn in terms.values() if isinstance(fn, nn.Module))
         self.needs_hidden_states = any(getattr(fn, "needs_hidden_states", False) for fn in terms.values())
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        calls = {
-            name: fn.regularization if isinstance(fn, TokenRegularizer) else fn for name, fn in self.terms.items()
-        }
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        calls = {name: fn.regularization if isinstance(fn, TokenRegularizer) else fn for name, fn in self.terms.items()}
         return regularized_forward(
-            self.model, self.base_loss, calls, sentence_features, labels,
-            base_name=self.base_name, hidden_states=self.needs_hidden_states,
+            self.model,
+            self.base_loss,
+            calls,
+            sentence_features,
+            labels,
+            base_name=self.base_name,
+            hidden_states=self.needs_hidden_states,
         )
 
     def get_config_dict(self) -> dict[str, Any]:

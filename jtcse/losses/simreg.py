@@ -102,7 +102,9 @@ class SimRegLoss(TokenRegularizer):
         super().__init__(model, weight, base_loss)
         if not temperature > 0:
             raise ValueError(f"SimRegLoss: temperature must be > 0, got {temperature}")
-        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        if chunk_size is not None and (
+            isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+        ):
             raise ValueError(f"SimRegLoss: chunk_size must be a positive integer or None, got {chunk_size!r}")
         self.temperature = float(temperature)
         self.chunk_size = chunk_size

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 
-def build_twin(tower_a=None, tower_b=None, *, cael_every: int | None = 2, max_seq_length: int | None = 64,
-               pooling: str | None = None, device=None):
+def build_twin(
+    tower_a=None,
+    tower_b=None,
+    *,
+    cael_every: int | None = 2,
+    max_seq_length: int | None = 64,
+    pooling: str | None = None,
+    device=None,
+):
     """A ``SentenceTransformer`` whose only module is a :class:`~jtcse.modeling.twin.TwinTowers`.
 
     ``tower_a`` / ``tower_b``: anything :func:`jtcse.modeling.loading.load_tower` opens (a
@@ -30,8 +37,9 @@ def build_twin(tower_a=None, tower_b=None, *, cael_every: int | None = 2, max_se
             f"the towers pool differently (tower I {describe_source(tower_a)!r}: {poolings[0]}, tower II "
             f"{describe_source(tower_b)!r}: {poolings[1]}); the twin pools both one way: give pooling='cls' or 'mean'."
         )
-    twin = TwinTowers(loaded[0][0][0], loaded[1][0][0], cael_every=cael_every, max_seq_length=max_seq_length,
-                      pooling=poolings[0])
+    twin = TwinTowers(
+        loaded[0][0][0], loaded[1][0][0], cael_every=cael_every, max_seq_length=max_seq_length, pooling=poolings[0]
+    )
     return SentenceTransformer(modules=[twin], device=device)
 
 

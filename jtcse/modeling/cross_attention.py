@@ -21,8 +21,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-_LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output",
-                "intermediate", "output")
+_LAYER_PARTS = (
+    "attention.self.query",
+    "attention.self.key",
+    "attention.self.value",
+    "attention.output",
+    "intermediate",
+    "output",
+)
 
 
 def encoder_layers(hf_model: nn.Module) -> nn.ModuleList:

@@ -194,7 +194,7 @@ class Ensemble(InputModule):
         """``sentence_embedding``: weighted, L2-normalised member embeddings, concatenated or summed."""
         parts = [
             w * nn.functional.normalize(e.float(), p=2, dim=-1)
-            for w, e in zip(self.weights, self.member_embeddings(features))
+            for w, e in zip(self.weights, self.member_embeddings(features), strict=True)
         ]
         embedding = torch.cat(parts, dim=-1) if self.combine == "concat" else torch.stack(parts).sum(dim=0)
         features["sentence_embedding"] = embedding

@@ -183,7 +183,10 @@ def set_max_seq_length(model, max_seq_length, role: str) -> int:
         raise ValueError(f"max_seq_length must be a positive integer or {FULL_LENGTH!r}, not {max_seq_length!r}")
     if capacity is not None and max_seq_length > capacity:
         logger.warning(
-            "max_seq_length %d is above what the %s's position table holds; clamped to %d.", max_seq_length, role, capacity
+            "max_seq_length %d is above what the %s's position table holds; clamped to %d.",
+            max_seq_length,
+            role,
+            capacity,
         )
         max_seq_length = capacity
     if isinstance(first, Transformer):
@@ -279,8 +282,9 @@ def check_pooling(pooling) -> str | None:
     return pooling
 
 
-def load_tower(source=None, *, pooling: str | None = None, role: str = "tower", max_seq_length=None,
-               device: str | None = None) -> tuple:
+def load_tower(
+    source=None, *, pooling: str | None = None, role: str = "tower", max_seq_length=None, device: str | None = None
+) -> tuple:
     """Return ``(model, pooling, changes)``: ``source`` as a tower that pools ``cls`` or ``mean``.
 
     ``pooling=None`` keeps the model's own pooling when it is a sentence-transformers checkpoint whose
@@ -342,7 +346,13 @@ def load_student(source=None, *, pooling: str | None = None, max_seq_length=None
 
 
 def load_model(
-    source=None, *, role: str = "encode", pooling: str | None = None, max_seq_length=None, device=None, backend: str = "torch"
+    source=None,
+    *,
+    role: str = "encode",
+    pooling: str | None = None,
+    max_seq_length=None,
+    device=None,
+    backend: str = "torch",
 ):
     """A ``SentenceTransformer`` for ``source`` (path, hub name, loaded model, or ``None``: the embedded MiniLM).
 

@@ -99,8 +99,11 @@ def check_towers_compatible(tower_1: Transformer, tower_2: Transformer) -> None:
         )
     norm_1, norm_2 = tokenizer_normalisation(tok_1), tokenizer_normalisation(tok_2)
     if norm_1 != norm_2:
-        differ = {key: (norm_1.get(key), norm_2.get(key)) for key in sorted(set(norm_1) | set(norm_2))
-                  if norm_1.get(key) != norm_2.get(key)}
+        differ = {
+            key: (norm_1.get(key), norm_2.get(key))
+            for key in sorted(set(norm_1) | set(norm_2))
+            if norm_1.get(key) != norm_2.get(key)
+        }
         shown = ", ".join(f"{key} {a!r} vs {b!r}" for key, (a, b) in differ.items())
         raise ValueError(
             f"The towers' tokenizers normalise text differently ({shown}), e.g. a cased and an uncased "
@@ -308,7 +311,7 @@ class TwinTowers(InputModule):
         poolers = [getattr(model, "pooler", None) for model in self.tower_models()]
         if any(pooler is None for pooler in poolers):
             return None
-        return tuple(pooler(vector.unsqueeze(1)) for pooler, vector in zip(poolers, pooled))
+        return tuple(pooler(vector.unsqueeze(1)) for pooler, vector in zip(poolers, pooled, strict=True))
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
         """Eval mode: ``sentence_embedding`` = pool(H_1) + pool(H_2) and ``token_embeddings`` = H_1 + H_2.
@@ -387,7 +390,7 @@ class TwinTowers(InputModule):
     # -- persistence ---------------------------------------------------------------------------
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        for tower, sub in zip(self.towers, TOWER_DIRS):
+        for tower, sub in zip(self.towers, TOWER_DIRS, strict=True):
             tower_dir = os.path.join(output_path, sub)
             os.makedirs(tower_dir, exist_ok=True)
             tower.save(tower_dir, safe_serialization=safe_serialization)

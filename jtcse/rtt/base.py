@@ -9,8 +9,8 @@ lets the cache persist every translation the moment it arrives (and a killed run
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 from jtcse.errors import JTCSEError
 
@@ -59,7 +59,7 @@ class Translator(ABC):
                 results.append(TranslationFailure(f"{source}→{pivot}: {r.reason}"))
             else:
                 results.append("")  # an empty pivot text gives an empty round trip
-        for i, r in zip(ok, back):
+        for i, r in zip(ok, back, strict=True):
             results[i] = TranslationFailure(f"{pivot}→{source}: {r.reason}") if isinstance(r, TranslationFailure) else r
         return results
 
@@ -84,7 +84,7 @@ class Translator(ABC):
         """Counters worth reporting in a run summary (requests made, retries, ...)."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook: most backends hold nothing to release)
         """Release network clients, models, event loops."""
 
     def __enter__(self):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import crash_point
@@ -38,7 +38,9 @@ class TranslationCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             blocker = next(p for p in self.path.parents if p.exists())
-            raise JTCSEError(f"Cannot create the translation cache {self.path}: {blocker} is a file, not a folder.") from None
+            raise JTCSEError(
+                f"Cannot create the translation cache {self.path}: {blocker} is a file, not a folder."
+            ) from None
         try:
             self._conn = sqlite3.connect(
                 str(self.path), timeout=busy_timeout_s, check_same_thread=False, isolation_level=None
@@ -141,7 +143,9 @@ class TranslationCache:
     def count(self, backend: str | None = None) -> int:
         if backend is None:
             return self._run(lambda c: c.execute("SELECT COUNT(*) FROM translations").fetchone()[0])
-        return self._run(lambda c: c.execute("SELECT COUNT(*) FROM translations WHERE backend=?", (backend,)).fetchone()[0])
+        return self._run(
+            lambda c: c.execute("SELECT COUNT(*) FROM translations WHERE backend=?", (backend,)).fetchone()[0]
+        )
 
     def backends(self) -> list[str]:
         """The backend names that have entries in this cache."""
@@ -149,14 +153,18 @@ class TranslationCache:
 
     def directions(self, backend: str) -> set[tuple[str, str]]:
         """The ``(source, target)`` language pairs ``backend`` has entries for."""
-        rows = self._run(lambda c: c.execute("SELECT DISTINCT source, target FROM translations WHERE backend=?", (backend,)).fetchall())
+        rows = self._run(
+            lambda c: c.execute(
+                "SELECT DISTINCT source, target FROM translations WHERE backend=?", (backend,)
+            ).fetchall()
+        )
         return {(source, target) for source, target in rows}
 
     def close(self) -> None:
         with self._lock:
             self._close_quietly()
 
-    def __enter__(self) -> "TranslationCache":
+    def __enter__(self) -> TranslationCache:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -202,7 +210,7 @@ class CachedTranslator(Translator):
 
             results = self.inner.translate(missing, source, target, on_result=store)
             leftovers = []
-            for i, (text, result) in enumerate(zip(missing, results)):
+            for i, (text, result) in enumerate(zip(missing, results, strict=True)):
                 answers[text] = result
                 if isinstance(result, str) and i not in stored:
                     leftovers.append((text, result))

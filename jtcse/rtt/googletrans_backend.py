@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import random
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from jtcse.errors import JTCSEError
 from jtcse.rtt.base import ResultCallback, TranslationFailure, Translator
@@ -293,7 +293,7 @@ class GoogletransTranslator(Translator):
                 self._stats.pack_fallbacks += 1
                 await asyncio.gather(*(run_pack([i]) for i in pack))
                 return
-            for i, line in zip(pack, lines):
+            for i, line in zip(pack, lines, strict=True):
                 finish(i, line.strip())
 
         tasks = [asyncio.ensure_future(run_pack(p)) for p in self._packs(texts)]

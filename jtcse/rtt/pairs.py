@@ -9,9 +9,9 @@ import it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from jtcse.corpus import utf8_lines
 from jtcse.errors import JTCSEError

@@ -12,8 +12,8 @@ A text found in neither comes back as a :class:`TranslationFailure` and is recor
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from jtcse.errors import JTCSEError
 from jtcse.rtt.base import ResultCallback, TranslationFailure, Translator
@@ -99,7 +99,7 @@ class ReplayTranslator(Translator):
         rest = [i for i, r in enumerate(results) if isinstance(r, TranslationFailure)]
         self.served += len(texts) - len(rest)
         if rest:
-            for i, r in zip(rest, super().round_trip([texts[i] for i in rest], source, pivot)):
+            for i, r in zip(rest, super().round_trip([texts[i] for i in rest], source, pivot), strict=True):
                 results[i] = r
         return results
 

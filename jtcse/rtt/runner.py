@@ -15,9 +15,9 @@ and ``summary.json`` with the counts per pivot and the backend's request statist
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_path, atomic_write_json, crash_point, output_lock
@@ -134,7 +134,7 @@ def _run_pivots(
         with tqdm(total=len(unique), desc=f"{source}→{pivot}→{source}", unit="sent", disable=not progress) as bar:
             for start in range(0, len(unique), chunk_size):
                 chunk = unique[start : start + chunk_size]
-                answers.update(zip(chunk, engine.round_trip(chunk, source, pivot)))
+                answers.update(zip(chunk, engine.round_trip(chunk, source, pivot), strict=True))
                 bar.update(len(chunk))
         for s in todo:
             result = answers[s]

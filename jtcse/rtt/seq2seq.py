@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 from jtcse.errors import JTCSEError
 from jtcse.rtt.base import ResultCallback, TranslationFailure, Translator
@@ -151,9 +151,13 @@ class Seq2SeqTranslator(Translator):
 
         results: list[str | TranslationFailure | None] = [None] * len(texts)
         limit = min(tokenizer.model_max_length, getattr(model.config, "max_position_embeddings", None) or 10**9)
-        lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=True, verbose=False)["input_ids"]] if texts else []
+        lengths = (
+            [len(ids) for ids in tokenizer(list(texts), add_special_tokens=True, verbose=False)["input_ids"]]
+            if texts
+            else []
+        )
         order = []
-        for i, (text, n) in enumerate(zip(texts, lengths)):
+        for i, (text, n) in enumerate(zip(texts, lengths, strict=True)):
             if not text.strip():
                 results[i] = ""
             elif n > limit:
@@ -172,7 +176,7 @@ class Seq2SeqTranslator(Translator):
                 generated = model.generate(**encoded, **generate_kwargs)
             decoded = tokenizer.batch_decode(generated, skip_special_tokens=True)
             self.batches += 1
-            for i, text in zip(batch, decoded):
+            for i, text in zip(batch, decoded, strict=True):
                 results[i] = text.strip()
                 if on_result is not None:
                     on_result(i, results[i])

@@ -132,7 +132,9 @@ def _write_texts(shards: list[Shard], index_dir: Path, rows: int) -> None:
             position += int(lengths.sum())
             done += len(encoded)
     if done != rows:
-        raise JTCSEError(f"The texts of {shards[0].path} changed while the index was being built; build again with --overwrite.")
+        raise JTCSEError(
+            f"The texts of {shards[0].path} changed while the index was being built; build again with --overwrite."
+        )
     table.flush()
     del table
 

@@ -272,11 +272,13 @@ def _encode_here(model, identity, input_path, output, fmt, meta, *, fresh, overw
     atomic_write_json(meta_file, meta)
     chunks = 0
     bar = tqdm(total=meta["rows"], initial=meta["rows_done"], unit="sent", desc="Encoding", disable=not show_progress)
-    with bar, (encode_pool(st_model, workers) if pooled else nullcontext()) as pool:
+    with bar, encode_pool(st_model, workers) if pooled else nullcontext() as pool:
         for chunk in iter_chunks(input_path, chunk_size, start_byte=meta["next_byte"], start_line=meta["next_line"]):
             if meta["rows_done"] + len(chunk.texts) > meta["rows"]:
                 raise JTCSEError(f"{input_path} grew while it was being encoded; run again with --overwrite.")
-            settings = dict(batch_size=batch_size, normalize_embeddings=normalize, convert_to_numpy=True, show_progress_bar=False)
+            settings = dict(
+                batch_size=batch_size, normalize_embeddings=normalize, convert_to_numpy=True, show_progress_bar=False
+            )
             if pool is None:
                 vectors = st_model.encode(chunk.texts, **settings)
             else:
@@ -284,7 +286,9 @@ def _encode_here(model, identity, input_path, output, fmt, meta, *, fresh, overw
             if vectors.shape[-1] != meta["dim"]:
                 raise JTCSEError(f"{identity} returned {vectors.shape[-1]}-d vectors, expected {meta['dim']}-d.")
             sink.write(meta["rows_done"], chunk, vectors.astype(meta["dtype"], copy=False))
-            meta.update(rows_done=meta["rows_done"] + len(chunk.texts), next_byte=chunk.end_byte, next_line=chunk.next_line)
+            meta.update(
+                rows_done=meta["rows_done"] + len(chunk.texts), next_byte=chunk.end_byte, next_line=chunk.next_line
+            )
             atomic_write_json(meta_file, meta)
             chunks += 1
             bar.update(len(chunk.texts))
@@ -431,7 +435,9 @@ def _check_output_location(output: Path, fmt: str) -> None:
                 f"{output} holds files jtcse did not write ({', '.join(foreign[:3])}); give a new or empty folder for the shards."
             )
     elif output.is_dir():
-        raise JTCSEError(f"{output} is a folder; -o names the .npy or .parquet file to write (e.g. {output / 'vectors.npy'}).")
+        raise JTCSEError(
+            f"{output} is a folder; -o names the .npy or .parquet file to write (e.g. {output / 'vectors.npy'})."
+        )
     for parent in output.parents:
         if parent.exists():
             if not parent.is_dir():

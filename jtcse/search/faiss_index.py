@@ -238,7 +238,9 @@ def check_nlist(nlist: int | None, rows: int) -> int:
     return nlist
 
 
-def train_ivf(index: Any, vectors: np.ndarray, nlist: int, *, train_size: int | None = None, seed: int = 0) -> np.ndarray:
+def train_ivf(
+    index: Any, vectors: np.ndarray, nlist: int, *, train_size: int | None = None, seed: int = 0
+) -> np.ndarray:
     """Train an IVF ``index``'s k-means on ``train_size`` random rows of ``vectors`` (default ``64·nlist``);
     returns the (sorted) rows sampled, which calibration keeps its queries out of."""
     rows = len(vectors)

@@ -120,7 +120,9 @@ def read_manifest(index_dir: str | Path) -> IndexManifest:
     index_dir = Path(index_dir)
     path = index_dir / MANIFEST
     if not path.is_file():
-        raise JTCSEError(f"{index_dir} is not a jtcse index directory (no {MANIFEST}); build one with `jtcse index build`.")
+        raise JTCSEError(
+            f"{index_dir} is not a jtcse index directory (no {MANIFEST}); build one with `jtcse index build`."
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
@@ -171,10 +173,14 @@ class SearchIndex:
             else:  # on-disk inverted lists are looked for beside index.faiss, wherever the folder was moved
                 self.index = faiss.read_index(str(self.dir / INDEX_FILE), faiss.IO_FLAG_ONDISK_SAME_DIR)
         except RuntimeError as err:
-            raise JTCSEError(f"Cannot read {self.dir / INDEX_FILE} (corrupt or truncated?): {str(err).splitlines()[0]}") from None
+            raise JTCSEError(
+                f"Cannot read {self.dir / INDEX_FILE} (corrupt or truncated?): {str(err).splitlines()[0]}"
+            ) from None
         index_dim = self.index.d if not binary else self.manifest.dim + (-self.manifest.dim) % 8
-        if (binary and self.index.d != index_dim) or (not binary and self.index.d != self.manifest.dim) or (
-            self.index.ntotal != self.manifest.rows
+        if (
+            (binary and self.index.d != index_dim)
+            or (not binary and self.index.d != self.manifest.dim)
+            or (self.index.ntotal != self.manifest.rows)
         ):
             raise JTCSEError(
                 f"Index {self.dir}: index.faiss holds {self.index.ntotal} {self.index.d}-d vectors but the manifest "
@@ -205,7 +211,9 @@ class SearchIndex:
             codes = np.load(paths[0], mmap_mode="r")
             ranges = np.load(paths[1])
         except (OSError, ValueError) as err:
-            raise JTCSEError(f"Cannot read the rescoring vectors of {self.dir} (corrupt or truncated?): {err}") from None
+            raise JTCSEError(
+                f"Cannot read the rescoring vectors of {self.dir} (corrupt or truncated?): {err}"
+            ) from None
         rows, dim = self.manifest.rows, self.manifest.dim
         if codes.shape != (rows, dim) or codes.dtype != np.int8 or ranges.shape != (2, dim):
             raise JTCSEError(
@@ -264,7 +272,9 @@ class SearchIndex:
                 raise JTCSEError(f"--rescore-multiplier must be at least 1, not {rescore_multiplier}")
         if self.manifest.precision != "float32":
             if nprobe is not None:
-                raise JTCSEError(f"--nprobe applies to IVF indexes; {self.dir} is an exact {self.manifest.precision} index.")
+                raise JTCSEError(
+                    f"--nprobe applies to IVF indexes; {self.dir} is an exact {self.manifest.precision} index."
+                )
             multiplier = rescore_multiplier or self.manifest.rescore_multiplier or DEFAULT_RESCORE_MULTIPLIER
             return search_quantized(
                 self.index, queries, k, self.manifest.precision, rescore=self.rescore, rescore_multiplier=multiplier
@@ -331,9 +341,9 @@ class SearchIndex:
         scores, ids = self.search_vectors(vectors, k, nprobe=nprobe, rescore_multiplier=rescore_multiplier)
         results: list[list[Hit]] = []
         with (self.dir / TEXTS_FILE).open("rb") as handle:
-            for row_scores, row_ids in zip(scores, ids):
+            for row_scores, row_ids in zip(scores, ids, strict=True):
                 hits = []
-                for rank, (score, row) in enumerate(zip(row_scores.tolist(), row_ids.tolist()), start=1):
+                for rank, (score, row) in enumerate(zip(row_scores.tolist(), row_ids.tolist(), strict=True), start=1):
                     if row < 0:
                         break
                     record = self.rows[row]

@@ -70,9 +70,7 @@ def count_rows(path: str | Path) -> LineCount:
     return LineCount(rows=rows, empty_lines=empty, size=path.stat().st_size)
 
 
-def iter_chunks(
-    path: str | Path, chunk_size: int, *, start_byte: int = 0, start_line: int = 1
-) -> Iterator[LineChunk]:
+def iter_chunks(path: str | Path, chunk_size: int, *, start_byte: int = 0, start_line: int = 1) -> Iterator[LineChunk]:
     """Yield the rows of ``path`` from ``start_byte`` (the start of line ``start_line``) in chunks.
 
     Each chunk holds at most ``chunk_size`` rows; the last may hold fewer. Blank lines are skipped.

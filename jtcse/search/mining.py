@@ -105,8 +105,13 @@ def write_dataset(dataset, path: str | Path) -> None:
             return
         # TSV mirrors how read_pairs reads it: no quoting, so a tab or newline inside a text cannot be written.
         for field in schema:
-            if pa.types.is_string(field.type) and pc.any(pc.match_substring_regex(dataset.data.column(field.name), "[\t\r\n]")).as_py():
-                raise JTCSEError(f"Column {field.name!r} has texts with tabs or line breaks; write .jsonl or .parquet instead.")
+            if (
+                pa.types.is_string(field.type)
+                and pc.any(pc.match_substring_regex(dataset.data.column(field.name), "[\t\r\n]")).as_py()
+            ):
+                raise JTCSEError(
+                    f"Column {field.name!r} has texts with tabs or line breaks; write .jsonl or .parquet instead."
+                )
         dataset.to_csv(path, sep="\t", index=False, quoting=csv.QUOTE_NONE)
     else:
         raise JTCSEError(f"Output {path} must end in one of {', '.join(OUTPUT_FORMATS)}.")

@@ -143,7 +143,9 @@ def encode_spans(
                 ray.shutdown()
 
 
-def _run(ray: Any, spans: list[ChunkSpan], engine: Any, show_progress: bool, arguments: dict) -> Iterator[tuple[int, int, int]]:
+def _run(
+    ray: Any, spans: list[ChunkSpan], engine: Any, show_progress: bool, arguments: dict
+) -> Iterator[tuple[int, int, int]]:
     ray.data.DataContext.get_current().enable_progress_bars = False  # the driver's own bar counts parts
     if not show_progress:
         logging.getLogger("ray.data").setLevel(logging.WARNING)
@@ -159,7 +161,7 @@ def _run(ray: Any, spans: list[ChunkSpan], engine: Any, show_progress: bool, arg
     )
     try:
         for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-            for start, rows, width in zip(batch["start_row"], batch["rows"], batch["dim"]):
+            for start, rows, width in zip(batch["start_row"], batch["rows"], batch["dim"], strict=True):
                 yield int(start), int(rows), int(width)
     except Exception as err:  # noqa: BLE001 - a failed Ray job, said in one line with its cause
         raise JTCSEError(

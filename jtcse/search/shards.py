@@ -61,23 +61,33 @@ def _progress_file(path: Path) -> Path:
 
 def _finished(meta: dict, path: Path) -> dict:
     if not meta.get("complete"):
-        raise JTCSEError(f"{path} is unfinished ({meta.get('rows_done', 0)} of {meta.get('rows')} rows); run its `jtcse encode` again to finish it.")
+        raise JTCSEError(
+            f"{path} is unfinished ({meta.get('rows_done', 0)} of {meta.get('rows')} rows); run its `jtcse encode` again to finish it."
+        )
     return meta
 
 
 def _npy_shard(path: Path) -> Shard:
     progress = _progress_file(path)
     if not progress.is_file() or not rows_path_for(path).is_file():
-        raise JTCSEError(f"{path} has no {progress.name} or {rows_path_for(path).name} beside it; shards are `jtcse encode` outputs.")
+        raise JTCSEError(
+            f"{path} has no {progress.name} or {rows_path_for(path).name} beside it; shards are `jtcse encode` outputs."
+        )
     meta = _finished(_read_json(progress), path)
     shape = np.load(path, mmap_mode="r").shape
     source = Path(meta["input"])
-    if not source.is_file() or source.stat().st_size != meta.get("input_size") or source.stat().st_mtime_ns != meta.get("input_mtime_ns"):
+    if (
+        not source.is_file()
+        or source.stat().st_size != meta.get("input_size")
+        or source.stat().st_mtime_ns != meta.get("input_mtime_ns")
+    ):
         raise JTCSEError(
             f"{path} holds no text and its input {source} is gone or changed since it was encoded; "
             "encode to .parquet or a shards folder (they keep the text), or encode the file again."
         )
-    return Shard(path, "npy", shape[0], shape[1], meta["model"], bool(meta["normalized"]), meta.get("empty_lines", 0), source)
+    return Shard(
+        path, "npy", shape[0], shape[1], meta["model"], bool(meta["normalized"]), meta.get("empty_lines", 0), source
+    )
 
 
 def _parquet_shard(path: Path, empty_lines: int = 0) -> Shard:
@@ -94,7 +104,9 @@ def _parquet_shard(path: Path, empty_lines: int = 0) -> Shard:
         info = _finished(_read_json(_progress_file(path)), path)
         empty_lines = info.get("empty_lines", 0)
     else:
-        raise JTCSEError(f"{path} does not say which model made it (no jtcse metadata); make shards with `jtcse encode`.")
+        raise JTCSEError(
+            f"{path} does not say which model made it (no jtcse metadata); make shards with `jtcse encode`."
+        )
     if _progress_file(path).is_file():
         meta = _finished(_read_json(_progress_file(path)), path)
         empty_lines = meta.get("empty_lines", empty_lines)

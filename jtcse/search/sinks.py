@@ -131,7 +131,9 @@ def check_tiling(folder: Path, rows: int) -> list[Path]:
     expected = 0
     for start, path in parts:
         if start != expected:
-            raise JTCSEError(f"{folder} has no part starting at row {expected} (next: {path.name}); run again to finish it.")
+            raise JTCSEError(
+                f"{folder} has no part starting at row {expected} (next: {path.name}); run again to finish it."
+            )
         expected += part_rows(path)
     if expected != rows:
         raise JTCSEError(f"{folder} holds {expected} rows, {rows} expected; run again to finish it.")

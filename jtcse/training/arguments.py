@@ -103,7 +103,9 @@ def build_training_args(
     else:
         kwargs.update(eval_strategy="no")
     if device == "cpu" and (kwargs["bf16"] or torch.cuda.is_available()):
-        kwargs["use_cpu"] = True  # transformers runs bf16 autocast on the CPU, or ignores a visible GPU, only when told so
+        kwargs["use_cpu"] = (
+            True  # transformers runs bf16 autocast on the CPU, or ignores a visible GPU, only when told so
+        )
     kwargs.update(overrides)
     kwargs.update(distributed.training_arguments(use_cpu=kwargs.get("use_cpu", False)))
     return SentenceTransformerTrainingArguments(**kwargs)

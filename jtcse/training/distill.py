@@ -208,7 +208,9 @@ def distill(
     teacher_dim = int(targets.embeddings.shape[1])
     loss = distillation_loss(model, objective, teacher_dim, seed=settings.seed)
     if loss.projection is not None:
-        changes.append(f"trained through a linear projection {student_dim}->{teacher_dim}, not saved (the student keeps its width)")
+        changes.append(
+            f"trained through a linear projection {student_dim}->{teacher_dim}, not saved (the student keeps its width)"
+        )
         callbacks = [*callbacks, _projection_checkpoints(loss, plan.resume_from)]
     data.update(teacher_cache=str(targets.cache_path), teacher_cache_hit=targets.cache_hit)
 

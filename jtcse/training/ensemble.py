@@ -20,7 +20,9 @@ def ensemble_card_facts(model, sources):
     ensemble = model[0]
     members = [
         f"`{describe_source(source)}`: {describe_pooling(member)}; {width} dimensions, weight {weight:g}"
-        for source, member, width, weight in zip(sources, ensemble.members, ensemble.widths, ensemble.weights)
+        for source, member, width, weight in zip(
+            sources, ensemble.members, ensemble.widths, ensemble.weights, strict=True
+        )
     ]
     return CardFacts(
         kind="ensemble",

@@ -68,7 +68,9 @@ class TrainingGrid:
             self.corpus.write_text("\n".join(lines[: cfg["corpus_lines"]]) + "\n", encoding="utf-8")
         # diagnostics sentences: wiki lines the models never trained on
         start = cfg["corpus_lines"]
-        self.diag_sentences = [s for s in lines[start : start + 2 * cfg["diag_sentences"]] if s.strip()][: cfg["diag_sentences"]]
+        self.diag_sentences = [s for s in lines[start : start + 2 * cfg["diag_sentences"]] if s.strip()][
+            : cfg["diag_sentences"]
+        ]
         from jtcse.evaluation.sts import STSPairs, read_stsb_file
 
         pairs = read_stsb_file(data / "stsbenchmark" / "sts-dev.csv")
@@ -98,10 +100,19 @@ class TrainingGrid:
         stage = run_once(self.work / name, run)
         summary = stage["summary"]
         rho, eval_s = self.dev_spearman(load())
-        self.save(name, {**record, "dev_spearman": rho, "eval_seconds": eval_s,
-                         "train_seconds": stage["seconds"] or summary["seconds"], "steps": summary["steps"],
-                         "first_loss": summary["first_logged_loss"], "last_loss": summary["last_logged_loss"],
-                         "last_loss_terms": summary["loss_terms"]})
+        self.save(
+            name,
+            {
+                **record,
+                "dev_spearman": rho,
+                "eval_seconds": eval_s,
+                "train_seconds": stage["seconds"] or summary["seconds"],
+                "steps": summary["steps"],
+                "first_loss": summary["first_logged_loss"],
+                "last_loss": summary["last_logged_loss"],
+                "last_loss_terms": summary["loss_terms"],
+            },
+        )
 
     def dev_spearman(self, model, pairs=None) -> tuple[float, float]:
         """``(Spearman, seconds)`` of ``model`` on ``pairs`` (default: the dev pairs) at the evaluation length."""
@@ -127,5 +138,6 @@ class TrainingGrid:
                 f"warmup_s{seed}",
                 lambda: train_simcse(None, self.corpus, out, seed=seed, logging_steps=5, **self.cfg["simcse"]),
                 lambda: load_model(out, device="cpu"),
-                group="warmup", seed=seed,
+                group="warmup",
+                seed=seed,
             )

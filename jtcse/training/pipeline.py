@@ -46,6 +46,7 @@ from typing import Any
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, locks_output
 from jtcse.training.distill import distill
+from jtcse.training.pipeline_report import dev_scores, format_table, starting_models
 from jtcse.training.pipeline_settings import ENSEMBLE_WEIGHTS, PROBE_LEARNING_RATES, PROBE_STEPS, check_settings
 from jtcse.training.selection import choose_weights, selection_pairs
 from jtcse.training.simcse import train_simcse
@@ -55,8 +56,15 @@ from jtcse.training.twin import train_twin
 logger = logging.getLogger(__name__)
 
 STAGES = ("warmup_a", "warmup_b", "probe", "twin", "ensemble", "distill", "eval")
-FOLDERS = {"warmup_a": "tower_a", "warmup_b": "tower_b", "probe": "probe", "twin": "twin", "ensemble": "ensemble",
-           "distill": "distilled", "eval": "eval"}
+FOLDERS = {
+    "warmup_a": "tower_a",
+    "warmup_b": "tower_b",
+    "probe": "probe",
+    "twin": "twin",
+    "ensemble": "ensemble",
+    "distill": "distilled",
+    "eval": "eval",
+}
 PLAN_KEY = "pipeline_plan"
 """Key of a finished stage's marker holding the settings it ran with, compared on rerun."""
 STAGE_DONE = "stage_done.json"
@@ -221,8 +229,14 @@ def run_pipeline(
         skip.add("probe")
     stages = [stage for stage in STAGES if stage not in skip]
     if until not in stages and until != "warmup":
-        hint = " (the ensemble stage needs --ensemble-with or a sentence-transformers start)" if until == "ensemble" else ""
-        raise JTCSEError(f"--until must be one of warmup, {', '.join(s for s in stages if s != 'probe')} (got {until!r}){hint}.")
+        hint = (
+            " (the ensemble stage needs --ensemble-with or a sentence-transformers start)"
+            if until == "ensemble"
+            else ""
+        )
+        raise JTCSEError(
+            f"--until must be one of warmup, {', '.join(s for s in stages if s != 'probe')} (got {until!r}){hint}."
+        )
     stages = stages[: stages.index("warmup_b" if until == "warmup" else until) + 1]
     if "eval" in stages and dev_file is None:
         raise JTCSEError("the eval stage needs --dev-file (an STS-B-format file); or stop earlier with --until.")
@@ -244,40 +258,90 @@ def run_pipeline(
     twin_kwargs = {"pooling": pooling, "device": device, **twin_extra}
     distill_kwargs = {"student_pooling": student_pooling, "device": device, **distill_extra}
     # what a finished stage is compared on (the device is not: a run may finish elsewhere)
-    recorded = {name: {**{k: v for k, v in kwargs.items() if k != "device"}, **asdict(training)}
-                for name, kwargs, training in (("warmup", warmup, warmup_training), ("twin", twin_kwargs, twin_training),
-                                               ("distill", distill_kwargs, distill_training))}
+    recorded = {
+        name: {**{k: v for k, v in kwargs.items() if k != "device"}, **asdict(training)}
+        for name, kwargs, training in (
+            ("warmup", warmup, warmup_training),
+            ("twin", twin_kwargs, twin_training),
+            ("distill", distill_kwargs, distill_training),
+        )
+    }
     student_source = student if student is not None else tower_a
     teacher = folders["ensemble"] if members else folders["twin"]
-    starting = _starting_models(tower_a, tower_b, student_source)
-    ensemble_plan = {"members": members, "weights": ensemble_weights, "combine": ensemble_combine,
-                     "selection_file": str(selection_file) if choose else None}
-    probe_plan = {"selection_file": str(selection_file), "learning_rates": list(probe_learning_rates),
-                  "steps": probe_steps, "corpus": corpus_arg, **{k: v for k, v in recorded["twin"].items() if k != "learning_rate"},
-                  "seed": seed}
+    starting = starting_models(tower_a, tower_b, student_source)
+    ensemble_plan = {
+        "members": members,
+        "weights": ensemble_weights,
+        "combine": ensemble_combine,
+        "selection_file": str(selection_file) if choose else None,
+    }
+    probe_plan = {
+        "selection_file": str(selection_file),
+        "learning_rates": list(probe_learning_rates),
+        "steps": probe_steps,
+        "corpus": corpus_arg,
+        **{k: v for k, v in recorded["twin"].items() if k != "learning_rate"},
+        "seed": seed,
+    }
     plans = {
-        "warmup_a": {"model": describe_source(tower_a), "corpus": corpus_arg, "pairs": pairs_a, **recorded["warmup"], "seed": seed},
-        "warmup_b": {"model": describe_source(tower_b), "corpus": corpus_arg, "pairs": pairs_b, **recorded["warmup"], "seed": seed + 1},
+        "warmup_a": {
+            "model": describe_source(tower_a),
+            "corpus": corpus_arg,
+            "pairs": pairs_a,
+            **recorded["warmup"],
+            "seed": seed,
+        },
+        "warmup_b": {
+            "model": describe_source(tower_b),
+            "corpus": corpus_arg,
+            "pairs": pairs_b,
+            **recorded["warmup"],
+            "seed": seed + 1,
+        },
         "probe": probe_plan,
         "twin": {"corpus": corpus_arg, **recorded["twin"], "seed": seed},
         "ensemble": ensemble_plan,
-        "distill": {"teacher": str(teacher), "student": describe_source(student_source), "corpus": corpus_arg,
-                    **recorded["distill"], "seed": seed},
-        "eval": {"dev_file": str(dev_file), "models": [s for s in stages if s != "eval"],
-                 "starting": [describe_source(m) for m in starting.values()]},
+        "distill": {
+            "teacher": str(teacher),
+            "student": describe_source(student_source),
+            "corpus": corpus_arg,
+            **recorded["distill"],
+            "seed": seed,
+        },
+        "eval": {
+            "dev_file": str(dev_file),
+            "models": [s for s in stages if s != "eval"],
+            "starting": [describe_source(m) for m in starting.values()],
+        },
     }
 
     def run_warmup_a() -> dict:
-        return train_simcse(tower_a, corpus_arg, folders["warmup_a"], pairs_file=pairs_a, settings=warmup_training,
-                            seed=seed, **warmup)
+        return train_simcse(
+            tower_a, corpus_arg, folders["warmup_a"], pairs_file=pairs_a, settings=warmup_training, seed=seed, **warmup
+        )
 
     def run_warmup_b() -> dict:
-        return train_simcse(tower_b, corpus_arg, folders["warmup_b"], pairs_file=pairs_b, settings=warmup_training,
-                            seed=seed + 1, **warmup)
+        return train_simcse(
+            tower_b,
+            corpus_arg,
+            folders["warmup_b"],
+            pairs_file=pairs_b,
+            settings=warmup_training,
+            seed=seed + 1,
+            **warmup,
+        )
 
     def train_twin_into(folder: Path, **overrides) -> dict:
-        return train_twin(str(folders["warmup_a"]), str(folders["warmup_b"]), corpus_arg, str(folder), resume=True,
-                          settings=twin_training, seed=seed, **{**twin_kwargs, **overrides})
+        return train_twin(
+            str(folders["warmup_a"]),
+            str(folders["warmup_b"]),
+            corpus_arg,
+            str(folder),
+            resume=True,
+            settings=twin_training,
+            seed=seed,
+            **{**twin_kwargs, **overrides},
+        )
 
     def run_probe() -> dict:
         from jtcse.evaluation.sts import cosine_spearman
@@ -290,8 +354,13 @@ def run_pipeline(
             train_twin_into(folder, learning_rate=lr, max_steps=probe_steps, plot=False)
             scores[f"{lr:g}"] = cosine_spearman(load_model(folder, role="encode", device=device), pairs)
         best = max(probe_learning_rates, key=lambda lr: scores[f"{lr:g}"])
-        return {"stage": "probe", "selection_file": str(selection_file), "selection_spearman": scores,
-                "learning_rate": best, "steps": probe_steps}
+        return {
+            "stage": "probe",
+            "selection_file": str(selection_file),
+            "selection_spearman": scores,
+            "learning_rate": best,
+            "steps": probe_steps,
+        }
 
     def run_twin() -> dict:
         probed = rows_by_stage.get("probe")
@@ -308,21 +377,36 @@ def run_pipeline(
             weights, scores = choose_weights(sources, len(trained), chosen_on, device=device)
         # an ensemble folder without a stage marker is left from an interrupted save: replaced
         model = save_ensemble(sources, folders["ensemble"], combine=ensemble_combine, weights=weights, overwrite=True)
-        return {"stage": "ensemble", **ensemble_plan, "weights": model[0].weights,
-                "selection_spearman": {f"{w:g}": v for w, v in scores.items()} if scores else None,
-                "dimension": model.get_embedding_dimension()}
+        return {
+            "stage": "ensemble",
+            **ensemble_plan,
+            "weights": model[0].weights,
+            "selection_spearman": {f"{w:g}": v for w, v in scores.items()} if scores else None,
+            "dimension": model.get_embedding_dimension(),
+        }
 
     def run_distill() -> dict:
-        return distill(str(teacher), student_source, corpus_arg, folders["distill"], settings=distill_training,
-                       seed=seed, **distill_kwargs)
+        return distill(
+            str(teacher),
+            student_source,
+            corpus_arg,
+            folders["distill"],
+            settings=distill_training,
+            seed=seed,
+            **distill_kwargs,
+        )
 
     def run_eval() -> dict:
         from jtcse.evaluation.sts import ALL_GENRES
 
-        genres = _dev_scores(dev_file, folders, stages, starting, device)
-        return {"dev_file": str(dev_file), "dev_spearman": {label: g[ALL_GENRES] for label, g in genres.items()},
-                "dev_spearman_by_genre": {label: {k: v for k, v in g.items() if k != ALL_GENRES}
-                                          for label, g in genres.items()}}
+        genres = dev_scores(dev_file, folders, stages, starting, device)
+        return {
+            "dev_file": str(dev_file),
+            "dev_spearman": {label: g[ALL_GENRES] for label, g in genres.items()},
+            "dev_spearman_by_genre": {
+                label: {k: v for k, v in g.items() if k != ALL_GENRES} for label, g in genres.items()
+            },
+        }
 
     runners = {
         "warmup_a": run_warmup_a,
@@ -338,16 +422,24 @@ def run_pipeline(
         plan = plans[stage]
         if stage == "twin" and "probe" in rows_by_stage:
             plan = {**plan, "learning_rate": rows_by_stage["probe"]["summary"]["learning_rate"]}
-        rows_by_stage[stage] = {"stage": stage,
-                                **run_once(folders[stage], runners[stage], plan, rerun_if_changed=stage == "eval")}
+        rows_by_stage[stage] = {
+            "stage": stage,
+            **run_once(folders[stage], runners[stage], plan, rerun_if_changed=stage == "eval"),
+        }
     rows = list(rows_by_stage.values())
 
     evaluated = next((row["summary"] for row in rows if row["stage"] == "eval"), {})
     eval_scores = evaluated.get("dev_spearman", {})
     eval_genres = evaluated.get("dev_spearman_by_genre", {})
     table = [
-        {"stage": label, "status": "starting model (its own pooling)", "seconds": 0.0,
-         "output": describe_source(model), "dev_spearman": eval_scores.get(label), "dev_genres": eval_genres.get(label)}
+        {
+            "stage": label,
+            "status": "starting model (its own pooling)",
+            "seconds": 0.0,
+            "output": describe_source(model),
+            "dev_spearman": eval_scores.get(label),
+            "dev_genres": eval_genres.get(label),
+        }
         for label, model in starting.items()
         if label in eval_scores
     ]
@@ -372,62 +464,3 @@ def run_pipeline(
     (output_dir / "pipeline_summary.json").write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     (output_dir / "pipeline_summary.md").write_text(format_table(table), encoding="utf-8")
     return result
-
-
-def _starting_models(tower_a, tower_b, student) -> dict[str, Any]:
-    """``{row label: model}`` of the distinct models the run started from: ``start`` is tower I's (the row to
-    beat), then tower II's and the student's when they are other models (``None``: the embedded MiniLM)."""
-    from jtcse.modeling.loading import describe_source
-
-    out: dict[str, Any] = {}
-    for label, model in (("start", tower_a), ("start_b", tower_b), ("start_student", student)):
-        if describe_source(model) not in map(describe_source, out.values()):
-            out[label] = model
-    return out
-
-
-def _dev_scores(dev_file, folders: dict[str, Path], stages: list[str], starting: dict[str, Any], device=None) -> dict[str, dict]:
-    """Dev Spearman per genre and over all pairs (:func:`~jtcse.evaluation.sts.genre_spearman`) of each starting
-    model as it is (its own pooling) and of every model the stages built (the probe's twins aside)."""
-    from jtcse.evaluation.sts import genre_spearman, read_stsb_file
-    from jtcse.modeling.loading import load_model
-
-    pairs = read_stsb_file(dev_file)
-    scores = {}
-    for label, model in starting.items():
-        scores[label] = genre_spearman(load_model(model, role="encode", device=device), pairs)
-    for stage in stages:
-        if stage not in ("eval", "probe"):
-            scores[stage] = genre_spearman(load_model(folders[stage], role="encode", device=device), pairs)
-    return scores
-
-
-def format_table(table: list[dict[str, Any]]) -> str:
-    """The summary table as Markdown (dev Spearman ×100, as papers report it; Δ against the ``start`` row)."""
-    base = next((row["dev_spearman"] for row in table if row["stage"] == "start"), None)
-    lines = [
-        "| stage | status | seconds | dev Spearman ×100 | Δ vs start | output |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
-    ]
-    for row in table:
-        score = row["dev_spearman"]
-        scored = isinstance(score, (int, float))
-        shown = f"{100 * score:.2f}" if scored else "–"
-        delta = f"{100 * (score - base):+.2f}" if scored and isinstance(base, (int, float)) and row["stage"] != "start" else "–"
-        lines.append(f"| {row['stage']} | {row['status']} | {row['seconds']:.1f} | {shown} | {delta} | {row['output']} |")
-    genres = list(dict.fromkeys(g for row in table for g in (row.get("dev_genres") or {})))
-    if genres:  # a second table: the same models per genre, so no kind of text is traded for another
-        start = next((row.get("dev_genres") or {} for row in table if row["stage"] == "start"), {})
-        lines += ["", "| stage | " + " | ".join(f"{g} ×100 (Δ vs start)" for g in genres) + " |",
-                  "| --- |" + " ---: |" * len(genres)]
-        for row in table:
-            scores = row.get("dev_genres")
-            if not scores:
-                continue
-            cells = []
-            for g in genres:
-                value, base_g = scores.get(g), start.get(g)
-                delta = f" ({100 * (value - base_g):+.2f})" if value is not None and base_g is not None and row["stage"] != "start" else ""
-                cells.append("–" if value is None else f"{100 * value:.2f}{delta}")
-            lines.append(f"| {row['stage']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

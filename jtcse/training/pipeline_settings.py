@@ -27,7 +27,11 @@ from jtcse.training.twin import TWIN_SETTINGS, train_twin
 UNTIL = ("warmup", "twin", "ensemble", "distill", "eval")
 """The stages a run may stop after (``--until``)."""
 
-STAGE_DEFAULTS: dict[str, TrainingSettings] = {"warmup": SIMCSE_SETTINGS, "twin": TWIN_SETTINGS, "distill": DISTILL_SETTINGS}
+STAGE_DEFAULTS: dict[str, TrainingSettings] = {
+    "warmup": SIMCSE_SETTINGS,
+    "twin": TWIN_SETTINGS,
+    "distill": DISTILL_SETTINGS,
+}
 """Each stage's training settings unless the caller gives them: its trainer's preset, the CPU recipe of
 ``evaluation/DEFAULTS.md`` (a warm-up is one pass of plain SimCSE; the twin trains briefly at a low learning rate,
 which measured least harmful to pre-trained towers; the distillation is two passes over the corpus). Each number lives in
@@ -51,14 +55,19 @@ def stage_settings(stage: str, given: Mapping[str, Any] | None) -> tuple[Trainin
     and the trainer's other keywords (``cael_every`` and the loss weights for the twin, ``objective`` for the
     distillation). A name that is neither is an error naming the valid ones."""
     names = {f.name for f in fields(TrainingSettings)}
-    keywords = [p.name for p in inspect.signature(TRAINERS[stage]).parameters.values()
-                if p.kind is p.KEYWORD_ONLY and p.name not in _SET_BY_THE_PIPELINE]
+    keywords = [
+        p.name
+        for p in inspect.signature(TRAINERS[stage]).parameters.values()
+        if p.kind is p.KEYWORD_ONLY and p.name not in _SET_BY_THE_PIPELINE
+    ]
     given = dict(given or {})
     unknown = sorted(set(given) - names - set(keywords))
     if unknown:
         raise JTCSEError(f"{unknown[0]!r} is not a {stage} setting; valid: {', '.join(sorted(names | set(keywords)))}.")
     chosen = {k: v for k, v in given.items() if k in names}
-    return STAGE_DEFAULTS[stage].given(None, chosen, f"{stage}_settings"), {k: v for k, v in given.items() if k not in names}
+    return STAGE_DEFAULTS[stage].given(None, chosen, f"{stage}_settings"), {
+        k: v for k, v in given.items() if k not in names
+    }
 
 
 def check_settings(
@@ -87,7 +96,9 @@ def check_settings(
     if until not in UNTIL:
         raise JTCSEError(f"--until must be one of warmup, twin, ensemble, distill, eval (got {until!r}).")
     if ensemble is False and ensemble_with:
-        raise JTCSEError("ensemble=False (--no-ensemble) and models to ensemble with (--ensemble-with) contradict each other.")
+        raise JTCSEError(
+            "ensemble=False (--no-ensemble) and models to ensemble with (--ensemble-with) contradict each other."
+        )
     if isinstance(probe_steps, bool) or not isinstance(probe_steps, int) or probe_steps < 1:
         raise JTCSEError(f"probe steps must be at least 1 (got {probe_steps!r}).")
     if twin not in (None, True, False):
@@ -97,8 +108,10 @@ def check_settings(
         raise JTCSEError("a twin learning rate was given and a selection file to probe for one; give one of them.")
     if not probe_learning_rates or not all(isinstance(lr, (int, float)) and lr > 0 for lr in probe_learning_rates):
         raise JTCSEError(f"probe learning rates must be positive numbers (got {list(probe_learning_rates)!r}).")
-    settings = {stage: stage_settings(stage, given)
-                for stage, given in (("warmup", warmup_settings), ("twin", twin_settings), ("distill", distill_settings))}
+    settings = {
+        stage: stage_settings(stage, given)
+        for stage, given in (("warmup", warmup_settings), ("twin", twin_settings), ("distill", distill_settings))
+    }
     if "objective" in settings["distill"][1]:
         check_objective(settings["distill"][1]["objective"])
     return settings

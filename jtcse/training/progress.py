@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
+
 from jtcse.locking import crash_point
 from jtcse.training.run_dir import checkpoint_state
 

@@ -72,10 +72,13 @@ def checkpoint_state(checkpoint: str | Path) -> dict[str, Any] | None:
 def newest_checkpoint(output_dir: str | Path) -> tuple[Path | None, dict[str, Any] | None, list[Path]]:
     """``(checkpoint, its trainer state, incomplete checkpoints newer than it)`` in ``<output_dir>/checkpoints``;
     ``(None, None, [...])`` when no checkpoint there is complete."""
+
     def step(path: Path) -> int:
         return int(path.name.rsplit("-", 1)[1])
 
-    folders = [p for p in checkpoints_dir(output_dir).glob("checkpoint-*") if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()]
+    folders = [
+        p for p in checkpoints_dir(output_dir).glob("checkpoint-*") if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()
+    ]
     partial: list[Path] = []
     for folder in sorted(folders, key=step, reverse=True):
         state = checkpoint_state(folder)

@@ -39,12 +39,20 @@ def selection_pairs(selection_file, dev_file):
             f"file {dev_file}; choose on data that is not reported (e.g. STS-B train for STS-B dev)."
         )
     if shared:
-        logger.warning("%d of the %d pairs of the selection file %s are also in the dev file %s; they are left out of "
-                       "every choice.", shared, len(selection), selection_file, dev_file)
+        logger.warning(
+            "%d of the %d pairs of the selection file %s are also in the dev file %s; they are left out of "
+            "every choice.",
+            shared,
+            len(selection),
+            selection_file,
+            dev_file,
+        )
     return kept
 
 
-def choose_weights(members: Sequence[str | Path], start_index: int, pairs, grid: Sequence[float] = WEIGHT_GRID, device=None):
+def choose_weights(
+    members: Sequence[str | Path], start_index: int, pairs, grid: Sequence[float] = WEIGHT_GRID, device=None
+):
     """``(weights, {weight: Spearman})``: the concat-ensemble weights of ``members`` best on ``pairs``, the member at
     ``start_index`` (the starting model) at 1 and every other member at one common weight from ``grid``.
 
@@ -58,11 +66,13 @@ def choose_weights(members: Sequence[str | Path], start_index: int, pairs, grid:
     from jtcse.modeling.loading import load_model
 
     sentences = pairs.sentences1 + pairs.sentences2
-    cosines = [paired_cosine(encode_unique(load_model(m, role="encode", device=device), sentences), pairs) for m in members]
+    cosines = [
+        paired_cosine(encode_unique(load_model(m, role="encode", device=device), sentences), pairs) for m in members
+    ]
     scores = {}
     for w in grid:
         weights = np.array([1.0 if i == start_index else w for i in range(len(members))])
-        cos = sum(x * x * c for x, c in zip(weights, cosines)) / float((weights**2).sum())
+        cos = sum(x * x * c for x, c in zip(weights, cosines, strict=True)) / float((weights**2).sum())
         scores[w] = float(spearmanr(cos, pairs.scores).statistic)
     best = max(grid, key=lambda w: scores[w])
     return [1.0 if i == start_index else best for i in range(len(members))], scores

@@ -45,7 +45,16 @@ MIN_SEQ_LENGTH = 4
 """Room for the special tokens and at least two word pieces."""
 
 
-_RECORDED = ("batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "eval_steps", "warmup_ratio")
+_RECORDED = (
+    "batch_size",
+    "max_seq_length",
+    "learning_rate",
+    "epochs",
+    "max_steps",
+    "seed",
+    "eval_steps",
+    "warmup_ratio",
+)
 
 
 @dataclass(frozen=True)

@@ -110,5 +110,9 @@ def _write_cache(targets: TeacherTargets) -> None:
     with atomic_path(targets.cache_path) as tmp:
         with tmp.open("wb") as handle:
             np.save(handle, targets.embeddings)
-    note = {"teacher": targets.teacher_key, "sentences": len(targets.embeddings), "dimension": int(targets.embeddings.shape[1])}
+    note = {
+        "teacher": targets.teacher_key,
+        "sentences": len(targets.embeddings),
+        "dimension": int(targets.embeddings.shape[1]),
+    }
     atomic_write_json(targets.cache_path.with_suffix(".json"), note)

@@ -96,7 +96,6 @@ def train_twin(
     records the length used).
     """
     from jtcse.losses.registry import check_mini_batch_size
-
     from jtcse.modeling.loading import check_pooling
 
     settings = TWIN_SETTINGS.given(settings, training, "train_twin")
@@ -142,8 +141,12 @@ def train_twin(
     set_training_length(model, settings, "twin")
     data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
     terms = dict(
-        temperature=temperature, nce_weight=nce_weight, icnce_weight=icnce_weight, ictm_weight=ictm_weight,
-        seed=settings.seed, gather_across_devices=gather_across_devices,
+        temperature=temperature,
+        nce_weight=nce_weight,
+        icnce_weight=icnce_weight,
+        ictm_weight=ictm_weight,
+        seed=settings.seed,
+        gather_across_devices=gather_across_devices,
     )
     if mini_batch_size is None:
         base = JTCSELoss(model, **terms)

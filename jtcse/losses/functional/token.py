@@ -16,7 +16,7 @@ that stays attached to the graph even when no sequence contributes a term (then 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -52,9 +52,7 @@ def _check_tokens(emb: Tensor, mask: Tensor, who: str) -> None:
     if emb.dim() != 3:
         raise ValueError(f"{who}: embeddings must be (batch, tokens, dim), got shape {tuple(emb.shape)}")
     if mask.shape != emb.shape[:2]:
-        raise ValueError(
-            f"{who}: mask must be (batch, tokens) = {tuple(emb.shape[:2])}, got shape {tuple(mask.shape)}"
-        )
+        raise ValueError(f"{who}: mask must be (batch, tokens) = {tuple(emb.shape[:2])}, got shape {tuple(mask.shape)}")
 
 
 def _as_float(x: Tensor) -> Tensor:
@@ -132,9 +130,7 @@ def simreg(emb: Tensor, labels: Tensor, mask: Tensor, temperature: float = 0.01)
     return _mean_over(per_sequence, groups > 0)
 
 
-def simreg_chunked(
-    emb: Tensor, labels: Tensor, mask: Tensor, chunk_size: int, temperature: float = 0.01
-) -> Tensor:
+def simreg_chunked(emb: Tensor, labels: Tensor, mask: Tensor, chunk_size: int, temperature: float = 0.01) -> Tensor:
     """Chunk-wise SimReg: every run of ``chunk_size`` consecutive positions is its own sequence.
 
     A sequence of ``n`` tokens is cut into ``b = ⌈n / chunk_size⌉`` chunks (the last one padded);
@@ -203,9 +199,7 @@ def _dispersion_orthogonal(z: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
     return total / count.clamp(min=1), count > 0
 
 
-def _dispersion_l2_repel(
-    z: Tensor, valid: Tensor, temperature: float, norm_weight: float
-) -> tuple[Tensor, Tensor]:
+def _dispersion_l2_repel(z: Tensor, valid: Tensor, temperature: float, norm_weight: float) -> tuple[Tensor, Tensor]:
     pairs = _pair_mask(valid)
     sq_norm = z.square().sum(-1)  # (B, n)
     sq_dist = (sq_norm.unsqueeze(2) + sq_norm.unsqueeze(1) - 2.0 * (z @ z.transpose(1, 2))).clamp(min=0.0)

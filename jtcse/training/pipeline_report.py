@@ -1,0 +1,81 @@
+"""The pipeline's report: the models a run started from (the rows to beat), every model's dev Spearman over all
+pairs and per genre, and the summary table (``pipeline_summary.md``) of :func:`~jtcse.training.pipeline.run_pipeline`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def starting_models(tower_a, tower_b, student) -> dict[str, Any]:
+    """``{row label: model}`` of the distinct models the run started from: ``start`` is tower I's (the row to
+    beat), then tower II's and the student's when they are other models (``None``: the embedded MiniLM)."""
+    from jtcse.modeling.loading import describe_source
+
+    out: dict[str, Any] = {}
+    for label, model in (("start", tower_a), ("start_b", tower_b), ("start_student", student)):
+        if describe_source(model) not in map(describe_source, out.values()):
+            out[label] = model
+    return out
+
+
+def dev_scores(
+    dev_file, folders: dict[str, Path], stages: list[str], starting: dict[str, Any], device=None
+) -> dict[str, dict]:
+    """Dev Spearman per genre and over all pairs (:func:`~jtcse.evaluation.sts.genre_spearman`) of each starting
+    model as it is (its own pooling) and of every model the stages built (the probe's twins aside)."""
+    from jtcse.evaluation.sts import genre_spearman, read_stsb_file
+    from jtcse.modeling.loading import load_model
+
+    pairs = read_stsb_file(dev_file)
+    scores = {}
+    for label, model in starting.items():
+        scores[label] = genre_spearman(load_model(model, role="encode", device=device), pairs)
+    for stage in stages:
+        if stage not in ("eval", "probe"):
+            scores[stage] = genre_spearman(load_model(folders[stage], role="encode", device=device), pairs)
+    return scores
+
+
+def format_table(table: list[dict[str, Any]]) -> str:
+    """The summary table as Markdown (dev Spearman ×100, as papers report it; Δ against the ``start`` row)."""
+    base = next((row["dev_spearman"] for row in table if row["stage"] == "start"), None)
+    lines = [
+        "| stage | status | seconds | dev Spearman ×100 | Δ vs start | output |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for row in table:
+        score = row["dev_spearman"]
+        scored = isinstance(score, (int, float))
+        shown = f"{100 * score:.2f}" if scored else "–"
+        delta = (
+            f"{100 * (score - base):+.2f}"
+            if scored and isinstance(base, (int, float)) and row["stage"] != "start"
+            else "–"
+        )
+        lines.append(
+            f"| {row['stage']} | {row['status']} | {row['seconds']:.1f} | {shown} | {delta} | {row['output']} |"
+        )
+    genres = list(dict.fromkeys(g for row in table for g in (row.get("dev_genres") or {})))
+    if genres:  # a second table: the same models per genre, so no kind of text is traded for another
+        start = next((row.get("dev_genres") or {} for row in table if row["stage"] == "start"), {})
+        lines += [
+            "",
+            "| stage | " + " | ".join(f"{g} ×100 (Δ vs start)" for g in genres) + " |",
+            "| --- |" + " ---: |" * len(genres),
+        ]
+        for row in table:
+            scores = row.get("dev_genres")
+            if not scores:
+                continue
+            cells = []
+            for g in genres:
+                value, base_g = scores.get(g), start.get(g)
+                delta = (
+                    f" ({100 * (value - base_g):+.2f})"
+                    if value is not None and base_g is not None and row["stage"] != "start"
+                    else ""
+                )
+                cells.append("–" if value is None else f"{100 * value:.2f}{delta}")
+            lines.append(f"| {row['stage']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
