@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.cli import one_error_line, run_cli, run_python
+from helpers.cli import invoke_cli, one_error_line, run_python
 
 SENTENCES = [
     "A man is playing a guitar.",
@@ -180,7 +180,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
 
     runner = CliRunner()
     ens = tmp_path / "ens"
-    result = run_cli("ensemble", twin_dir, spread_bert, "-o", ens, "--combine", "sum", "--weights", "1,3")
+    result = invoke_cli("ensemble", twin_dir, spread_bert, "-o", ens, "--combine", "sum", "--weights", "1,3")
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout)
     assert (summary["dimension"], summary["weights"], summary["combine"]) == (32, [1.0, 3.0], "sum")
@@ -250,7 +250,7 @@ def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert
         "combine": [tiny_bert, narrow_roberta, "--combine", "max"],
     }[case]
     out = tmp_path / "out"
-    line = one_error_line(run_cli("ensemble", *args, "-o", out))
+    line = one_error_line(invoke_cli("ensemble", *args, "-o", out))
     assert expected in line, line
     assert not out.exists()
 
