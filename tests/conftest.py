@@ -58,6 +58,19 @@ def tiny_roberta_b(shared_root) -> str:
 
 
 @pytest.fixture(scope="session")
+def twin_dir(shared_root, tiny_bert, tiny_bert_b) -> str:
+    """A saved, untrained twin of ``tiny_bert`` and ``tiny_bert_b`` (CAEL every 2 layers, 32 tokens), built once per
+    run; read-only (copy it to change it). Tests whose subject is building or saving a twin build their own."""
+
+    def build(folder: Path) -> None:
+        from jtcse.modeling.build import build_twin
+
+        build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=32, device="cpu").save(str(folder / "twin"))
+
+    return str(built_once(shared_root, "twin", build) / "twin")
+
+
+@pytest.fixture(scope="session")
 def minilm_path() -> str:
     from jtcse.defaults import default_tower_path
 

@@ -46,15 +46,6 @@ def spread_bert(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def twin_dir(tiny_bert, tiny_bert_b, tmp_path_factory) -> str:
-    from jtcse.modeling.build import build_twin
-
-    out = tmp_path_factory.mktemp("twin") / "twin"
-    build_twin(tiny_bert, tiny_bert_b, device="cpu").save(str(out))
-    return str(out)
-
-
-@pytest.fixture(scope="module")
 def ensemble_dir(twin_dir, narrow_roberta, mean_bert, tmp_path_factory) -> str:
     """A saved 3-member concat ensemble: a twin, a RoBERTa of width 16, a mean-pooled BERT; weights 1, 2, 0.5."""
     from jtcse.training.ensemble import save_ensemble

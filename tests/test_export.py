@@ -31,15 +31,6 @@ OPENVINO = _installed("optimum.intel") and _installed("openvino")
 
 
 @pytest.fixture(scope="module")
-def twin_dir(tmp_path_factory, tiny_bert, tiny_bert_b):
-    from jtcse import build_twin
-
-    path = tmp_path_factory.mktemp("twin") / "twin"
-    build_twin(tiny_bert, tiny_bert_b, cael_every=None).save(str(path))
-    return path
-
-
-@pytest.fixture(scope="module")
 def ensemble_dir(tmp_path_factory, tiny_bert, tiny_bert_b):
     from jtcse.modeling.build import build_ensemble
 
