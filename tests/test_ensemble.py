@@ -63,6 +63,7 @@ def _encode(model, sentences=SENTENCES) -> np.ndarray:
     return model.encode(sentences, convert_to_numpy=True, batch_size=3)
 
 
+@pytest.mark.slow
 def test_concat_sum_and_weights_match_the_members_own_encodes(
     twin_dir, tiny_bert, tiny_roberta, narrow_roberta, mean_bert
 ):
@@ -142,6 +143,7 @@ def test_save_then_load_in_a_fresh_process_encodes_the_same(ensemble_dir, tmp_pa
     assert in_memory.shape == (len(SENTENCES), 80)
 
 
+@pytest.mark.slow
 def test_load_model_refuses_a_member_with_foreign_module_classes(ensemble_dir, tmp_path):
     import shutil
 

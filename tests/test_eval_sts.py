@@ -292,6 +292,7 @@ def test_the_senteval_stsb_task_reports_its_genres(senteval_dir, genre_file):
     assert f"STSB per genre: main-captions {percent(expected['main-captions']):.2f}, main-news" in report.table()
 
 
+@pytest.mark.slow
 def test_cli_scores_one_stsb_file_over_all_pairs_and_per_genre(genre_file, tiny_bert, tmp_path):
     from typer.testing import CliRunner
 

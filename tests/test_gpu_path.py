@@ -177,6 +177,7 @@ def _parse(path: tuple[str, ...], args: list[str]):
     return command.make_context(path[-1], args)
 
 
+@pytest.mark.slow
 def test_every_command_with_a_device_option_checks_it_when_parsed():
     import typer
 

@@ -69,6 +69,7 @@ def test_run_cli_runs_this_checkouts_command_line(tmp_path):
 
 
 @pytest.mark.cli
+@pytest.mark.slow
 def test_invoke_cli_answers_as_the_child_process_does(tmp_path):
     """Same exit status, stdout and stderr as ``run_cli`` for a refused command, a warning and ``--help``; the
     environment and working folder are the call's alone."""

@@ -481,6 +481,7 @@ def test_mining_bad_inputs(tmp_path, tiny_bert):
 # ------------------------------------------------------------------ CLI
 
 
+@pytest.mark.slow
 def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
     from typer.testing import CliRunner
 

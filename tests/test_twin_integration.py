@@ -8,6 +8,7 @@ import pytest
 SENTENCES = ["A man plays a guitar.", "Two dogs run in the snow.", "It rains.", "The market fell sharply today."]
 
 
+@pytest.mark.slow
 def test_eval_loader_opens_a_twin_and_encodes_the_same(twin_dir):
     from jtcse.modeling.loading import load_model
 

@@ -35,6 +35,7 @@ def _features(model, sentences=SENTENCES):
     return model.preprocess(sentences)
 
 
+@pytest.mark.slow
 def test_encode_is_the_sum_of_the_towers_cls(towers):
     from sentence_transformers import SentenceTransformer
 
@@ -134,6 +135,7 @@ def test_icnce_on_the_cross_stream_reaches_anchor_qk_and_partner_v(tiny_bert, ti
     assert all(has_grad(q) for q in lower)  # through the shared primitive stream into both towers
 
 
+@pytest.mark.slow
 def test_cael_every_never_changes_inference(tiny_bert, tiny_bert_b):
     twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2)
     reference = twin.encode(SENTENCES)
@@ -204,6 +206,7 @@ def wide_bert(tmp_path_factory):
     return make_tiny_tower(tmp_path_factory.mktemp("towers") / "bert_wide", "bert", hidden=48)
 
 
+@pytest.mark.slow
 def test_mismatched_towers_are_refused(tiny_bert, tiny_roberta, two_layer_bert, wide_bert):
     with pytest.raises(ValueError, match="model type"):
         build_twin(tiny_bert, tiny_roberta)
@@ -239,6 +242,7 @@ def cased_bert(tmp_path_factory, tiny_bert):
     return str(out)
 
 
+@pytest.mark.slow
 def test_cased_and_uncased_towers_are_refused(tiny_bert, tiny_bert_b, cased_bert):
     from transformers import AutoTokenizer
 
@@ -273,6 +277,7 @@ def test_bad_cael_every(tiny_bert, tiny_bert_b, bad):
         build_twin(tiny_bert, tiny_bert_b, cael_every=bad)
 
 
+@pytest.mark.slow
 def test_bad_tower_paths(tmp_path, tiny_bert, tiny_bert_b):
     with pytest.raises(JTCSEError, match="tower model not found"):
         build_twin(str(tmp_path / "nope"), tiny_bert)

@@ -97,6 +97,7 @@ def test_loss_terms_match_a_float64_reference_built_by_hand(tiny_bert, tiny_bert
     assert expected["ictm"] > 0 and expected["icnce"] > 0
 
 
+@pytest.mark.slow
 def test_mean_and_cls_twins_differ_and_the_mean_skips_padding(tiny_bert, tiny_bert_b):
     mean = build_twin(tiny_bert, tiny_bert_b, pooling="mean")
     cls = build_twin(tiny_bert, tiny_bert_b, pooling="cls")
@@ -144,6 +145,7 @@ def pooled_towers(tiny_bert, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_default_pooling_is_the_towers_own_else_cls(tiny_bert, pooled_towers, minilm_path):
     assert build_twin(tiny_bert, tiny_bert)[0].pooling == "cls"  # saved with CLS pooling
     assert build_twin(pooled_towers["mean"], pooled_towers["mean"])[0].pooling == "mean"
@@ -152,6 +154,7 @@ def test_default_pooling_is_the_towers_own_else_cls(tiny_bert, pooled_towers, mi
     assert build_twin(None, None)[0].pooling == "mean"  # the embedded MiniLM pools mean
 
 
+@pytest.mark.slow
 def test_unsupported_or_mismatched_pooling_is_refused_with_the_reason(tiny_bert, pooled_towers):
     with pytest.raises(JTCSEError, match=r"pools with 'weightedmean'.*pooling='cls' or pooling='mean'"):
         build_twin(pooled_towers["weightedmean"], pooled_towers["weightedmean"])
@@ -189,6 +192,7 @@ np.save({str(out)!r}, model.encode({VIEW_A!r}))
     np.testing.assert_allclose(np.load(out), model.encode(VIEW_A), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_twin_saved_before_pooling_was_a_choice_loads_as_cls(tiny_bert, tiny_bert_b, tmp_path):
     from jtcse.modeling.loading import load_model
 

@@ -9,8 +9,8 @@
   ``rtt.google`` points the googletrans backend at it;
 - ``spread_towers``: tiny towers whose CLS vectors differ between sentences (trainable in a few steps).
 
-Markers (registered in pytest.ini, ``--strict-markers``): ``slow`` (trains, or starts a child process that
-imports torch: more than a few seconds), ``cli`` (runs the ``jtcse`` command line), ``network_stub`` (uses
-the stand-in server; set automatically by its fixtures), ``distributed`` (torchrun). The fast subset:
-``bash scripts/test.sh -m "not slow"``.
+Markers (registered in pytest.ini, ``--strict-markers``): ``slow`` (trains, starts a child process that
+imports torch, or takes more than about a quarter second of CPU), ``cli`` (runs the ``jtcse`` command line),
+``network_stub`` (uses the stand-in server; set automatically by its fixtures), ``distributed`` (torchrun).
+The fast subset: ``bash scripts/test.sh -m "not slow"``.
 """
