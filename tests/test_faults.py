@@ -251,16 +251,18 @@ def _trainer_args(command: str, towers: tuple[str, str], corpus: Path, out: Path
 def uninterrupted(tiny_bert, tiny_bert_b, shared_root):
     """``get(command) -> (output, corpus)``: one uninterrupted run per command, made on first use and shared by the
     xdist workers (:func:`helpers.shared.built_once`); read-only, a test that changes one works on a copy."""
-    corpus = built_once(
-        shared_root, "faults_corpus", lambda folder: (folder / "corpus.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
-    ) / "corpus.txt"
 
-    def build(command: str, folder: Path) -> None:
-        result = run_cli(*_trainer_args(command, (tiny_bert, tiny_bert_b), corpus, folder / command))
-        assert result.returncode == 0, result.stderr[-3000:]
+    def write_corpus(folder: Path) -> None:
+        (folder / "corpus.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+
+    corpus = built_once(shared_root, "faults_corpus", write_corpus) / "corpus.txt"
 
     def get(command: str) -> tuple[Path, Path]:
-        return built_once(shared_root, f"faults_uninterrupted_{command}", lambda folder: build(command, folder)) / command, corpus
+        def build(folder: Path) -> None:
+            result = run_cli(*_trainer_args(command, (tiny_bert, tiny_bert_b), corpus, folder / command))
+            assert result.returncode == 0, result.stderr[-3000:]
+
+        return built_once(shared_root, f"faults_uninterrupted_{command}", build) / command, corpus
 
     return get
 
