@@ -1,12 +1,23 @@
 # Shared set-up for the scripts: a virtual environment (.venv, or $JTCSE_VENV) with the CPU build of torch
 # pinned *before* the package, so pip never pulls the multi-GB CUDA wheels.
 # Usage: source scripts/_env.sh [extras]     (extras e.g. "dev")
+# JTCSE_VENV names the virtualenv (default .venv); JTCSE_BASE_VENV, when set, layers a new one on that installed one.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
 VENV=${JTCSE_VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
+  if [ -n "${JTCSE_BASE_VENV:-}" ]; then
+    # Layered on an installed virtualenv (.ci/run: .venv-openvino on .venv): its site-packages come after this
+    # one's on sys.path, so pip installs here only what differs (optimum-intel, openvino, transformers <5.6, ...)
+    # and reuses the rest (torch and most dependencies) instead of unpacking them a second time.
+    base=$(cd "$JTCSE_BASE_VENV" && pwd)/$(cd "$JTCSE_BASE_VENV" && echo lib/python3*/site-packages)
+    own=$(echo "$VENV"/lib/python3*/site-packages)
+    if [ -d "$base" ] && [ -d "$own" ]; then
+      echo "$base" > "$own/_jtcse_base_venv.pth"
+    fi
+  fi
 fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"

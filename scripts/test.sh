@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the test suite (pytest.ini: tests/, strict markers); arguments go to pytest.
-#   bash scripts/test.sh                 everything
+#   bash scripts/test.sh                 everything, in parallel (pytest-xdist: -n auto --dist loadgroup)
 #   bash scripts/test.sh -m "not slow"   the fast subset (maths, readers, errors; no training, no torch subprocesses)
+#   bash scripts/test.sh -n 0            one process (or -p no:xdist); a later -n overrides the default
 #   bash scripts/test.sh --export        the real OpenVINO conversions (marker export) in their own virtualenv,
 #                                        .venv-openvino (jtcse[openvino-tests]: optimum-intel caps transformers <5.6)
 # Installs jtcse with its test extras into the virtualenv first, unless it already holds an install newer than setup.py.
@@ -32,4 +33,12 @@ else
 fi
 # The test towers are tiny: one BLAS thread per process is as fast and does not fight over shared cores.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-python -m pytest -q "$@"
+# In parallel by default: one worker per core; tests sharing a port or folder carry @pytest.mark.xdist_group.
+parallel=(-n auto --dist loadgroup)
+for arg in "$@"; do
+  case "$arg" in no:xdist | -pno:xdist) parallel=() ;; esac
+done
+if [ ${#parallel[@]} -gt 0 ] && ! python -c "import xdist" 2>/dev/null; then
+  parallel=()  # .venv-openvino (jtcse[openvino-tests]) has no pytest-xdist: its few export tests run serially
+fi
+python -m pytest -q "${parallel[@]}" "$@"

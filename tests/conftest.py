@@ -15,6 +15,7 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 
 import pytest
 
+from helpers.shared import built_once, run_root
 from helpers.sts import write_stsb
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -22,34 +23,51 @@ SHARED_DATA = SHARED / "data"
 
 
 @pytest.fixture(scope="session")
-def tiny_bert(tmp_path_factory) -> str:
+def shared_root(tmp_path_factory) -> Path:
+    """This run's folder for artefacts built once and shared by every xdist worker (:mod:`helpers.shared`)."""
+    return run_root(tmp_path_factory)
+
+
+def _tiny_tower(root: Path, name: str, arch: str, **options) -> str:
+    from jtcse.testing import make_tiny_tower
+
+    return str(built_once(root, name, lambda folder: make_tiny_tower(folder / name, arch, **options)) / name)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(shared_root) -> str:
     """4-layer, hidden-32 random BERT tower (WordPiece tokenizer of the embedded MiniLM)."""
-    from jtcse.testing import make_tiny_tower
-
-    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "bert_a", "bert", seed=0)
+    return _tiny_tower(shared_root, "bert_a", "bert", seed=0)
 
 
 @pytest.fixture(scope="session")
-def tiny_bert_b(tmp_path_factory) -> str:
+def tiny_bert_b(shared_root) -> str:
     """A second tiny BERT tower, same shape and tokenizer, other weights."""
-    from jtcse.testing import make_tiny_tower
-
-    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "bert_b", "bert", seed=1)
+    return _tiny_tower(shared_root, "bert_b", "bert", seed=1)
 
 
 @pytest.fixture(scope="session")
-def tiny_roberta(tmp_path_factory) -> str:
+def tiny_roberta(shared_root) -> str:
     """4-layer, hidden-32 random RoBERTa tower (byte-level BPE trained on stdlib prose)."""
-    from jtcse.testing import make_tiny_tower
-
-    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "roberta_a", "roberta", seed=0)
+    return _tiny_tower(shared_root, "roberta_a", "roberta", seed=0)
 
 
 @pytest.fixture(scope="session")
-def tiny_roberta_b(tmp_path_factory) -> str:
-    from jtcse.testing import make_tiny_tower
+def tiny_roberta_b(shared_root) -> str:
+    return _tiny_tower(shared_root, "roberta_b", "roberta", seed=1)
 
-    return make_tiny_tower(tmp_path_factory.mktemp("towers") / "roberta_b", "roberta", seed=1)
+
+@pytest.fixture(scope="session")
+def twin_dir(shared_root, tiny_bert, tiny_bert_b) -> str:
+    """A saved, untrained twin of ``tiny_bert`` and ``tiny_bert_b`` (CAEL every 2 layers, 32 tokens), built once per
+    run; read-only (copy it to change it). Tests whose subject is building or saving a twin build their own."""
+
+    def build(folder: Path) -> None:
+        from jtcse.modeling.build import build_twin
+
+        build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=32, device="cpu").save(str(folder / "twin"))
+
+    return str(built_once(shared_root, "twin", build) / "twin")
 
 
 @pytest.fixture(scope="session")

@@ -76,6 +76,7 @@ def _assert_same_step(expected, got):
 
 
 @pytest.mark.parametrize("mini_batch_size", [1, 3, len(SENTENCES), 100])
+@pytest.mark.slow
 def test_equals_jtcse_loss_with_dropout_off(no_dropout, mini_batch_size):
     model = no_dropout
     columns = [SENTENCES]

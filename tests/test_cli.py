@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.cli import one_error_line, run_cli, run_python
+from helpers.cli import invoke_cli, one_error_line, run_python
 
 pytestmark = pytest.mark.cli
 
@@ -13,7 +13,7 @@ COMMANDS = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose",
 
 
 def test_every_command_is_listed_in_help():
-    result = run_cli("--help")
+    result = invoke_cli("--help")
     assert result.returncode == 0, result.stderr
     listed = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("│ ") and len(line.split()) > 2]
     assert sorted(name for name in listed if name in COMMANDS) == sorted(COMMANDS)
@@ -108,19 +108,19 @@ def test_an_old_option_name_still_works_warns_once_and_is_hidden(path, needed, o
 
 
 def test_an_old_option_name_with_its_new_one_is_one_error_line(tmp_path):
-    line = one_error_line(run_cli("train", "--output-dir", tmp_path / "a", "-o", tmp_path / "b"))
+    line = one_error_line(invoke_cli("train", "--output-dir", tmp_path / "a", "-o", tmp_path / "b"))
     assert line == "Error: give -o/--output once (--output-dir is its old name)."
-    line = one_error_line(run_cli("train", "--lr", "1e-3", "--learning-rate", "2e-3"))
+    line = one_error_line(invoke_cli("train", "--lr", "1e-3", "--learning-rate", "2e-3"))
     assert line == "Error: give --learning-rate once (--lr is its old name)."
-    both = run_cli("index", "build", "-i", tmp_path / "c.txt", "--index", tmp_path / "i", "-o", tmp_path / "i")
+    both = invoke_cli("index", "build", "-i", tmp_path / "c.txt", "--index", tmp_path / "i", "-o", tmp_path / "i")
     assert one_error_line(both) == "Error: give -o/--output once (--index is its old name)."
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_distill_reads_corpus_and_train_file_is_its_hidden_old_name(tmp_path):
-    help_text = run_cli("distill", "--help").stdout
+    help_text = invoke_cli("distill", "--help").stdout
     assert "--corpus" in help_text and "--train-file" not in help_text
-    both = run_cli("distill", "-t", tmp_path / "t", "-o", tmp_path / "o", "--corpus", "a.txt", "--train-file", "b.txt")
+    both = invoke_cli("distill", "-t", tmp_path / "t", "-o", tmp_path / "o", "--corpus", "a.txt", "--train-file", "b.txt")
     assert one_error_line(both) == "Error: give --corpus once (--train-file is its old name)."
     assert not (tmp_path / "o").exists()
 
@@ -195,13 +195,13 @@ def test_other_trainer_defaults_are_read_from_the_trainer():
 @pytest.mark.slow
 def test_library_errors_become_one_line_and_jtcse_debug_shows_the_traceback(tmp_path, tiny_bert):
     missing = tmp_path / "no-model"
-    line = one_error_line(run_cli("diagnose", missing, "-o", tmp_path / "d"))  # FileNotFoundError
+    line = one_error_line(invoke_cli("diagnose", missing, "-o", tmp_path / "d"))  # FileNotFoundError
     assert line.startswith(f"Error: model not found: {missing}")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("one line\n", encoding="utf-8")
     args = ("encode", tiny_bert, "-i", corpus, "-o", tmp_path / "e.npy", "--device", "tpu9", "--no-progress")
-    assert one_error_line(run_cli(*args)) == "Error: unknown device 'tpu9': use cpu, cuda, cuda:N or mps"  # ValueError
-    debug = run_cli(*args, JTCSE_DEBUG=1)
+    assert one_error_line(invoke_cli(*args)) == "Error: unknown device 'tpu9': use cpu, cuda, cuda:N or mps"  # ValueError
+    debug = invoke_cli(*args, JTCSE_DEBUG=1)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "ValueError: unknown device" in debug.stderr
 
 
@@ -243,11 +243,11 @@ def test_a_pooling_other_than_cls_or_mean_is_refused_when_parsed():
 
 def test_pipeline_contradictions_are_one_line_before_anything_is_written(tmp_path):
     out = tmp_path / "out"
-    line = one_error_line(run_cli("pipeline", "-o", out, "--no-ensemble", "--ensemble-with", "some-model"))
+    line = one_error_line(invoke_cli("pipeline", "-o", out, "--no-ensemble", "--ensemble-with", "some-model"))
     assert line == (
         "Error: ensemble=False (--no-ensemble) and models to ensemble with (--ensemble-with) contradict each other."
     )
-    assert one_error_line(run_cli("pipeline", "-o", out, "--pooling", "weightedmean")) == (
+    assert one_error_line(invoke_cli("pipeline", "-o", out, "--pooling", "weightedmean")) == (
         "Error: --pooling must be one of cls, mean (got 'weightedmean')."
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == []

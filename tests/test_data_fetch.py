@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import one_error_line, run_cli
+from helpers.cli import invoke_cli, one_error_line
 from helpers.file_server import FileServer
 from helpers.files import snapshot
 from helpers.sts import LetterCounts, write_senteval_dir, write_stsb
@@ -298,23 +298,23 @@ def test_an_archive_that_escapes_or_lacks_the_kept_entries_is_refused(tmp_path, 
 def test_cli_fetch_reports_done_then_nothing_to_do_and_refuses_a_foreign_folder(tmp_path, server):
     manifest = corpus_manifest(tmp_path, server)
     out = tmp_path / "corpus"
-    first = run_cli("data", "fetch", "corpus", "--to", out, "--manifest", manifest, "--no-progress", timeout=120)
+    first = invoke_cli("data", "fetch", "corpus", "--to", out, "--manifest", manifest, "--no-progress")
     assert first.returncode == 0, first.stderr
     assert f"corpus written to {out}: corpus.txt" in first.stdout
-    second = run_cli("data", "fetch", "corpus", "-o", out, "--manifest", manifest, timeout=120)
+    second = invoke_cli("data", "fetch", "corpus", "-o", out, "--manifest", manifest)
     assert second.returncode == 0 and "already in" in second.stdout
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x").write_text("x", encoding="utf-8")
-    refused = run_cli("data", "fetch", "corpus", "-o", tmp_path / "other", "--manifest", manifest, timeout=120)
+    refused = invoke_cli("data", "fetch", "corpus", "-o", tmp_path / "other", "--manifest", manifest)
     assert one_error_line(refused).startswith(f"Error: {tmp_path / 'other'} is not empty (x)")
 
 
 @pytest.mark.cli
 def test_cli_help_teaches_every_dataset_of_the_manifest():
-    result = run_cli("data", "fetch", "--help", timeout=120, COLUMNS=100)
+    result = invoke_cli("data", "fetch", "--help", COLUMNS=100)
     assert result.returncode == 0, result.stderr
     for name, entry in load_manifest().datasets.items():
         assert name in result.stdout, name
     assert "data/README.md" in result.stdout and "Example: jtcse data fetch wiki1m -o" in result.stdout
-    listing = run_cli("data", "list", timeout=120)
+    listing = invoke_cli("data", "list")
     assert listing.returncode == 0 and "wiki1m" in listing.stdout and "needs --allow-unpinned" in listing.stdout

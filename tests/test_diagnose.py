@@ -115,6 +115,7 @@ def test_layer_statistics_match_hidden_states(tiny_bert):
     assert np.all(rows[:3] <= 1 + 1e-6)
 
 
+@pytest.mark.slow
 def test_run_diagnostics_report_and_pngs(tiny_bert, tmp_path):
     from jtcse.evaluation.diagnostics import run_diagnostics
     from jtcse.modeling.loading import load_model
@@ -174,6 +175,7 @@ def test_twin_is_inspected_per_tower(tiny_bert, tiny_bert_b):
         encoders_of([torch.nn.Linear(2, 2)])
 
 
+@pytest.mark.slow
 def test_cli_diagnose(tiny_bert, tmp_path):
     from typer.testing import CliRunner
 
@@ -194,6 +196,7 @@ def test_cli_diagnose(tiny_bert, tmp_path):
     assert isinstance(result.exception, JTCSEError) and "at least 2 sentences" in str(result.exception)
 
 
+@pytest.mark.slow
 def test_cli_diagnose_clamps_max_length_to_the_position_table(tiny_bert, tmp_path):
     from typer.testing import CliRunner
 

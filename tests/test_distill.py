@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from transformers import TrainerCallback
 
-from helpers.cli import run_cli, run_python
+from helpers.cli import invoke_cli, run_python
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.training.distill import distill
@@ -303,9 +303,7 @@ def test_cli_default_objective_is_the_librarys():
 @pytest.mark.slow
 @pytest.mark.cli
 def test_cli_reports_a_missing_teacher_in_one_line(tmp_path):
-    result = run_cli(
-        "distill", "--teacher", tmp_path / "nope", "-o", tmp_path / "out", "--train-file", REPO / "setup.py", timeout=300
-    )
+    result = invoke_cli("distill", "--teacher", tmp_path / "nope", "-o", tmp_path / "out", "--train-file", REPO / "setup.py")
     assert result.returncode == 2  # --train-file: the old name of --corpus, still working
     assert result.stderr.splitlines() == [
         "DeprecationWarning: --train-file is deprecated; use --corpus.",

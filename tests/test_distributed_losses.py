@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from helpers.cli import REPO, subprocess_env
+from helpers.shared import built_once
 
 WORKER = REPO / "tests" / "helpers" / "ddp_loss_worker.py"
 
@@ -20,13 +21,18 @@ def _run(command, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-@pytest.fixture(scope="module")
-def runs(tiny_bert, tiny_bert_b, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ddp")
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    _run([*torchrun, str(WORKER), tiny_bert, tiny_bert_b, str(tmp / "two.pt")], tmp)
-    _run([sys.executable, str(WORKER), tiny_bert, tiny_bert_b, str(tmp / "one.pt")], tmp)
-    return torch.load(tmp / "two.pt"), torch.load(tmp / "one.pt")
+@pytest.fixture(scope="session")
+def runs(tiny_bert, tiny_bert_b, shared_root):
+    """The worker's results: a two-process torchrun step and one process over the global batch (made once per run,
+    shared by the xdist workers)."""
+
+    def build(folder):
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+        _run([*torchrun, str(WORKER), tiny_bert, tiny_bert_b, str(folder / "two.pt")], folder)
+        _run([sys.executable, str(WORKER), tiny_bert, tiny_bert_b, str(folder / "one.pt")], folder)
+
+    folder = built_once(shared_root, "ddp_loss_runs", build)
+    return torch.load(folder / "two.pt"), torch.load(folder / "one.pt")
 
 
 def _max_difference(a, b):

@@ -302,12 +302,13 @@ def _state(pid: int) -> str:
 @pytest.mark.slow
 def test_accelerate_launch_runs_two_processes_on_the_cpu(tmp_path, tiny_bert, tiny_bert_b, corpus):
     """accelerate 1.15 starts several local processes with --multi_gpu (torchrun underneath); jtcse then
-    trains them with gloo on the CPU. (``--cpu --num_processes N`` starts one process without MPI.)"""
+    trains them with gloo on the CPU. (``--cpu --num_processes N`` starts one process without MPI.) Port 0: a free
+    port, not accelerate's default 29500, so that launches running side by side (pytest-xdist) do not collide."""
     out = tmp_path / "twin"
     run = subprocess.run(
         [
             sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--num_machines", "1", "--main_process_port", "0", "--mixed_precision", "no", "--dynamo_backend", "no",
             "-m", "jtcse", "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", str(corpus),
             "-o", str(out), "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "2",
         ],

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.cli import one_error_line, run_cli, run_python
+from helpers.cli import invoke_cli, one_error_line, run_python
 
 SENTENCES = [
     "A man is playing a guitar.",
@@ -46,15 +46,6 @@ def spread_bert(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def twin_dir(tiny_bert, tiny_bert_b, tmp_path_factory) -> str:
-    from jtcse.modeling.build import build_twin
-
-    out = tmp_path_factory.mktemp("twin") / "twin"
-    build_twin(tiny_bert, tiny_bert_b, device="cpu").save(str(out))
-    return str(out)
-
-
-@pytest.fixture(scope="module")
 def ensemble_dir(twin_dir, narrow_roberta, mean_bert, tmp_path_factory) -> str:
     """A saved 3-member concat ensemble: a twin, a RoBERTa of width 16, a mean-pooled BERT; weights 1, 2, 0.5."""
     from jtcse.training.ensemble import save_ensemble
@@ -72,6 +63,7 @@ def _encode(model, sentences=SENTENCES) -> np.ndarray:
     return model.encode(sentences, convert_to_numpy=True, batch_size=3)
 
 
+@pytest.mark.slow
 def test_concat_sum_and_weights_match_the_members_own_encodes(
     twin_dir, tiny_bert, tiny_roberta, narrow_roberta, mean_bert
 ):
@@ -151,6 +143,7 @@ def test_save_then_load_in_a_fresh_process_encodes_the_same(ensemble_dir, tmp_pa
     assert in_memory.shape == (len(SENTENCES), 80)
 
 
+@pytest.mark.slow
 def test_load_model_refuses_a_member_with_foreign_module_classes(ensemble_dir, tmp_path):
     import shutil
 
@@ -180,7 +173,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
 
     runner = CliRunner()
     ens = tmp_path / "ens"
-    result = run_cli("ensemble", twin_dir, spread_bert, "-o", ens, "--combine", "sum", "--weights", "1,3")
+    result = invoke_cli("ensemble", twin_dir, spread_bert, "-o", ens, "--combine", "sum", "--weights", "1,3")
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads(result.stdout)
     assert (summary["dimension"], summary["weights"], summary["combine"]) == (32, [1.0, 3.0], "sum")
@@ -250,7 +243,7 @@ def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert
         "combine": [tiny_bert, narrow_roberta, "--combine", "max"],
     }[case]
     out = tmp_path / "out"
-    line = one_error_line(run_cli("ensemble", *args, "-o", out))
+    line = one_error_line(invoke_cli("ensemble", *args, "-o", out))
     assert expected in line, line
     assert not out.exists()
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from helpers.cli import run_cli
+from helpers.cli import invoke_cli
 from helpers.sts import LETTERS, LetterCounts, write_senteval_dir
 from jtcse.errors import JTCSEError
 from jtcse.evaluation.senteval_data import load_task, read_sick_file, read_sts_input_gold
@@ -213,7 +213,7 @@ def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):
 @pytest.mark.slow
 @pytest.mark.cli
 def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert):
-    proc = run_cli("eval", "sts", tiny_bert, "--data-dir", tmp_path, "--task-dir", "STS12", timeout=120)
+    proc = invoke_cli("eval", "sts", tiny_bert, "--data-dir", tmp_path, "--task-dir", "STS12")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: --task-dir takes TASK=PATH")
     assert "Traceback" not in proc.stderr
@@ -292,6 +292,7 @@ def test_the_senteval_stsb_task_reports_its_genres(senteval_dir, genre_file):
     assert f"STSB per genre: main-captions {percent(expected['main-captions']):.2f}, main-news" in report.table()
 
 
+@pytest.mark.slow
 def test_cli_scores_one_stsb_file_over_all_pairs_and_per_genre(genre_file, tiny_bert, tmp_path):
     from typer.testing import CliRunner
 

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers.cli import one_error_line, run_cli
+from helpers.cli import invoke_cli, one_error_line, run_cli
 
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
@@ -28,15 +28,6 @@ def _installed(package: str) -> bool:
 
 
 OPENVINO = _installed("optimum.intel") and _installed("openvino")
-
-
-@pytest.fixture(scope="module")
-def twin_dir(tmp_path_factory, tiny_bert, tiny_bert_b):
-    from jtcse import build_twin
-
-    path = tmp_path_factory.mktemp("twin") / "twin"
-    build_twin(tiny_bert, tiny_bert_b, cael_every=None).save(str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -74,25 +65,25 @@ def test_cli_bad_inputs_are_one_line_and_write_nothing(tmp_path, tiny_bert, twin
         "--quantize int8 (static quantization); onnx int8 needs no calibration sentences.",
     }
     for args, message in cases.items():
-        assert one_error_line(run_cli("export", tiny_bert, *args, "-o", out)) == f"Error: {message}"
+        assert one_error_line(invoke_cli("export", tiny_bert, *args, "-o", out)) == f"Error: {message}"
     # Offline, OpenVINO int8 cannot fetch its default calibration set: say how to give one.
-    line = one_error_line(run_cli("export", tiny_bert, "-f", "openvino", "-q", "int8", "-o", out))
+    line = one_error_line(invoke_cli("export", tiny_bert, "-f", "openvino", "-q", "int8", "-o", out))
     assert "HF_HUB_OFFLINE" in line and "--calibration FILE" in line
-    line = one_error_line(run_cli("export", tiny_bert, "-q", "int8", "--calibration", tmp_path / "none.txt", "-o", out))
+    line = one_error_line(invoke_cli("export", tiny_bert, "-q", "int8", "--calibration", tmp_path / "none.txt", "-o", out))
     assert line == f"Error: Corpus file not found: {tmp_path / 'none.txt'}"
-    line = one_error_line(run_cli("export", not_model, "-o", out))
+    line = one_error_line(invoke_cli("export", not_model, "-o", out))
     assert "is not a model folder (no modules.json or config.json)" in line
-    line = one_error_line(run_cli("export", tmp_path / "missing", "-o", out))
+    line = one_error_line(invoke_cli("export", tmp_path / "missing", "-o", out))
     assert line == f"Error: Model folder not found: {tmp_path / 'missing'}"
-    line = one_error_line(run_cli("export", twin_dir, "-o", out))
+    line = one_error_line(invoke_cli("export", twin_dir, "-o", out))
     assert "is a twin; export takes single towers" in line and "export_towers" in line and "sum their embeddings" in line
-    line = one_error_line(run_cli("export", ensemble_dir, "-o", out))
+    line = one_error_line(invoke_cli("export", ensemble_dir, "-o", out))
     assert "is an ensemble; export takes single towers" in line and "member_1" in line
     assert _nothing_written(out)
     # An existing non-empty output is kept unless --overwrite.
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    line = one_error_line(run_cli("export", tiny_bert, "-o", out))
+    line = one_error_line(invoke_cli("export", tiny_bert, "-o", out))
     assert "is not empty; pass --overwrite" in line and (out / "keep.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.glob("out*")) == ["out"]  # no lock or temporary folder left
 
@@ -103,7 +94,7 @@ def test_cli_missing_backend_names_the_extra(tmp_path, tiny_bert, calibration, f
     if _installed(package):
         pytest.skip(f"{package} is installed here")
     options = ("--calibration", calibration) if fmt == "openvino" else ()
-    line = one_error_line(run_cli("export", tiny_bert, "--format", fmt, "-q", "int8", *options, "-o", tmp_path / "out"))
+    line = one_error_line(invoke_cli("export", tiny_bert, "--format", fmt, "-q", "int8", *options, "-o", tmp_path / "out"))
     assert line.startswith(f"Error: Exporting to {fmt} needs ") and line.endswith(f"pip install jtcse[{extra}]")
     assert _nothing_written(tmp_path / "out")
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import one_error_line, run_cli, run_python, start_cli
+from helpers.cli import invoke_cli, one_error_line, run_cli, run_python, start_cli
 from helpers.files import snapshot
 from helpers.rtt import google
+from helpers.shared import built_once
 from helpers.stub_server import StubTranslateServer, fake_translate
 from jtcse.locking import lock_path_for
 from jtcse.rtt.cache import TranslationCache
@@ -75,11 +76,11 @@ def test_encode_killed_mid_run_resumes_to_the_same_bytes(tiny_bert, corpus, tmp_
     assert (progress["rows_done"], progress["complete"]) == (15, False)
     dead_pid = json.loads(lock_path_for(out).read_text())["pid"]  # the lock file outlived its holder
 
-    rerun = run_cli(*args, "-o", out)
+    rerun = invoke_cli(*args, "-o", out)  # the same command again (in this process: the kill was the child's)
     assert rerun.returncode == 0, rerun.stderr
     assert f"Taking over the lock on {out} left by PID {dead_pid} on " in rerun.stderr
     assert "Resumed after row 15." in rerun.stderr
-    fresh = run_cli(*args, "-o", tmp_path / f"fresh{suffix}")
+    fresh = invoke_cli(*args, "-o", tmp_path / f"fresh{suffix}")
     assert fresh.returncode == 0, fresh.stderr
     data_files = lambda path: [f for f in _outputs(path) if f != meta_path_for(path)]  # noqa: E731 - meta names its output
     for mine, theirs in zip(data_files(out), data_files(tmp_path / f"fresh{suffix}")):
@@ -128,7 +129,7 @@ def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_pa
     first = _start_frozen((*args, "-o", out), "encode-chunk:2")
     try:
         before = snapshot(_outputs(out) + [out.with_name(out.name + ".parts")])
-        second = run_cli(*args, "-o", out)
+        second = invoke_cli(*args, "-o", out)
         line = one_error_line(second)
         assert f"is being written by PID {first.pid} on " in line and str(out) in line
         assert f"running `jtcse encode {tiny_bert} " in line
@@ -136,7 +137,7 @@ def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_pa
     finally:
         finished = _resume(first)
     assert finished.returncode == 0, finished.stderr
-    assert run_cli(*args, "-o", tmp_path / "fresh.parquet").returncode == 0
+    assert invoke_cli(*args, "-o", tmp_path / "fresh.parquet").returncode == 0
     assert out.read_bytes() == (tmp_path / "fresh.parquet").read_bytes()  # the first run's result is whole
 
 
@@ -145,18 +146,18 @@ def test_encode_output_that_is_a_folder_or_under_a_file(tiny_bert, corpus, tmp_p
     folder.mkdir()
     (folder / "keep.txt").write_text("mine")
     for extra in ([], ["--overwrite"]):
-        line = one_error_line(run_cli(*_encode_args(tiny_bert, corpus), "-o", folder, *extra))
+        line = one_error_line(invoke_cli(*_encode_args(tiny_bert, corpus), "-o", folder, *extra))
         assert f"{folder} is a folder; -o names the .npy or .parquet file" in line
     assert (folder / "keep.txt").read_text() == "mine" and sorted(os.listdir(tmp_path)) == ["corpus.txt", "vectors.npy"]
-    line = one_error_line(run_cli(*_encode_args(tiny_bert, corpus), "-o", corpus / "v.npy"))
+    line = one_error_line(invoke_cli(*_encode_args(tiny_bert, corpus), "-o", corpus / "v.npy"))
     assert f"{corpus} is a file, not a folder" in line
 
 
 def test_encode_overwrite_with_a_bad_model_keeps_the_old_output(tiny_bert, corpus, tmp_path):
     out = tmp_path / "v.npy"
-    assert run_cli(*_encode_args(tiny_bert, corpus), "-o", out).returncode == 0
+    assert invoke_cli(*_encode_args(tiny_bert, corpus), "-o", out).returncode == 0
     before = snapshot(_outputs(out))
-    one_error_line(run_cli(*_encode_args(str(tmp_path / "no-such-model"), corpus), "-o", out, "--overwrite"))
+    one_error_line(invoke_cli(*_encode_args(str(tmp_path / "no-such-model"), corpus), "-o", out, "--overwrite"))
     assert snapshot(_outputs(out)) == before
 
 
@@ -165,7 +166,7 @@ def test_index_build_holds_a_lock_on_its_folder(tiny_bert, corpus, tmp_path):
     index = tmp_path / "idx"
     first = _start_frozen((*args, "-o", index), "encode-chunk:1")
     try:
-        line = one_error_line(run_cli(*args, "-o", index))
+        line = one_error_line(invoke_cli(*args, "-o", index))
         assert f"{index} is being written by PID {first.pid} on " in line
     finally:
         finished = _resume(first)
@@ -205,7 +206,7 @@ def test_rtt_killed_mid_run_resumes_without_rerequesting(stub_cert, tmp_path):
         assert rerun.returncode == 0, rerun.stderr
         assert "Taking over the lock on" in rerun.stderr
         second_run = server.translation_requests()[len(first_run) :]
-        fresh = run_cli(*_rtt_args(corpus, server, stub_cert[0], tmp_path / "fresh"))
+        fresh = invoke_cli(*_rtt_args(corpus, server, stub_cert[0], tmp_path / "fresh"))
         assert fresh.returncode == 0, fresh.stderr
 
     answered_before = {(r.params["sl"], r.params["tl"], q) for r in first_run if r.status == 200 for q in r.params["q"].split("\n")}
@@ -229,7 +230,7 @@ def test_second_rtt_into_the_same_folder_is_refused(stub_cert, tmp_path):
         first = _start_frozen(args, "rtt-pivot:1")  # pairs.de.tsv written, fr not yet
         try:
             before = snapshot([out])
-            line = one_error_line(run_cli(*args))
+            line = one_error_line(invoke_cli(*args))
             assert f"{out} is being written by PID {first.pid} on " in line
             assert {k: v for k, v in snapshot([out]).items() if "rtt_cache" not in k} == {
                 k: v for k, v in before.items() if "rtt_cache" not in k
@@ -244,13 +245,13 @@ def test_rtt_output_that_is_a_file(tmp_path):
     target = tmp_path / "out.txt"
     target.write_text("precious\n")
     (tmp_path / "c.txt").write_text("one line\n")
-    line = one_error_line(run_cli("rtt", "-i", tmp_path / "c.txt", "-o", target, "--no-progress"))
+    line = one_error_line(invoke_cli("rtt", "-i", tmp_path / "c.txt", "-o", target, "--no-progress"))
     assert f"{target} is a file, not a folder" in line
     with TranslationCache(tmp_path / "c.sqlite") as cache:
         cache.put("googletrans", "en", "de", "one line", "x")
         cache.put("googletrans", "de", "en", "x", "a line")
     line = one_error_line(
-        run_cli("rtt", "-i", tmp_path / "c.txt", "-o", target, "--backend", "replay", "--cache", tmp_path / "c.sqlite", "--pivots", "de", "--no-progress")
+        invoke_cli("rtt", "-i", tmp_path / "c.txt", "-o", target, "--backend", "replay", "--cache", tmp_path / "c.sqlite", "--pivots", "de", "--no-progress")
     )
     assert f"{target} is a file; -o/--output names the folder" in line
     assert target.read_text() == "precious\n" and sorted(os.listdir(tmp_path)) == ["c.sqlite", "c.txt", "out.txt"]
@@ -261,10 +262,10 @@ def test_replay_of_a_pivot_the_cache_lacks_names_the_pivots_it_holds(stub, tmp_p
     with TranslationCache(tmp_path / "c.sqlite") as cache, google(stub) as backend:
         run_rtt(SENTENCES[:5], ["de", "zh-cn"], backend, tmp_path / "a", cache=cache, progress=False)
     replay = ("rtt", "-i", tmp_path / "c.txt", "--backend", "replay", "--cache", tmp_path / "c.sqlite", "--no-progress")
-    line = one_error_line(run_cli(*replay, "-o", tmp_path / "b", "--pivots", "de,fr"))
+    line = one_error_line(invoke_cli(*replay, "-o", tmp_path / "b", "--pivots", "de,fr"))
     assert "no en→pivot→en round trips for pivot(s) fr; they hold: de, zh-cn (cache " in line
     assert not (tmp_path / "b" / "pairs.de.tsv").exists() and not (tmp_path / "b" / "pairs.fr.tsv").exists()
-    ok = run_cli(*replay, "-o", tmp_path / "b", "--pivots", "de")
+    ok = invoke_cli(*replay, "-o", tmp_path / "b", "--pivots", "de")
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "b" / "pairs.de.tsv").read_bytes() == (tmp_path / "a" / "pairs.de.tsv").read_bytes()
 
@@ -280,21 +281,22 @@ def _trainer_args(command: str, towers: tuple[str, str], corpus: Path, out: Path
     return ("train", "--tower-a", towers[0], "--tower-b", towers[1], *common, "--eval-steps", 2)
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tiny_bert, tiny_bert_b, tmp_path_factory):
-    """``get(command) -> (output, corpus)``: one uninterrupted run per command, made on first use."""
-    root = tmp_path_factory.mktemp("uninterrupted")
-    corpus = root / "corpus.txt"
-    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
-    made: dict[str, Path] = {}
+@pytest.fixture(scope="session")
+def uninterrupted(tiny_bert, tiny_bert_b, shared_root):
+    """``get(command) -> (output, corpus)``: one uninterrupted run per command, made on first use and shared by the
+    xdist workers (:func:`helpers.shared.built_once`); read-only, a test that changes one works on a copy."""
+
+    def write_corpus(folder: Path) -> None:
+        (folder / "corpus.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+
+    corpus = built_once(shared_root, "faults_corpus", write_corpus) / "corpus.txt"
 
     def get(command: str) -> tuple[Path, Path]:
-        if command not in made:
-            out = root / command
-            result = run_cli(*_trainer_args(command, (tiny_bert, tiny_bert_b), corpus, out))
+        def build(folder: Path) -> None:
+            result = run_cli(*_trainer_args(command, (tiny_bert, tiny_bert_b), corpus, folder / command))
             assert result.returncode == 0, result.stderr[-3000:]
-            made[command] = out
-        return made[command], corpus
+
+        return built_once(shared_root, f"faults_uninterrupted_{command}", build) / command, corpus
 
     return get
 
@@ -362,9 +364,9 @@ def test_rerunning_a_finished_run_is_a_no_op(tiny_bert, tiny_bert_b, corpus, tmp
     out = tmp_path / "twin"
     args = ("train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", out,
             "--batch-size", 4, "--max-seq-length", 16, "--max-steps", 2, "--keep-checkpoints")  # fmt: skip
-    assert run_cli(*args).returncode == 0
+    assert invoke_cli(*args).returncode == 0
     before = snapshot([out])
-    rerun = run_cli(*args)
+    rerun = invoke_cli(*args)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"{out} already holds this finished run (2 steps, same settings); nothing to do." in rerun.stderr
     assert snapshot([out]) == before  # no extra step, no new checkpoint, nothing written
@@ -377,7 +379,7 @@ def test_second_trainer_into_the_same_output_is_refused(uninterrupted, tiny_bert
     first = _start_frozen(args, "checkpoint-save:1")
     try:
         before = snapshot([out])
-        line = one_error_line(run_cli(*args))
+        line = one_error_line(invoke_cli(*args))
         assert f"{out} is being written by PID {first.pid} on " in line and "running `jtcse simcse " in line
         assert snapshot([out]) == before
     finally:
@@ -413,7 +415,7 @@ def test_rejected_overwrite_leaves_the_finished_model_as_it_was(finished_runs, t
     before = snapshot(list(finished_runs.values()))
     twin, tower, student = finished_runs["train"], finished_runs["simcse"], finished_runs["distill"]
     line = one_error_line(
-        run_cli("train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", twin, "--cael-every", 3, "--overwrite")
+        invoke_cli("train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", twin, "--cael-every", 3, "--overwrite")
     )
     assert "cael_every=3 does not divide the towers' 4 layers" in line
     cases = [
@@ -436,7 +438,7 @@ def test_trainer_output_that_is_a_file(tiny_bert, tiny_bert_b, tmp_path):
 
     target = tmp_path / "afile.txt"
     target.write_text("precious\n")
-    line = one_error_line(run_cli("simcse", "-m", tiny_bert, "-o", target, "--max-steps", 1))
+    line = one_error_line(invoke_cli("simcse", "-m", tiny_bert, "-o", target, "--max-steps", 1))
     assert f"{target} is a file; -o/--output names the folder the model is written to." in line
     for call in (
         lambda: train_twin(tiny_bert, tiny_bert_b, SENTENCES, target, max_steps=1),

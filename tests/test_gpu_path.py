@@ -177,6 +177,7 @@ def _parse(path: tuple[str, ...], args: list[str]):
     return command.make_context(path[-1], args)
 
 
+@pytest.mark.slow
 def test_every_command_with_a_device_option_checks_it_when_parsed():
     import typer
 
@@ -200,9 +201,9 @@ def test_every_command_with_a_device_option_checks_it_when_parsed():
 @pytest.mark.cli
 @pytest.mark.skipif(not NO_CUDA, reason="a CUDA device is visible")
 def test_cuda_on_a_machine_without_it_is_one_line_and_nothing_is_written(tmp_path):
-    from helpers.cli import one_error_line, run_cli
+    from helpers.cli import invoke_cli, one_error_line
 
-    line = one_error_line(run_cli("train", "--device", "cuda", "-o", tmp_path / "twin"))
+    line = one_error_line(invoke_cli("train", "--device", "cuda", "-o", tmp_path / "twin"))
     assert line == "Error: device 'cuda' asked for, but no CUDA device is available here"
     assert not (tmp_path / "twin").exists()
 

@@ -4,12 +4,13 @@ cannot import jtcse, the one-line-error check, background processes, and the aut
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers.cli import REPO, one_error_line, run_cli, run_python, start_python, subprocess_env
+from helpers.cli import REPO, invoke_cli, one_error_line, run_cli, run_python, start_python, subprocess_env
 
 
 def test_repo_is_this_checkout():
@@ -65,6 +66,51 @@ def test_one_error_line_fails_otherwise(returncode, stderr):
 def test_run_cli_runs_this_checkouts_command_line(tmp_path):
     line = one_error_line(run_cli("index", "search", "--index", tmp_path, "-q", "hello", timeout=120))
     assert line.startswith(f"Error: {tmp_path} is not a jtcse index directory")
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_invoke_cli_answers_as_the_child_process_does(tmp_path):
+    """Same exit status, stdout and stderr as ``run_cli`` for a refused command, a warning and ``--help``; the
+    environment and working folder are the call's alone."""
+    args = ("index", "build", "-i", tmp_path / "missing.txt", "--index", tmp_path / "i", "-o", tmp_path / "i")
+    for call in (args, ("train", "--lr", "1e-3", "--learning-rate", "2e-3"), ("--help",), ("encode", "--help")):
+        child, here = run_cli(*call, timeout=120), invoke_cli(*call)
+        assert (here.returncode, here.stdout, here.stderr) == (child.returncode, child.stdout, child.stderr), call
+    before = (dict(os.environ), os.getcwd())
+    debug = invoke_cli("diagnose", tmp_path / "no-model", "-o", tmp_path / "d", cwd=tmp_path, JTCSE_DEBUG=1)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "model not found" in debug.stderr.splitlines()[-1]
+    assert (dict(os.environ), os.getcwd()) == before
+
+
+def test_invoke_cli_shows_warnings_logged_during_the_command(tmp_path):
+    import logging
+
+    from jtcse.commands import data
+
+    logger = logging.getLogger("jtcse.test")
+    original = data.register
+
+    def noisy(app):
+        original(app)
+
+        @app.command("noisy")
+        def _noisy():
+            logger.info("not shown")
+            logger.warning("shown on stderr")
+
+    data.register = noisy
+    try:
+        import importlib
+
+        import jtcse.cli
+
+        importlib.reload(jtcse.cli)
+        result = invoke_cli("noisy")
+    finally:
+        data.register = original
+        importlib.reload(jtcse.cli)
+    assert (result.returncode, result.stderr) == (0, "shown on stderr\n")
 
 
 def test_start_python_talks_to_a_background_child():

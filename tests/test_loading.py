@@ -105,6 +105,7 @@ def test_missing_path_and_non_model_folder(tmp_path):
         load_model(tmp_path / "folder", role="student")
 
 
+@pytest.mark.slow
 def test_twin_is_encoded_whole_and_refused_as_a_tower(tiny_bert, tiny_bert_b, tmp_path):
     from jtcse.modeling.build import build_twin
 

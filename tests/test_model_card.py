@@ -17,7 +17,7 @@ from huggingface_hub import ModelCard
 from jtcse.errors import JTCSEError
 from jtcse.model_card import STS_BEGIN, CardFacts, check_writable, update_card_sts, write_model_card
 from jtcse.training.run_summary import SCHEMA_VERSION, facts_from_run_summary, infer_kind, write_run_card
-from helpers.cli import one_error_line, run_cli, run_python
+from helpers.cli import invoke_cli, one_error_line, run_python
 from helpers.sts import write_stsb
 
 SECTIONS = [
@@ -230,7 +230,7 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
     }
     for kind, args in runs.items():
         out = Path(args[args.index("-o") + 1])
-        run = run_cli(*args)
+        run = invoke_cli(*args)
         assert run.returncode == 0, run.stderr[-3000:]
         summary = json.loads((out / "run_summary.json").read_text(encoding="utf-8"))
         assert facts_from_run_summary(summary).kind == kind
@@ -268,7 +268,7 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     write_stsb(data_dir / "STS" / "STSBenchmark" / "sts-test.csv")
     args = ["eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "-o", tmp_path / "r.json", "--update-card"]
     update_card_sts(tower_copy, {"STSB": 12.5, "STS12": 40.0})  # an earlier table, replaced below for STSB
-    run = run_cli(*args)
+    run = invoke_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads((tmp_path / "r.json").read_text())
     score = report["STSB"]
@@ -296,7 +296,7 @@ def test_update_card_on_a_read_only_checkpoint_is_refused_and_changes_nothing(to
     (tower_copy / "README.md").chmod(0o444)
     tower_copy.chmod(0o555)
     try:
-        run = run_cli("eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "--update-card")
+        run = invoke_cli("eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "--update-card")
         line = one_error_line(run)
         assert "read-only" in line and "nothing was changed" in line
         tower_copy.chmod(0o755)  # a writable folder still keeps a read-only card as it is

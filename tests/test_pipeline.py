@@ -98,7 +98,7 @@ def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_f
 def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into_the_start(
     tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data
 ):
-    from helpers.cli import run_cli
+    from helpers.cli import invoke_cli
 
     dev = tmp_path / "dev.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:40]
@@ -113,7 +113,7 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
         "--ensemble-with", tiny_bert, "--ensemble-weights", "1,0.5",
         "--distill-steps", 2, "--distill-learning-rate", 3e-4, "--distill-batch-size", 6, "--objective", "cosine",
     ]  # fmt: skip
-    result = run_cli(*args)
+    result = invoke_cli(*args)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "pipeline_summary.json").read_text())
     stages = summary["stages"]
@@ -147,7 +147,7 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     assert "| ensemble | ran |" in table and f"| {100 * ens_score:.2f} | {100 * (ens_score - start):+.2f} |" in table
     assert "Δ vs start" in result.stdout
 
-    again = run_cli(*args)
+    again = invoke_cli(*args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "| twin | skipped (done) |" in again.stdout and "| distill | skipped (done) |" in again.stdout
 

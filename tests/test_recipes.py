@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import REPO, one_error_line, run_cli
+from helpers.cli import REPO, invoke_cli, one_error_line
 from jtcse.errors import JTCSEError
 
 MODELS = REPO / "models"
@@ -155,10 +155,10 @@ def test_every_mistake_in_a_recipe_is_named(text, message, tmp_path):
                          ids=["typo", "wrong type", "no such stage"])  # fmt: skip
 def test_a_bad_recipe_is_one_error_line_and_nothing_is_written(text, tmp_path):
     recipe = _recipe(tmp_path, text)
-    line = one_error_line(run_cli("pipeline", "--recipe", recipe, "-o", tmp_path / "out"))
+    line = one_error_line(invoke_cli("pipeline", "--recipe", recipe, "-o", tmp_path / "out"))
     assert line.startswith(f"Error: recipe {recipe}")
     assert not (tmp_path / "out").exists()
-    missing = one_error_line(run_cli("pipeline", "--recipe", tmp_path / "none.toml", "-o", tmp_path / "out"))
+    missing = one_error_line(invoke_cli("pipeline", "--recipe", tmp_path / "none.toml", "-o", tmp_path / "out"))
     assert missing == f"Error: recipe not found: {tmp_path / 'none.toml'}"
 
 
@@ -177,7 +177,7 @@ def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data
     overrides = ["--corpus", corpus, "--dev-file", dev, "--warmup-steps", 2, "--twin-steps", 2, "--distill-steps", 1,
                  "--batch-size", 4, "--warmup-max-seq-length", 16, "--twin-max-seq-length", 16,
                  "--distill-max-seq-length", 16, "--eval-steps", 1000]  # fmt: skip
-    result = run_cli("pipeline", "--recipe", recipe, "-o", out, *overrides, "--device", "cpu")
+    result = invoke_cli("pipeline", "--recipe", recipe, "-o", out, *overrides, "--device", "cpu")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "pipeline_summary.json").read_text(encoding="utf-8"))
     assert [row["stage"] for row in summary["table"]] == [

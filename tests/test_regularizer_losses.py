@@ -171,6 +171,7 @@ def test_nitp_rejects_bad_shallow_layer(tiny_bert, layer):
         NITPLoss(_load(tiny_bert), shallow_layer=layer)
 
 
+@pytest.mark.slow
 def test_nitp_head_is_saved_and_loaded_with_the_model(tiny_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 

@@ -66,6 +66,7 @@ def _writer(path: str, worker: int, n: int) -> None:
             cache.put("g", "en", "de", f"shared-{i}", f"from {worker}")
 
 
+@pytest.mark.slow
 def test_cache_concurrent_writers_processes_and_threads(tmp_path):
     path = str(tmp_path / "c.sqlite")
     TranslationCache(path).close()

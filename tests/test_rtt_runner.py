@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers.cli import one_error_line, run_cli
+from helpers.cli import invoke_cli, one_error_line
 from helpers.rtt import google
 from helpers.stub_server import StubReply, fake_translate
 from jtcse.errors import JTCSEError
@@ -100,8 +100,8 @@ def test_bad_pivots(stub, tmp_path):
 @pytest.mark.cli
 def test_cli_bad_input_is_one_line_error(tmp_path):
     (tmp_path / "c.txt").write_bytes(b"fine\n\xff bad\n")
-    assert "line 2 is not valid UTF-8" in one_error_line(run_cli("rtt", "-i", tmp_path / "c.txt", "-o", tmp_path / "o"))
+    assert "line 2 is not valid UTF-8" in one_error_line(invoke_cli("rtt", "-i", tmp_path / "c.txt", "-o", tmp_path / "o"))
     (tmp_path / "bad.sqlite").write_bytes(b"garbage" * 200)
     (tmp_path / "ok.txt").write_text("one line\n")
-    result = run_cli("rtt", "-i", tmp_path / "ok.txt", "-o", tmp_path / "o", "--cache", tmp_path / "bad.sqlite")
+    result = invoke_cli("rtt", "-i", tmp_path / "ok.txt", "-o", tmp_path / "o", "--cache", tmp_path / "bad.sqlite")
     assert f"Translation cache {tmp_path / 'bad.sqlite'} is corrupt" in one_error_line(result)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.cli import run_cli
+from helpers.cli import invoke_cli
 from jtcse.errors import JTCSEError
 from jtcse.search.encode import encode_file, meta_path_for, rows_path_for
 from jtcse.search.faiss_index import (
@@ -486,6 +486,7 @@ def test_mining_bad_inputs(tmp_path, tiny_bert):
 # ------------------------------------------------------------------ CLI
 
 
+@pytest.mark.slow
 def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
     from typer.testing import CliRunner
 
@@ -510,7 +511,7 @@ def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
 
 @pytest.mark.cli
 def test_cli_reports_user_mistakes_in_one_line(tmp_path):
-    proc = run_cli("index", "search", "--index", tmp_path, "-q", "hello", timeout=120)
+    proc = invoke_cli("index", "search", "--index", tmp_path, "-q", "hello")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"Error: {tmp_path} is not a jtcse index directory (no manifest.json); build one with `jtcse index build`."]
 
@@ -604,9 +605,9 @@ def test_texts_file_checked_against_manifest_and_old_manifests_load(built_index,
 
 @pytest.mark.cli
 def test_cli_unknown_precision_is_one_line(tmp_path, tiny_bert):
-    from helpers.cli import one_error_line, run_cli
+    from helpers.cli import invoke_cli, one_error_line
 
     corpus = tmp_path / "c.txt"
     write_corpus(corpus)
-    line = one_error_line(run_cli("index", "build", tiny_bert, "-i", corpus, "-o", tmp_path / "idx", "--precision", "int4"))
+    line = one_error_line(invoke_cli("index", "build", tiny_bert, "-i", corpus, "-o", tmp_path / "idx", "--precision", "int4"))
     assert "float32, int8, binary" in line

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.cli import run_cli
+from helpers.cli import invoke_cli
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.modeling.loading import load_model
@@ -36,7 +36,7 @@ def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tin
         "--corpus", str(corpus), "-o", str(out), "--batch-size", "8", "--max-seq-length", "32",
         "--max-steps", "4", "--eval-steps", "2", "--lr", "5e-5", "--dev-file", str(dev_file), "--cael-every", "2",
     ]
-    run = run_cli(*args)
+    run = invoke_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "run_summary.json" in run.stdout
     assert run.stderr.count("DeprecationWarning: --lr is deprecated; use --learning-rate.") == 1  # the old name works
@@ -126,7 +126,7 @@ def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert, tiny_roberta
         (["--corpus", str(corpus), "--tower-a", tiny_bert, "--tower-b", tiny_roberta], "The towers differ in model type"),
     ]
     for extra, message in cases:
-        run = run_cli("train", "-o", tmp_path / "run", *extra, timeout=300)
+        run = invoke_cli("train", "-o", tmp_path / "run", *extra)
         assert run.returncode == 2, run.stderr[-2000:]
         error_lines = [line for line in run.stderr.splitlines() if line.startswith("Error:")]
         assert len(error_lines) == 1 and message in error_lines[0]
@@ -172,7 +172,7 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
 @pytest.mark.slow
 @pytest.mark.cli
 def test_unknown_regulariser_is_a_one_line_error(tmp_path, tiny_bert, tiny_bert_b, corpus):
-    run = run_cli(
+    run = invoke_cli(
         "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", tmp_path / "x",
         "--max-steps", "1", "--regularizer", "simreg:wieght=2",
     )

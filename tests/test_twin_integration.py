@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-
-from jtcse import build_twin
 
 SENTENCES = ["A man plays a guitar.", "Two dogs run in the snow.", "It rains.", "The market fell sharply today."]
 
 
-@pytest.fixture(scope="module")
-def twin_dir(tmp_path_factory, tiny_bert, tiny_bert_b) -> str:
-    torch.set_num_threads(1)
-    path = tmp_path_factory.mktemp("twin") / "twin"
-    build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=32).save(str(path))
-    return str(path)
-
-
+@pytest.mark.slow
 def test_eval_loader_opens_a_twin_and_encodes_the_same(twin_dir):
     from jtcse.modeling.loading import load_model
 

@@ -35,6 +35,7 @@ def _features(model, sentences=SENTENCES):
     return model.preprocess(sentences)
 
 
+@pytest.mark.slow
 def test_encode_is_the_sum_of_the_towers_cls(towers):
     from sentence_transformers import SentenceTransformer
 
@@ -134,6 +135,7 @@ def test_icnce_on_the_cross_stream_reaches_anchor_qk_and_partner_v(tiny_bert, ti
     assert all(has_grad(q) for q in lower)  # through the shared primitive stream into both towers
 
 
+@pytest.mark.slow
 def test_cael_every_never_changes_inference(tiny_bert, tiny_bert_b):
     twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2)
     reference = twin.encode(SENTENCES)
@@ -153,38 +155,50 @@ def test_truncates_to_max_seq_length(tiny_bert, tiny_bert_b):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_save_load_in_a_fresh_process_and_export_towers(tmp_path, tiny_bert, tiny_bert_b, pooling):
-    twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=48, pooling=pooling)
-    twin.save(str(tmp_path / "twin"))
-    twin[0].export_towers(tmp_path / "export")
-    config = json.loads((tmp_path / "twin" / "jtcse_twin_config.json").read_text())
-    assert config == {"cael_every": 2, "max_seq_length": 48, "pooling": pooling}
+def test_save_load_in_a_fresh_process_and_export_towers(tmp_path, tiny_bert, tiny_bert_b):
+    """A cls and a mean twin saved and their towers exported; one fresh interpreter loads the twins (remote code)
+    and then, with jtcse blocked, the exported towers."""
     np.save(tmp_path / "sentences.npy", np.array(SENTENCES))
+    twins, load_twins, load_towers = {}, "", ""
+    for pooling in ("cls", "mean"):
+        folder = tmp_path / pooling
+        twins[pooling] = twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2, max_seq_length=48, pooling=pooling)
+        twin.save(str(folder / "twin"))
+        twin[0].export_towers(folder / "export")
+        config = json.loads((folder / "twin" / "jtcse_twin_config.json").read_text())
+        assert config == {"cael_every": 2, "max_seq_length": 48, "pooling": pooling}
+        load_twins += f"""
+twin = SentenceTransformer({str(folder / 'twin')!r}, trust_remote_code=True)
+assert twin[0].cael_every == 2 and twin.max_seq_length == 48 and twin[0].pooling == {pooling!r}, twin
+np.save({str(folder / 'twin.npy')!r}, twin.encode(sentences))
+"""
+        load_towers += f"""
+for i in (1, 2):
+    tower = SentenceTransformer({str(folder / 'export')!r} + f"/tower_{{i}}")
+    np.save({str(folder)!r} + f"/tower_{{i}}.npy", tower.encode(sentences))
+"""
     script = f"""
 import sys, numpy as np
 from sentence_transformers import SentenceTransformer
 sentences = list(np.load({str(tmp_path / 'sentences.npy')!r}))
-twin = SentenceTransformer({str(tmp_path / 'twin')!r}, trust_remote_code=True)
-assert twin[0].cael_every == 2 and twin.max_seq_length == 48 and twin[0].pooling == {pooling!r}, twin
-np.save({str(tmp_path / 'twin.npy')!r}, twin.encode(sentences))
+{load_twins}
 # the exported towers are plain checkpoints: block jtcse and load them
 for name in list(sys.modules):
     if name == "jtcse" or name.startswith("jtcse."):
         del sys.modules[name]
 sys.modules["jtcse"] = None
-for i in (1, 2):
-    tower = SentenceTransformer({str(tmp_path / 'export')!r} + f"/tower_{{i}}")
-    np.save({str(tmp_path)!r} + f"/tower_{{i}}.npy", tower.encode(sentences))
+{load_towers}
 """
     run = run_python(script, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    in_memory = twin.encode(SENTENCES)
-    assert np.abs(np.load(tmp_path / "twin.npy") - in_memory).max() < 1e-4
-    towers_sum = np.load(tmp_path / "tower_1.npy") + np.load(tmp_path / "tower_2.npy")
-    assert np.abs(towers_sum - in_memory).max() < 1e-4
-    # and in this process through the jtcse loader, which needs no flag
-    assert np.abs(load_model(tmp_path / "twin").encode(SENTENCES) - in_memory).max() < 1e-4
+    for pooling, twin in twins.items():
+        folder = tmp_path / pooling
+        in_memory = twin.encode(SENTENCES)
+        assert np.abs(np.load(folder / "twin.npy") - in_memory).max() < 1e-4, pooling
+        towers_sum = np.load(folder / "tower_1.npy") + np.load(folder / "tower_2.npy")
+        assert np.abs(towers_sum - in_memory).max() < 1e-4, pooling
+        # and in this process through the jtcse loader, which needs no flag
+        assert np.abs(load_model(folder / "twin").encode(SENTENCES) - in_memory).max() < 1e-4, pooling
 
 
 # -- bad towers and settings ------------------------------------------------------------------
@@ -204,6 +218,7 @@ def wide_bert(tmp_path_factory):
     return make_tiny_tower(tmp_path_factory.mktemp("towers") / "bert_wide", "bert", hidden=48)
 
 
+@pytest.mark.slow
 def test_mismatched_towers_are_refused(tiny_bert, tiny_roberta, two_layer_bert, wide_bert):
     with pytest.raises(ValueError, match="model type"):
         build_twin(tiny_bert, tiny_roberta)
@@ -239,6 +254,7 @@ def cased_bert(tmp_path_factory, tiny_bert):
     return str(out)
 
 
+@pytest.mark.slow
 def test_cased_and_uncased_towers_are_refused(tiny_bert, tiny_bert_b, cased_bert):
     from transformers import AutoTokenizer
 
@@ -273,6 +289,7 @@ def test_bad_cael_every(tiny_bert, tiny_bert_b, bad):
         build_twin(tiny_bert, tiny_bert_b, cael_every=bad)
 
 
+@pytest.mark.slow
 def test_bad_tower_paths(tmp_path, tiny_bert, tiny_bert_b):
     with pytest.raises(JTCSEError, match="tower model not found"):
         build_twin(str(tmp_path / "nope"), tiny_bert)

@@ -97,6 +97,7 @@ def test_loss_terms_match_a_float64_reference_built_by_hand(tiny_bert, tiny_bert
     assert expected["ictm"] > 0 and expected["icnce"] > 0
 
 
+@pytest.mark.slow
 def test_mean_and_cls_twins_differ_and_the_mean_skips_padding(tiny_bert, tiny_bert_b):
     mean = build_twin(tiny_bert, tiny_bert_b, pooling="mean")
     cls = build_twin(tiny_bert, tiny_bert_b, pooling="cls")
@@ -144,6 +145,7 @@ def pooled_towers(tiny_bert, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_default_pooling_is_the_towers_own_else_cls(tiny_bert, pooled_towers, minilm_path):
     assert build_twin(tiny_bert, tiny_bert)[0].pooling == "cls"  # saved with CLS pooling
     assert build_twin(pooled_towers["mean"], pooled_towers["mean"])[0].pooling == "mean"
@@ -152,6 +154,7 @@ def test_default_pooling_is_the_towers_own_else_cls(tiny_bert, pooled_towers, mi
     assert build_twin(None, None)[0].pooling == "mean"  # the embedded MiniLM pools mean
 
 
+@pytest.mark.slow
 def test_unsupported_or_mismatched_pooling_is_refused_with_the_reason(tiny_bert, pooled_towers):
     with pytest.raises(JTCSEError, match=r"pools with 'weightedmean'.*pooling='cls' or pooling='mean'"):
         build_twin(pooled_towers["weightedmean"], pooled_towers["weightedmean"])
@@ -170,25 +173,26 @@ def test_unsupported_or_mismatched_pooling_is_refused_with_the_reason(tiny_bert,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_saved_twin_reloads_without_jtcse_with_its_pooling(tiny_bert, tiny_bert_b, tmp_path, pooling):
-    model = build_twin(tiny_bert, tiny_bert_b, pooling=pooling)
-    path = tmp_path / "twin"
-    model.save(str(path))
-    assert json.loads((path / "jtcse_twin_config.json").read_text())["pooling"] == pooling
-    out = tmp_path / "emb.npy"
-    code = f"""
-import numpy as np
-from sentence_transformers import SentenceTransformer
+def test_saved_twins_reload_without_jtcse_with_their_pooling(tiny_bert, tiny_bert_b, tmp_path):
+    """A cls twin and a mean twin, saved; one fresh interpreter that cannot import jtcse opens both."""
+    models, code = {}, "import numpy as np\nfrom sentence_transformers import SentenceTransformer\n"
+    for pooling in ("cls", "mean"):
+        models[pooling] = model = build_twin(tiny_bert, tiny_bert_b, pooling=pooling)
+        path = tmp_path / f"twin_{pooling}"
+        model.save(str(path))
+        assert json.loads((path / "jtcse_twin_config.json").read_text())["pooling"] == pooling
+        code += f"""
 model = SentenceTransformer({str(path)!r}, trust_remote_code=True)
 assert model[0].pooling == {pooling!r}, model[0].pooling
-np.save({str(out)!r}, model.encode({VIEW_A!r}))
+np.save({str(tmp_path / f"{pooling}.npy")!r}, model.encode({VIEW_A!r}))
 """
     result = run_python(code, hide_jtcse=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    np.testing.assert_allclose(np.load(out), model.encode(VIEW_A), atol=1e-5)
+    for pooling, model in models.items():
+        np.testing.assert_allclose(np.load(tmp_path / f"{pooling}.npy"), model.encode(VIEW_A), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_twin_saved_before_pooling_was_a_choice_loads_as_cls(tiny_bert, tiny_bert_b, tmp_path):
     from jtcse.modeling.loading import load_model
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from helpers.cli import run_cli
+from helpers.cli import invoke_cli
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
@@ -264,7 +264,7 @@ def test_bad_settings_are_clear_errors(tiny_bert, tmp_path, kwargs, message):
 def test_cli_reports_an_empty_pairs_file_in_one_line(tmp_path):
     empty = tmp_path / "empty.tsv"
     empty.write_text("", encoding="utf-8")
-    result = run_cli("simcse", "-o", tmp_path / "out", "--pairs", empty, timeout=300)  # the old name still works
+    result = invoke_cli("simcse", "-o", tmp_path / "out", "--pairs", empty)  # the old name still works
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "DeprecationWarning: --pairs is deprecated; use --pairs-file.",
@@ -310,7 +310,7 @@ def test_regularizer_joins_the_simcse_loss_as_a_logged_term(tiny_bert, tmp_path)
 @pytest.mark.slow
 @pytest.mark.cli
 def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
-    result = run_cli("simcse", "-o", tmp_path / "out", "--regularizer", "dispersion:wieght=1", timeout=300)
+    result = invoke_cli("simcse", "-o", tmp_path / "out", "--regularizer", "dispersion:wieght=1")
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "Error: regulariser 'dispersion' has no option 'wieght'; options: weight, temperature, variant, layers, norm_weight"
@@ -335,10 +335,10 @@ def test_cli_refuses_a_weighted_mean_start_in_one_line_until_pooling_maps_it(tin
     corpus.write_text("\n".join(default_corpus_sentences(limit=16)) + "\n", encoding="utf-8")
     tiny = ["--corpus", corpus, "--max-steps", 1, "--batch-size", 4, "--max-seq-length", 16]
     for args in (["simcse", "--model", weighted], ["train", "--tower-a", weighted, "--tower-b", weighted]):
-        line = one_error_line(run_cli(*args, *tiny, "-o", tmp_path / args[0]))
+        line = one_error_line(invoke_cli(*args, *tiny, "-o", tmp_path / args[0]))
         assert "pools with 'weightedmean'" in line and "pooling='mean' (--pooling)" in line, line
         assert not (tmp_path / args[0]).exists()
-    mapped = run_cli("simcse", "--model", weighted, *tiny, "--pooling", "mean", "-o", tmp_path / "mapped")
+    mapped = invoke_cli("simcse", "--model", weighted, *tiny, "--pooling", "mean", "-o", tmp_path / "mapped")
     assert mapped.returncode == 0, mapped.stderr[-2000:]
     summary = json.loads((tmp_path / "mapped" / "run_summary.json").read_text(encoding="utf-8"))
     assert summary["model"]["pooling"] == "mean"

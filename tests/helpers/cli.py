@@ -1,7 +1,11 @@
-"""Run ``jtcse`` (or a Python snippet) in a child process, always with the same environment rule.
+"""Run ``jtcse`` (or a Python snippet) in a child process, always with the same environment rule; or ``jtcse``
+in this process (:func:`invoke_cli`), where a fresh interpreter is not the point.
 
 ``run_cli``/``run_python`` wait for the child; ``start_cli``/``start_python`` return the running
-``Popen`` for tests that signal, freeze or talk to it.
+``Popen`` for tests that signal, freeze or talk to it. A child pays seconds of imports (torch,
+sentence-transformers) that the test process has already paid: :func:`invoke_cli` runs the same
+``jtcse.cli.main`` here and answers like :func:`run_cli`. Fresh processes stay where they are the
+subject: kills and freezes, loads without jtcse, launches under torchrun or accelerate, import checks.
 
 The rule (:func:`subprocess_env`): the parent's environment, the hub offline, one BLAS thread, and this
 checkout first on ``PYTHONPATH`` so the child imports the code under test. A probe that must prove a
@@ -11,9 +15,13 @@ no cwd on ``sys.path``) plus an import hook refusing ``jtcse``, because an edita
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +67,54 @@ def run_cli(*args: object, timeout: float = 600, cwd: str | Path | None = None, 
         timeout=timeout,
         cwd=cwd,
     )
+
+
+def invoke_cli(*args: object, cwd: str | Path | None = None, **env: object) -> subprocess.CompletedProcess:
+    """``jtcse ARGS`` run by ``jtcse.cli.main`` in this process, answering as :func:`run_cli` does.
+
+    The call sees the environment rule (extra variables as keywords) and ``cwd``, both restored afterwards, and
+    one torch thread, as a child would (``OMP_NUM_THREADS=1``). stdout and stderr are captured with what a child
+    also prints there: log records of WARNING and above (Python's last-resort handler) and, for an uncaught
+    exception, its traceback (exit status 1).
+    """
+    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setLevel(logging.WARNING)
+    root = logging.getLogger()
+    main_module = sys.modules["__main__"]
+    main_package = main_module.__dict__.get("__package__")
+    os.environ.update(subprocess_env(**env))
+    # what `python -m jtcse` sees: click names the program after them ("Usage: python -m jtcse ...")
+    sys.argv, main_module.__package__ = [str(REPO / "jtcse" / "__main__.py"), *map(str, args)], "jtcse"
+    root.addHandler(handler)
+    try:
+        if threads is not None:
+            torch.set_num_threads(1)
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            from jtcse.cli import main
+
+            try:
+                main()
+                code = 0
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            except Exception:  # noqa: BLE001 - a child prints it and exits 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        root.removeHandler(handler)
+        if threads is not None:
+            torch.set_num_threads(threads)
+        os.chdir(saved_cwd)
+        sys.argv, main_module.__package__ = saved_argv, main_package
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["jtcse", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def run_python(
