@@ -14,7 +14,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
 import pytest
-
 from helpers.shared import built_once, run_root
 from helpers.sts import write_stsb
 

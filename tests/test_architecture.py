@@ -43,7 +43,11 @@ def test_the_circle_contract_catches_the_documented_circle_when_it_is_not_excuse
 
 def test_no_module_is_over_500_lines_or_named_for_no_concern():
     modules = sorted(PACKAGE.rglob("*.py"))
-    too_long = {str(p.relative_to(REPO)): n for p in modules if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    too_long = {
+        str(p.relative_to(REPO)): n
+        for p in modules
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
     catch_all = [str(p.relative_to(REPO)) for p in PACKAGE.rglob("*") if p.stem in CATCH_ALL_NAMES]
     assert not catch_all, f"modules or packages named for no concern: {catch_all}"

@@ -117,7 +117,9 @@ class _Recording(CachedJTCSELoss):
         self.first, self.replay = [], []
 
     def embed_minibatch(self, sentence_feature, begin, end, with_grad, copy_random_state, random_state=None):
-        packed, state = super().embed_minibatch(sentence_feature, begin, end, with_grad, copy_random_state, random_state)
+        packed, state = super().embed_minibatch(
+            sentence_feature, begin, end, with_grad, copy_random_state, random_state
+        )
         (self.replay if with_grad else self.first).append(packed.detach().clone())
         return packed, state
 
@@ -131,7 +133,7 @@ def test_dropout_on_the_recompute_replays_the_cached_features_bit_for_bit(twin, 
     terms = loss([model.preprocess(SENTENCES)], None)
     torch.stack(list(terms.values())).sum().backward()
     assert len(loss.first) == len(loss.replay) == 2 * 3  # two views of 7 sentences in mini-batches of 3
-    for cached, replayed in zip(loss.first, loss.replay):
+    for cached, replayed in zip(loss.first, loss.replay, strict=True):
         assert torch.equal(cached, replayed)
     # The views differ (dropout is really on), and a forward without the saved RNG state would not match.
     assert not torch.equal(loss.first[0], loss.first[3])
@@ -185,9 +187,19 @@ def test_one_trainer_step_updates_the_weights_as_jtcse_loss_does(tiny_bert, tiny
         _dropout(model, 0.0)
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
         args = SentenceTransformerTrainingArguments(
-            output_dir=str(tmp_path / name), per_device_train_batch_size=len(SENTENCES), max_steps=1,
-            learning_rate=0.5, optim="sgd", lr_scheduler_type="constant", warmup_steps=0, report_to=[],
-            save_strategy="no", logging_steps=1, seed=0, use_cpu=True, dataloader_drop_last=True,
+            output_dir=str(tmp_path / name),
+            per_device_train_batch_size=len(SENTENCES),
+            max_steps=1,
+            learning_rate=0.5,
+            optim="sgd",
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            report_to=[],
+            save_strategy="no",
+            logging_steps=1,
+            seed=0,
+            use_cpu=True,
+            dataloader_drop_last=True,
         )
         trainer = SentenceTransformerTrainer(
             model=model, args=args, train_dataset=Dataset.from_dict({"text": SENTENCES}), loss=make_loss(model)

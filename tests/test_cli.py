@@ -4,12 +4,24 @@ names (hidden, warned about, still working), one-line errors."""
 from __future__ import annotations
 
 import pytest
-
 from helpers.cli import invoke_cli, one_error_line, run_python
 
 pytestmark = pytest.mark.cli
 
-COMMANDS = ["train", "simcse", "distill", "pipeline", "rtt", "eval", "diagnose", "encode", "index", "ensemble", "export", "data"]
+COMMANDS = [
+    "train",
+    "simcse",
+    "distill",
+    "pipeline",
+    "rtt",
+    "eval",
+    "diagnose",
+    "encode",
+    "index",
+    "ensemble",
+    "export",
+    "data",
+]
 
 
 def test_every_command_is_listed_in_help():
@@ -87,7 +99,9 @@ OLD_NAMES = [(path, needed, old, "output", "-o/--output") for path, needed, old 
 ]
 
 
-@pytest.mark.parametrize("path, needed, old, name, new", OLD_NAMES, ids=[f"{' '.join(p)} {o}" for p, _, o, *_ in OLD_NAMES])
+@pytest.mark.parametrize(
+    "path, needed, old, name, new", OLD_NAMES, ids=[f"{' '.join(p)} {o}" for p, _, o, *_ in OLD_NAMES]
+)
 def test_an_old_option_name_still_works_warns_once_and_is_hidden(path, needed, old, name, new, capsys):
     """The old name gives the new option its value (required or not) and prints one deprecation warning."""
     import re
@@ -120,7 +134,9 @@ def test_an_old_option_name_with_its_new_one_is_one_error_line(tmp_path):
 def test_distill_reads_corpus_and_train_file_is_its_hidden_old_name(tmp_path):
     help_text = invoke_cli("distill", "--help").stdout
     assert "--corpus" in help_text and "--train-file" not in help_text
-    both = invoke_cli("distill", "-t", tmp_path / "t", "-o", tmp_path / "o", "--corpus", "a.txt", "--train-file", "b.txt")
+    both = invoke_cli(
+        "distill", "-t", tmp_path / "t", "-o", tmp_path / "o", "--corpus", "a.txt", "--train-file", "b.txt"
+    )
     assert one_error_line(both) == "Error: give --corpus once (--train-file is its old name)."
     assert not (tmp_path / "o").exists()
 
@@ -180,7 +196,12 @@ def test_other_trainer_defaults_are_read_from_the_trainer():
     def options(*path):
         return {param.name: param for param in _command(*path).params}
 
-    train, pipeline, simcse, distill_options = options("train"), options("pipeline"), options("simcse"), options("distill")
+    train, pipeline, simcse, distill_options = (
+        options("train"),
+        options("pipeline"),
+        options("simcse"),
+        options("distill"),
+    )
     for name in ("cael_every", "nce_weight", "icnce_weight", "ictm_weight"):
         own, twin = train[name], pipeline[f"twin_{name}"]
         assert own.default == twin.default == declared_default(train_twin, name), name
@@ -200,7 +221,9 @@ def test_library_errors_become_one_line_and_jtcse_debug_shows_the_traceback(tmp_
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("one line\n", encoding="utf-8")
     args = ("encode", tiny_bert, "-i", corpus, "-o", tmp_path / "e.npy", "--device", "tpu9", "--no-progress")
-    assert one_error_line(invoke_cli(*args)) == "Error: unknown device 'tpu9': use cpu, cuda, cuda:N or mps"  # ValueError
+    assert (
+        one_error_line(invoke_cli(*args)) == "Error: unknown device 'tpu9': use cpu, cuda, cuda:N or mps"
+    )  # ValueError
     debug = invoke_cli(*args, JTCSE_DEBUG=1)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "ValueError: unknown device" in debug.stderr
 
@@ -237,7 +260,9 @@ def test_a_pooling_other_than_cls_or_mean_is_refused_when_parsed():
         assert command.make_context(path[-1], needed).params["pooling"] is None  # the model's own
         with pytest.raises(JTCSEError, match=r"^--pooling must be one of cls, mean \(got 'max'\)\.$"):
             command.make_context(path[-1], [*needed, "--pooling", "max"])
-    training = {name: {p.name: p for p in _command(name).params}["pooling"].help for name in ("train", "simcse", "pipeline")}
+    training = {
+        name: {p.name: p for p in _command(name).params}["pooling"].help for name in ("train", "simcse", "pipeline")
+    }
     assert len(set(training.values())) == 1 and "Default: the starting model's own" in training["train"]
 
 

@@ -10,11 +10,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import invoke_cli, one_error_line
 from helpers.file_server import FileServer
 from helpers.files import snapshot
 from helpers.sts import LetterCounts, write_senteval_dir, write_stsb
+
 from jtcse.errors import JTCSEError
 from jtcse.fetch import DEFAULT_MANIFEST, fetch_dataset, load_manifest
 from jtcse.fetch.dataset import MARKER, download_dir_for
@@ -136,7 +136,8 @@ def test_a_server_dying_mid_file_keeps_the_part_and_the_next_call_resumes_it(tmp
     fetch_dataset("corpus", out, manifest=manifest, progress=False)
     assert (out / "corpus.txt").read_bytes() == BODY
     assert [(r.range, r.status, r.sent) for r in server.log] == [
-        (None, 200, 70_000), ("bytes=70000-", 206, len(BODY) - 70_000)
+        (None, 200, 70_000),
+        ("bytes=70000-", 206, len(BODY) - 70_000),
     ]
     assert leftovers(tmp_path) == ["corpus"]
 
@@ -189,7 +190,9 @@ def test_a_wrong_checksum_leaves_nothing_and_the_next_try_starts_afresh(tmp_path
 
 def test_a_size_other_than_the_manifests_is_refused_before_the_body(tmp_path, server):
     manifest = corpus_manifest(tmp_path, server, size=len(BODY) + 1)
-    with pytest.raises(JTCSEError, match=rf"is {len(BODY)} bytes, the manifest says {len(BODY) + 1}: the source changed"):
+    with pytest.raises(
+        JTCSEError, match=rf"is {len(BODY)} bytes, the manifest says {len(BODY) + 1}: the source changed"
+    ):
         fetch_dataset("corpus", tmp_path / "corpus", manifest=manifest, progress=False)
     assert leftovers(tmp_path) == []
 
@@ -277,7 +280,10 @@ def test_the_stsb_archive_loses_its_top_folder_and_keeps_the_named_files(tmp_pat
 @pytest.mark.parametrize(
     "extra, message",
     [
-        ({"../evil.txt": b"x", "STS/a.txt": b"a", "SICK/b.txt": b"b"}, r"holds an entry outside its folder \('../evil.txt'\)"),
+        (
+            {"../evil.txt": b"x", "STS/a.txt": b"a", "SICK/b.txt": b"b"},
+            r"holds an entry outside its folder \('../evil.txt'\)",
+        ),
         ({"STS/a.txt": b"a"}, r"has no folder holding all of STS, SICK; the archive does not match"),
     ],
 )
@@ -313,7 +319,7 @@ def test_cli_fetch_reports_done_then_nothing_to_do_and_refuses_a_foreign_folder(
 def test_cli_help_teaches_every_dataset_of_the_manifest():
     result = invoke_cli("data", "fetch", "--help", COLUMNS=100)
     assert result.returncode == 0, result.stderr
-    for name, entry in load_manifest().datasets.items():
+    for name in load_manifest().datasets:
         assert name in result.stdout, name
     assert "data/README.md" in result.stdout and "Example: jtcse data fetch wiki1m -o" in result.stdout
     listing = invoke_cli("data", "list")

@@ -67,7 +67,10 @@ def test_token_statistics_match_loops():
 
 
 def test_depth_correlation():
-    assert geometry.depth_correlation([0.1, 0.2, 0.5, 0.9]) == {"spearman": pytest.approx(1.0), "kendall": pytest.approx(1.0)}
+    assert geometry.depth_correlation([0.1, 0.2, 0.5, 0.9]) == {
+        "spearman": pytest.approx(1.0),
+        "kendall": pytest.approx(1.0),
+    }
     assert geometry.depth_correlation([0.9, 0.5, 0.2])["kendall"] == pytest.approx(-1.0)
 
 
@@ -118,8 +121,8 @@ def test_layer_statistics_match_hidden_states(tiny_bert):
 @pytest.mark.slow
 def test_run_diagnostics_report_and_pngs(tiny_bert, tmp_path):
     from jtcse.evaluation.diagnostics import run_diagnostics
-    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.sts import STSPairs
+    from jtcse.modeling.loading import load_model
 
     st = load_model(tiny_bert, max_seq_length="max")
     pairs = STSPairs(SENTENCES[:4], SENTENCES[1:5], np.array([4.5, 1.0, 4.2, 3.0]))
@@ -184,7 +187,9 @@ def test_cli_diagnose(tiny_bert, tmp_path):
     corpus = tmp_path / "s.txt"
     corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     # --out, the old spelling of -o/--output, still works, with a warning
-    result = CliRunner().invoke(app, ["diagnose", tiny_bert, "--sentences", str(corpus), "--out", str(tmp_path / "d"), "--seq-len", "8"])
+    result = CliRunner().invoke(
+        app, ["diagnose", tiny_bert, "--sentences", str(corpus), "--out", str(tmp_path / "d"), "--seq-len", "8"]
+    )
     assert result.exit_code == 0, result.output
     assert "DeprecationWarning: --out is deprecated; use -o/--output." in result.stderr
     report = json.loads((tmp_path / "d" / "report.json").read_text())
@@ -204,7 +209,18 @@ def test_cli_diagnose_clamps_max_length_to_the_position_table(tiny_bert, tmp_pat
 
     corpus = tmp_path / "s.txt"
     corpus.write_text("\n".join(SENTENCES + [" ".join(["word"] * 150)]) + "\n", encoding="utf-8")
-    args = ["diagnose", tiny_bert, "--sentences", str(corpus), "-o", str(tmp_path / "d"), "--seq-len", "8", "--max-length", "200"]
+    args = [
+        "diagnose",
+        tiny_bert,
+        "--sentences",
+        str(corpus),
+        "-o",
+        str(tmp_path / "d"),
+        "--seq-len",
+        "8",
+        "--max-length",
+        "200",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "d" / "report.json").read_text())["n_sentences"] == 6

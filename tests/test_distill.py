@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.cli import invoke_cli, run_python
 from transformers import TrainerCallback
 
-from helpers.cli import invoke_cli, run_python
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.training.distill import distill
@@ -51,13 +51,24 @@ def test_student_learns_the_teacher_across_tokenizers_and_loads_without_jtcse(sp
 
     out = tmp_path / "student"
     summary = distill(
-        spread_roberta, tiny_bert, TRAIN, out, batch_size=16, max_steps=16, learning_rate=1e-3, logging_steps=2,
+        spread_roberta,
+        tiny_bert,
+        TRAIN,
+        out,
+        batch_size=16,
+        max_steps=16,
+        learning_rate=1e-3,
+        logging_steps=2,
         objective="mse",
     )
     assert summary["first_logged_loss"] > 2 * summary["last_logged_loss"], summary
     after = _mse(_encode(out, HELD_OUT), teacher_held_out)
     assert after < 0.5 * before, (before, after)
-    assert (summary["model"]["teacher_dimension"], summary["model"]["student_dimension"], summary["data"]["teacher_cache_hit"]) == (32, 32, False)
+    assert (
+        summary["model"]["teacher_dimension"],
+        summary["model"]["student_dimension"],
+        summary["data"]["teacher_cache_hit"],
+    ) == (32, 32, False)
 
     modules = json.loads((out / "modules.json").read_text())
     assert [m["type"] for m in modules] == [
@@ -165,7 +176,9 @@ def mean_tower(tiny_bert, tmp_path_factory) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("objective", ["similarity", "cosine"])
-def test_wider_teacher_teaches_a_student_that_keeps_its_pooling_and_width(objective, spread_roberta, mean_tower, tmp_path):
+def test_wider_teacher_teaches_a_student_that_keeps_its_pooling_and_width(
+    objective, spread_roberta, mean_tower, tmp_path
+):
     """An 80-wide concat ensemble teaches a 32-wide mean-pooled student; nothing of the projection is saved."""
     from sentence_transformers import SentenceTransformer
 
@@ -199,7 +212,9 @@ def test_wider_teacher_teaches_a_student_that_keeps_its_pooling_and_width(object
         assert summary["model"]["changes"] == []
         assert gap(student) < 0.8 * before, (before, gap(student))
     else:
-        assert summary["model"]["changes"] == ["trained through a linear projection 32->80, not saved (the student keeps its width)"]
+        assert summary["model"]["changes"] == [
+            "trained through a linear projection 32->80, not saved (the student keeps its width)"
+        ]
 
 
 @pytest.mark.slow
@@ -248,7 +263,9 @@ class _ProjectionAtFirstStep(TrainerCallback):
 
     def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
         if self.weight is None:
-            (self.weight,) = [p.detach().clone() for g in optimizer.param_groups for p in g["params"] if p.shape == (80, 32)]
+            (self.weight,) = [
+                p.detach().clone() for g in optimizer.param_groups for p in g["params"] if p.shape == (80, 32)
+            ]
 
 
 @pytest.mark.slow
@@ -303,7 +320,9 @@ def test_cli_default_objective_is_the_librarys():
 @pytest.mark.slow
 @pytest.mark.cli
 def test_cli_reports_a_missing_teacher_in_one_line(tmp_path):
-    result = invoke_cli("distill", "--teacher", tmp_path / "nope", "-o", tmp_path / "out", "--train-file", REPO / "setup.py")
+    result = invoke_cli(
+        "distill", "--teacher", tmp_path / "nope", "-o", tmp_path / "out", "--train-file", REPO / "setup.py"
+    )
     assert result.returncode == 2  # --train-file: the old name of --corpus, still working
     assert result.stderr.splitlines() == [
         "DeprecationWarning: --train-file is deprecated; use --corpus.",

@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import torch
-
 from helpers.cli import REPO, subprocess_env
 from helpers.shared import built_once
 

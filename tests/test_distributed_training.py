@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from helpers.cli import REPO, one_error_line, run_cli, subprocess_env
 from helpers.files import snapshot
+
 from jtcse.locking import lock_path_for
 
 PROBE = REPO / "tests" / "helpers" / "ddp_probe.py"
@@ -325,7 +325,9 @@ def test_accelerate_launch_runs_two_processes_on_the_cpu(tmp_path, tiny_bert, ti
 @pytest.mark.slow
 def test_bad_input_under_torchrun_is_one_error_per_rank_and_writes_nothing(tmp_path, corpus):
     out = tmp_path / "twin"
-    run = torchrun(tmp_path, "train", "--corpus", corpus, "-o", out, "--mini-batch-size", "4", "-r", "dispersion", probe=False)
+    run = torchrun(
+        tmp_path, "train", "--corpus", corpus, "-o", out, "--mini-batch-size", "4", "-r", "dispersion", probe=False
+    )
     assert run.returncode != 0 and not out.exists()
     for rank, label in ((0, "Error: "), (1, "Error (rank 1): ")):
         errors = [line for line in rank_output(tmp_path, rank).splitlines() if line.startswith("Error")]

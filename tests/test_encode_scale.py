@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers.cli import one_error_line, run_cli, run_python
+
 from jtcse.errors import JTCSEError
 from jtcse.search.build import build_index, build_index_from_embeddings
 from jtcse.search.encode import RayEngine, encode_file, meta_path_for
@@ -18,7 +18,9 @@ from jtcse.search.index import IVF_DATA_FILE, SearchIndex
 from jtcse.search.lines import count_rows, iter_chunks, plan_chunks
 from jtcse.search.sinks import PartWriter
 
-SENTENCES = [f"Sentence {i} is about {['rivers', 'markets', 'music', 'frogs', 'trains'][i % 5]} and item {i}." for i in range(29)]
+SENTENCES = [
+    f"Sentence {i} is about {['rivers', 'markets', 'music', 'frogs', 'trains'][i % 5]} and item {i}." for i in range(29)
+]
 
 
 def write_corpus(path: Path, sentences=SENTENCES) -> Path:
@@ -78,7 +80,7 @@ def test_chunk_spans_read_back_as_one_sequential_reader(corpus):
     assert counted == count_rows(corpus) and counted.rows == len(SENTENCES)
     assert [span.rows for span in spans] == [len(c.texts) for c in chunks]
     assert [span.start_row for span in spans] == list(range(0, len(SENTENCES), 4))
-    for span, chunk in zip(reversed(spans), reversed(chunks)):  # any order, each on its own
+    for span, chunk in zip(reversed(spans), reversed(chunks), strict=True):  # any order, each on its own
         again = span.read(corpus)
         assert again.texts == chunk.texts and np.array_equal(again.rows, chunk.rows)
     corpus.write_text(corpus.read_text().replace("Sentence 5 ", "Sentence five "), encoding="utf-8")
@@ -118,7 +120,9 @@ def test_device_lists_are_checked_before_anything_runs(tiny_bert, corpus, tmp_pa
 
 @pytest.mark.cli
 def test_cli_device_that_does_not_exist_is_one_line(tiny_bert, corpus, tmp_path):
-    line = one_error_line(run_cli("encode", tiny_bert, "-i", corpus, "-o", tmp_path / "v.npy", "--devices", "cpu,cuda:3"))
+    line = one_error_line(
+        run_cli("encode", tiny_bert, "-i", corpus, "-o", tmp_path / "v.npy", "--devices", "cpu,cuda:3")
+    )
     assert "'cuda:3' asked for, but" in line
 
 
@@ -139,8 +143,15 @@ def test_ray_twin_shards_match_one_process_in_order_and_value(ray_local, twin_di
     expected, rows = one_process(twin_dir, corpus, tmp_path / "one.npy")
     out = tmp_path / "shards"
     result = encode_file(twin_dir, corpus, out, chunk_size=4, engine=RayEngine(actors=2), show_progress=False)
-    assert (result.rows, result.dim, result.empty_lines, result.chunks_encoded) == (29, 32, count_rows(corpus).empty_lines, 8)
-    assert sorted(p.name for p in out.iterdir()) == ["_jtcse.json"] + [f"part-{s:012d}.parquet" for s in range(0, 29, 4)]
+    assert (result.rows, result.dim, result.empty_lines, result.chunks_encoded) == (
+        29,
+        32,
+        count_rows(corpus).empty_lines,
+        8,
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["_jtcse.json"] + [
+        f"part-{s:012d}.parquet" for s in range(0, 29, 4)
+    ]
     vectors, table = read_table(out)
     np.testing.assert_allclose(vectors, expected, atol=1e-6)
     assert table.column("row").to_pylist() == list(range(29)) and table.column("text").to_pylist() == SENTENCES
@@ -155,7 +166,9 @@ def test_ray_twin_shards_match_one_process_in_order_and_value(ray_local, twin_di
 def test_ray_ensemble_to_one_parquet_file(ray_local, ensemble_dir, corpus, tmp_path):
     expected, _ = one_process(ensemble_dir, corpus, tmp_path / "one.npy", normalize=True)
     out = tmp_path / "ens.parquet"
-    encode_file(ensemble_dir, corpus, out, chunk_size=8, normalize=True, engine=RayEngine(actors=1), show_progress=False)
+    encode_file(
+        ensemble_dir, corpus, out, chunk_size=8, normalize=True, engine=RayEngine(actors=1), show_progress=False
+    )
     vectors, table = read_table(out)
     assert vectors.shape == (29, 64) and not out.with_name("ens.parquet.parts").exists()
     np.testing.assert_allclose(vectors, expected, atol=1e-6)
@@ -228,7 +241,21 @@ def test_cli_ray_worker_killed_mid_run_is_retried(tiny_bert, corpus, tmp_path):
     marker = tmp_path / "crashed"
     out = tmp_path / "shards"
     env = {"JTCSE_CRASH_AT": "encode-chunk:1", "JTCSE_CRASH_ONCE": marker}
-    args = ("encode", tiny_bert, "-i", corpus, "-o", out, "--chunk-size", 4, "--engine", "ray", "--actors", 2, "--no-progress")
+    args = (
+        "encode",
+        tiny_bert,
+        "-i",
+        corpus,
+        "-o",
+        out,
+        "--chunk-size",
+        4,
+        "--engine",
+        "ray",
+        "--actors",
+        2,
+        "--no-progress",
+    )
     done = run_cli(*args, **env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert marker.exists()  # a worker did die
@@ -246,7 +273,14 @@ def test_index_from_shards_is_the_index_from_text(tiny_bert, corpus, tmp_path):
     from_text = build_index(tiny_bert, corpus, tmp_path / "text.idx", chunk_size=4, show_progress=False, **settings)
     from_shards = build_index_from_embeddings(tmp_path / "shards", tmp_path / "shards.idx", **settings)
     a, b = from_text.manifest, from_shards.manifest
-    assert (b.kind, b.rows, b.dim, b.model, b.normalized, b.empty_lines) == ("ivf", 29, 32, a.model, True, a.empty_lines)
+    assert (b.kind, b.rows, b.dim, b.model, b.normalized, b.empty_lines) == (
+        "ivf",
+        29,
+        32,
+        a.model,
+        True,
+        a.empty_lines,
+    )
     assert b.source == str((tmp_path / "shards").resolve()) and b.texts_sha256 == a.texts_sha256
     assert (tmp_path / "shards.idx" / IVF_DATA_FILE).is_file()
     for query in (SENTENCES[3], "a train to the market"):
@@ -268,7 +302,7 @@ def test_index_from_a_folder_of_npy_parquet_and_shards(precision, tiny_bert, tmp
     """Three corpora encoded three ways, indexed as one: rows in name order, each with its own text and line."""
     parts = [SENTENCES[:9], SENTENCES[9:20], SENTENCES[20:]]
     folder = tmp_path / "vectors"
-    for name, sentences in zip(("a.npy", "b.parquet", "c"), parts):
+    for name, sentences in zip(("a.npy", "b.parquet", "c"), parts, strict=True):
         source = write_corpus(tmp_path / f"{name.split('.')[0]}.txt", sentences)
         encode_file(tiny_bert, source, folder / name, chunk_size=4, show_progress=False)  # not normalised
     index = build_index_from_embeddings(folder, tmp_path / "idx", precision=precision)
@@ -284,7 +318,9 @@ def test_index_from_a_folder_of_npy_parquet_and_shards(precision, tiny_bert, tmp
             assert hit.text == SENTENCES[hit.row] == source.read_text().split("\n")[hit.line - 1].strip()
 
 
-def test_shards_that_do_not_belong_together_are_refused_by_name(tiny_bert, tiny_roberta, ensemble_dir, corpus, tmp_path):
+def test_shards_that_do_not_belong_together_are_refused_by_name(
+    tiny_bert, tiny_roberta, ensemble_dir, corpus, tmp_path
+):
     folder = tmp_path / "vectors"
     encode_file(tiny_bert, corpus, folder / "a.parquet", show_progress=False)
     encode_file(ensemble_dir, corpus, folder / "b.parquet", show_progress=False)

@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from helpers.cli import invoke_cli, one_error_line, run_python
 
 SENTENCES = [
@@ -312,9 +311,14 @@ def test_eval_mteb_scores_an_ensemble_like_our_spearman(ensemble_dir, tmp_path):
     from jtcse.evaluation.sts import STSPairs, cosine_spearman
     from jtcse.modeling.loading import load_model
 
-    rows = [(SENTENCES[i], SENTENCES[j], float((3 * i + j) % 5)) for i, j in ((0, 1), (2, 3), (4, 5), (6, 7), (1, 4), (3, 6))]
+    rows = [
+        (SENTENCES[i], SENTENCES[j], float((3 * i + j) % 5))
+        for i, j in ((0, 1), (2, 3), (4, 5), (6, 7), (1, 4), (3, 6))
+    ]
     local = tmp_path / "ens_sts.tsv"
-    local.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows), encoding="utf-8")
+    local.write_text(
+        "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows), encoding="utf-8"
+    )
     model = load_model(ensemble_dir, device="cpu")
     summary = run_mteb(model, (), tmp_path / "out", local_tasks=[local], batch_size=4, cache_dir=tmp_path / "cache")
     pairs = STSPairs([a for a, _, _ in rows], [b for _, b, _ in rows], np.array([s for *_, s in rows]))

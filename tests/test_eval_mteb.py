@@ -28,11 +28,11 @@ def local_tsv(tmp_path):
 
 
 def test_local_task_score_matches_our_spearman(local_tsv, tiny_bert, tmp_path):
-    from jtcse.modeling.loading import load_model
+    import numpy as np
+
     from jtcse.evaluation.mteb_runner import run_mteb
     from jtcse.evaluation.sts import STSPairs, cosine_spearman
-
-    import numpy as np
+    from jtcse.modeling.loading import load_model
 
     model = load_model(tiny_bert, max_seq_length="max")
     summary = run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4, cache_dir=tmp_path / "cache")
@@ -61,8 +61,20 @@ def test_unavailable_registry_task_is_reported_not_raised(local_tsv, tiny_bert, 
     from jtcse.cli import app
 
     result = CliRunner().invoke(
-        app, ["eval", "mteb", tiny_bert, "--tasks", "STS17:en-en", "--local-task", str(local_tsv), "-o", str(tmp_path),
-              "--cache-dir", str(tmp_path / "cache")]
+        app,
+        [
+            "eval",
+            "mteb",
+            tiny_bert,
+            "--tasks",
+            "STS17:en-en",
+            "--local-task",
+            str(local_tsv),
+            "-o",
+            str(tmp_path),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -102,8 +114,8 @@ def test_bad_inputs(tmp_path):
 
 def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):
     """Same path, other weights: a new revision (weight hash), never the cached results of the first."""
-    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.mteb_runner import run_mteb
+    from jtcse.modeling.loading import load_model
     from jtcse.testing import make_tiny_tower
 
     path, cache = tmp_path / "model", tmp_path / "cache"
@@ -111,8 +123,11 @@ def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):
     for seed in (0, 1, 0):  # the same path rewritten with other weights, then the first weights again
         make_tiny_tower(path, "bert", seed=seed)
         model = load_model(str(path), max_seq_length="max")
-        summaries.append(run_mteb(model, (), tmp_path / f"out{seed}", local_tasks=[local_tsv], batch_size=4,
-                                  name=path, cache_dir=cache))
+        summaries.append(
+            run_mteb(
+                model, (), tmp_path / f"out{seed}", local_tasks=[local_tsv], batch_size=4, name=path, cache_dir=cache
+            )
+        )
     first, second, again = summaries
     assert first["model"]["name"] == second["model"]["name"] == str(path.resolve())
     assert first["model"]["revision"] != second["model"]["revision"]
@@ -124,13 +139,26 @@ def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):
 
 
 def test_changed_local_task_file_is_not_served_from_the_cache(local_tsv, tiny_bert, tmp_path):
-    from jtcse.modeling.loading import load_model
     from jtcse.evaluation.mteb_runner import run_mteb
+    from jtcse.modeling.loading import load_model
 
     model = load_model(tiny_bert, max_seq_length="max")
-    run = lambda: run_mteb(model, (), tmp_path / "out", local_tasks=[local_tsv], batch_size=4, name=tiny_bert,
-                           cache_dir=tmp_path / "cache")["tasks"]["Local_my_sts"]["main_score"]
+
+    def run() -> float:
+        result = run_mteb(
+            model,
+            (),
+            tmp_path / "out",
+            local_tasks=[local_tsv],
+            batch_size=4,
+            name=tiny_bert,
+            cache_dir=tmp_path / "cache",
+        )
+        return result["tasks"]["Local_my_sts"]["main_score"]
+
     before = run()
     rows = ROWS[:3] + [(a, b, 5.0 - s) for a, b, s in ROWS[3:]]
-    local_tsv.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows), encoding="utf-8")
+    local_tsv.write_text(
+        "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows), encoding="utf-8"
+    )
     assert run() != before

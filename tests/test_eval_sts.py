@@ -7,10 +7,10 @@ import json
 
 import numpy as np
 import pytest
-from scipy.stats import spearmanr
-
 from helpers.cli import invoke_cli
 from helpers.sts import LETTERS, LetterCounts, write_senteval_dir
+from scipy.stats import spearmanr
+
 from jtcse.errors import JTCSEError
 from jtcse.evaluation.senteval_data import load_task, read_sick_file, read_sts_input_gold
 from jtcse.evaluation.senteval_sts import percent, run_senteval_sts
@@ -50,7 +50,10 @@ def test_reader_normalises_whitespace_and_ignores_extra_columns(tmp_path):
 
 def test_sick_reader_uses_header_columns(tmp_path):
     path = tmp_path / "SICK_test_annotated.txt"
-    path.write_text("pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n1\tA  dog\tA cat\t3.6\tNEUTRAL\n\n", encoding="utf-8")
+    path.write_text(
+        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n1\tA  dog\tA cat\t3.6\tNEUTRAL\n\n",
+        encoding="utf-8",
+    )
     pairs = read_sick_file(path)
     assert (pairs.sentences1, pairs.sentences2, pairs.scores.tolist()) == (["A dog"], ["A cat"], [3.6])
 
@@ -107,7 +110,11 @@ def test_input_gold_errors(tmp_path, inp, gold, message):
     [
         ("stsb", "g\tf\ty\t1\thigh\ta\tb\n", r"s.csv: line 1: score 'high' is not a number\."),
         ("stsb", "\n\n", r"STS-B file .*s.csv has no scored pairs\."),
-        ("sick", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\n1\ta\tb\tx\n", r"s.csv: line 2: score 'x' is not a number\."),
+        (
+            "sick",
+            "pair_ID\tsentence_A\tsentence_B\trelatedness_score\n1\ta\tb\tx\n",
+            r"s.csv: line 2: score 'x' is not a number\.",
+        ),
         ("sick", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\n", r"SICK file .*s.csv has no scored pairs\."),
     ],
 )
@@ -198,8 +205,20 @@ def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):
     (root / "SICK" / "SICK_test_annotated.txt").unlink()
     out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
     result = CliRunner().invoke(
-        app, ["eval", "sts", tiny_bert, "--data-dir", str(root), "-o", str(out_json),
-              "--output-csv", str(out_csv), "--pooling", "mean"]
+        app,
+        [
+            "eval",
+            "sts",
+            tiny_bert,
+            "--data-dir",
+            str(root),
+            "-o",
+            str(out_json),
+            "--output-csv",
+            str(out_csv),
+            "--pooling",
+            "mean",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "SICKR: not evaluated" in result.output and "Avg." in result.output
@@ -237,8 +256,10 @@ GENRE_ROWS = [  # genre, score, sentence 1, sentence 2 (letter counts make every
 @pytest.fixture()
 def genre_file(tmp_path):
     path = tmp_path / "sts-genres.csv"
-    path.write_text("".join(f"{g}\tsrc\t2012\t{i:04d}\t{s}\t{a}\t{b}\textra\n" for i, (g, s, a, b) in enumerate(GENRE_ROWS)),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(f"{g}\tsrc\t2012\t{i:04d}\t{s}\t{a}\t{b}\textra\n" for i, (g, s, a, b) in enumerate(GENRE_ROWS)),
+        encoding="utf-8",
+    )
     return path
 
 

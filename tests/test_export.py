@@ -69,14 +69,18 @@ def test_cli_bad_inputs_are_one_line_and_write_nothing(tmp_path, tiny_bert, twin
     # Offline, OpenVINO int8 cannot fetch its default calibration set: say how to give one.
     line = one_error_line(invoke_cli("export", tiny_bert, "-f", "openvino", "-q", "int8", "-o", out))
     assert "HF_HUB_OFFLINE" in line and "--calibration FILE" in line
-    line = one_error_line(invoke_cli("export", tiny_bert, "-q", "int8", "--calibration", tmp_path / "none.txt", "-o", out))
+    line = one_error_line(
+        invoke_cli("export", tiny_bert, "-q", "int8", "--calibration", tmp_path / "none.txt", "-o", out)
+    )
     assert line == f"Error: Corpus file not found: {tmp_path / 'none.txt'}"
     line = one_error_line(invoke_cli("export", not_model, "-o", out))
     assert "is not a model folder (no modules.json or config.json)" in line
     line = one_error_line(invoke_cli("export", tmp_path / "missing", "-o", out))
     assert line == f"Error: Model folder not found: {tmp_path / 'missing'}"
     line = one_error_line(invoke_cli("export", twin_dir, "-o", out))
-    assert "is a twin; export takes single towers" in line and "export_towers" in line and "sum their embeddings" in line
+    assert (
+        "is a twin; export takes single towers" in line and "export_towers" in line and "sum their embeddings" in line
+    )
     line = one_error_line(invoke_cli("export", ensemble_dir, "-o", out))
     assert "is an ensemble; export takes single towers" in line and "member_1" in line
     assert _nothing_written(out)
@@ -89,12 +93,16 @@ def test_cli_bad_inputs_are_one_line_and_write_nothing(tmp_path, tiny_bert, twin
 
 
 @pytest.mark.cli
-@pytest.mark.parametrize("fmt, extra, package", [("onnx", "onnx", "optimum.onnxruntime"), ("openvino", "openvino", "optimum.intel")])
+@pytest.mark.parametrize(
+    "fmt, extra, package", [("onnx", "onnx", "optimum.onnxruntime"), ("openvino", "openvino", "optimum.intel")]
+)
 def test_cli_missing_backend_names_the_extra(tmp_path, tiny_bert, calibration, fmt, extra, package):
     if _installed(package):
         pytest.skip(f"{package} is installed here")
     options = ("--calibration", calibration) if fmt == "openvino" else ()
-    line = one_error_line(invoke_cli("export", tiny_bert, "--format", fmt, "-q", "int8", *options, "-o", tmp_path / "out"))
+    line = one_error_line(
+        invoke_cli("export", tiny_bert, "--format", fmt, "-q", "int8", *options, "-o", tmp_path / "out")
+    )
     assert line.startswith(f"Error: Exporting to {fmt} needs ") and line.endswith(f"pip install jtcse[{extra}]")
     assert _nothing_written(tmp_path / "out")
 
@@ -135,7 +143,10 @@ class _Hide:
         return None
 
 
-@pytest.mark.parametrize("fmt, hidden, named", [("onnx", ("onnxruntime",), "onnxruntime"), ("openvino", ("optimum",), "optimum.intel.openvino")])
+@pytest.mark.parametrize(
+    "fmt, hidden, named",
+    [("onnx", ("onnxruntime",), "onnxruntime"), ("openvino", ("optimum",), "optimum.intel.openvino")],
+)
 def test_check_backend_names_each_missing_package(monkeypatch, fmt, hidden, named):
     monkeypatch.setattr(sys, "meta_path", [_Hide(*hidden), *sys.meta_path])
     for name in list(sys.modules):

@@ -16,12 +16,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import invoke_cli, one_error_line, run_cli, run_python, start_cli
 from helpers.files import snapshot
 from helpers.rtt import google
 from helpers.shared import built_once
 from helpers.stub_server import StubTranslateServer, fake_translate
+
 from jtcse.locking import lock_path_for
 from jtcse.rtt.cache import TranslationCache
 from jtcse.rtt.pairs import read_pairs
@@ -83,7 +83,7 @@ def test_encode_killed_mid_run_resumes_to_the_same_bytes(tiny_bert, corpus, tmp_
     fresh = invoke_cli(*args, "-o", tmp_path / f"fresh{suffix}")
     assert fresh.returncode == 0, fresh.stderr
     data_files = lambda path: [f for f in _outputs(path) if f != meta_path_for(path)]  # noqa: E731 - meta names its output
-    for mine, theirs in zip(data_files(out), data_files(tmp_path / f"fresh{suffix}")):
+    for mine, theirs in zip(data_files(out), data_files(tmp_path / f"fresh{suffix}"), strict=True):
         assert mine.read_bytes() == theirs.read_bytes(), mine
     assert json.loads(meta_path_for(out).read_text())["complete"] is True
     assert not lock_path_for(out).exists() and not out.with_name(out.name + ".parts").exists()
@@ -94,7 +94,9 @@ def _processes_tagged(tag: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and f"JTCSE_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+            if entry.name.isdigit() and f"JTCSE_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes().split(
+                b"\0"
+            ):
                 found.append(int(entry.name))
         except OSError:  # gone meanwhile, or not ours to read
             pass
@@ -209,7 +211,9 @@ def test_rtt_killed_mid_run_resumes_without_rerequesting(stub_cert, tmp_path):
         fresh = invoke_cli(*_rtt_args(corpus, server, stub_cert[0], tmp_path / "fresh"))
         assert fresh.returncode == 0, fresh.stderr
 
-    answered_before = {(r.params["sl"], r.params["tl"], q) for r in first_run if r.status == 200 for q in r.params["q"].split("\n")}
+    answered_before = {
+        (r.params["sl"], r.params["tl"], q) for r in first_run if r.status == 200 for q in r.params["q"].split("\n")
+    }
     asked_again = [(r.params["sl"], r.params["tl"], q) for r in second_run for q in r.params["q"].split("\n")]
     # whatever the first run committed is never requested again ...
     assert not any(key[2] in stored_de and key[:2] == ("en", "de") for key in asked_again)
@@ -251,7 +255,20 @@ def test_rtt_output_that_is_a_file(tmp_path):
         cache.put("googletrans", "en", "de", "one line", "x")
         cache.put("googletrans", "de", "en", "x", "a line")
     line = one_error_line(
-        invoke_cli("rtt", "-i", tmp_path / "c.txt", "-o", target, "--backend", "replay", "--cache", tmp_path / "c.sqlite", "--pivots", "de", "--no-progress")
+        invoke_cli(
+            "rtt",
+            "-i",
+            tmp_path / "c.txt",
+            "-o",
+            target,
+            "--backend",
+            "replay",
+            "--cache",
+            tmp_path / "c.sqlite",
+            "--pivots",
+            "de",
+            "--no-progress",
+        )
     )
     assert f"{target} is a file; -o/--output names the folder" in line
     assert target.read_text() == "precious\n" and sorted(os.listdir(tmp_path)) == ["c.sqlite", "c.txt", "out.txt"]
@@ -275,7 +292,20 @@ def test_replay_of_a_pivot_the_cache_lacks_names_the_pivots_it_holds(stub, tmp_p
 
 def _trainer_args(command: str, towers: tuple[str, str], corpus: Path, out: Path) -> tuple:
     """Six steps with a checkpoint every two (no dev file: the final model is the last step's)."""
-    common = ("--corpus", corpus, "-o", out, "--batch-size", 4, "--max-seq-length", 16, "--max-steps", 6, "--learning-rate", "1e-3")
+    common = (
+        "--corpus",
+        corpus,
+        "-o",
+        out,
+        "--batch-size",
+        4,
+        "--max-seq-length",
+        16,
+        "--max-steps",
+        6,
+        "--learning-rate",
+        "1e-3",
+    )
     if command == "simcse":
         return ("simcse", "-m", towers[0], *common, "--save-steps", 2, "--logging-steps", 1)
     return ("train", "--tower-a", towers[0], "--tower-b", towers[1], *common, "--eval-steps", 2)
@@ -403,7 +433,9 @@ def finished_runs(uninterrupted, tiny_bert, tmp_path):
     return runs
 
 
-def test_rejected_overwrite_leaves_the_finished_model_as_it_was(finished_runs, tiny_bert, tiny_bert_b, corpus, tmp_path):
+def test_rejected_overwrite_leaves_the_finished_model_as_it_was(
+    finished_runs, tiny_bert, tiny_bert_b, corpus, tmp_path
+):
     """Everything is checked (model, regulariser, device, objective) before the output is touched."""
     from jtcse.testing import make_tiny_tower
     from jtcse.training.distill import distill
@@ -415,15 +447,40 @@ def test_rejected_overwrite_leaves_the_finished_model_as_it_was(finished_runs, t
     before = snapshot(list(finished_runs.values()))
     twin, tower, student = finished_runs["train"], finished_runs["simcse"], finished_runs["distill"]
     line = one_error_line(
-        invoke_cli("train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", twin, "--cael-every", 3, "--overwrite")
+        invoke_cli(
+            "train",
+            "--tower-a",
+            tiny_bert,
+            "--tower-b",
+            tiny_bert_b,
+            "--corpus",
+            corpus,
+            "-o",
+            twin,
+            "--cael-every",
+            3,
+            "--overwrite",
+        )
     )
     assert "cael_every=3 does not divide the towers' 4 layers" in line
     cases = [
-        (lambda: train_twin(tiny_bert, tiny_bert_b, corpus, twin, device="tpu9", overwrite=True), "unknown device 'tpu9'"),
+        (
+            lambda: train_twin(tiny_bert, tiny_bert_b, corpus, twin, device="tpu9", overwrite=True),
+            "unknown device 'tpu9'",
+        ),
         (lambda: train_simcse(str(tmp_path / "nope"), SENTENCES, tower, overwrite=True), "model not found"),
-        (lambda: train_simcse(tiny_bert, SENTENCES, tower, regularizers=["nitp:shallow_layer=9"], overwrite=True), "shallow_layer"),
-        (lambda: distill(wide, tiny_bert, SENTENCES, student, objective="kl", overwrite=True), "objective must be one of"),
-        (lambda: distill(wide, tiny_bert, SENTENCES, student, student_pooling="max", overwrite=True), "student pooling must be"),
+        (
+            lambda: train_simcse(tiny_bert, SENTENCES, tower, regularizers=["nitp:shallow_layer=9"], overwrite=True),
+            "shallow_layer",
+        ),
+        (
+            lambda: distill(wide, tiny_bert, SENTENCES, student, objective="kl", overwrite=True),
+            "objective must be one of",
+        ),
+        (
+            lambda: distill(wide, tiny_bert, SENTENCES, student, student_pooling="max", overwrite=True),
+            "student pooling must be",
+        ),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -464,7 +521,9 @@ def test_a_run_that_fails_before_its_first_checkpoint_leaves_the_output_as_it_wa
 
 
 @pytest.mark.parametrize("command", ["train", "simcse", "distill"])
-def test_a_length_above_the_position_table_is_clamped_when_the_model_is_built(command, tiny_bert, tiny_bert_b, tmp_path, caplog):
+def test_a_length_above_the_position_table_is_clamped_when_the_model_is_built(
+    command, tiny_bert, tiny_bert_b, tmp_path, caplog
+):
     """64-position towers (68 with the margin) asked for 200 tokens, with a sentence longer than that."""
     from jtcse.training.distill import distill
     from jtcse.training.simcse import train_simcse
@@ -500,7 +559,10 @@ def test_simcse_with_nitp_saves_a_tower_that_loads_without_jtcse(tiny_bert, tmp_
 
     out = tmp_path / "tower"
     train_simcse(tiny_bert, SENTENCES, out, regularizers=["nitp"], batch_size=4, max_steps=2, max_seq_length=16)
-    assert [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())] == ["Transformer", "Pooling"]
+    assert [m["type"].rsplit(".", 1)[-1] for m in json.loads((out / "modules.json").read_text())] == [
+        "Transformer",
+        "Pooling",
+    ]
     probe = run_python(
         f"from sentence_transformers import SentenceTransformer\n"
         f"print(SentenceTransformer({str(out)!r}).encode(['a plain tower']).shape)",

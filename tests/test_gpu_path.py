@@ -223,7 +223,9 @@ def test_trainers_check_device_and_precision_before_loading_anything(tmp_path):
         lambda: train_twin(missing, missing, None, tmp_path / "twin", precision="fp16", device="cpu"),
         lambda: train_simcse(missing, None, tmp_path / "tower", precision="fp16", device="cpu"),
         lambda: distill(missing, missing, None, tmp_path / "student", precision="fp16", device="cpu"),
-        lambda: run_pipeline(tmp_path / "pipeline", tower_a=missing, distill_settings={"precision": "fp16"}, device="cpu"),
+        lambda: run_pipeline(
+            tmp_path / "pipeline", tower_a=missing, distill_settings={"precision": "fp16"}, device="cpu"
+        ),
     ]
     for call in calls:
         with pytest.raises(ValueError, match=fp16):

@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import REPO, invoke_cli, one_error_line, run_cli, run_python, start_python, subprocess_env
 
 

@@ -11,7 +11,6 @@ from jtcse.losses import JTCSELoss
 from jtcse.losses.functional import icnce, ictm, info_nce, tmc
 from jtcse.losses.jtcse_loss import stack_views, tower_one_anchors
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -136,10 +135,15 @@ def test_jtcse_loss_equals_the_formula(bert_twin):
     assert set(terms) == {"nce_1", "nce_2", "icnce", "ictm"}
 
     half = len(SENTENCES)
-    v = {k: (out[k][:half], out[k][half:]) for k in ("pooled_1", "pooled_2", "cross_pooled_1", "cross_pooled_2", "pooler_1", "pooler_2")}
+    v = {
+        k: (out[k][:half], out[k][half:])
+        for k in ("pooled_1", "pooled_2", "cross_pooled_1", "cross_pooled_2", "pooler_1", "pooler_2")
+    }
     r = tower_one_anchors(7, step=0, draw=0)
     x, y = ("1", "2") if r else ("2", "1")
-    expected_icnce = icnce(*v[f"pooled_{x}"], *v[f"pooled_{y}"]) + icnce(*v[f"cross_pooled_{x}"], *v[f"cross_pooled_{y}"])
+    expected_icnce = icnce(*v[f"pooled_{x}"], *v[f"pooled_{y}"]) + icnce(
+        *v[f"cross_pooled_{x}"], *v[f"cross_pooled_{y}"]
+    )
     (h1a, h1b), (h2a, h2b) = v["pooled_1"], v["pooled_2"]
     (p1a, p1b), (p2a, p2b) = v["pooler_1"], v["pooler_2"]
     expected_ictm = 0.5 * (ictm(h1a, h2b, p1a, p2b) + ictm(h2a, h1b, p2a, p1b))
@@ -153,8 +157,12 @@ def test_icnce_direction_follows_the_seeded_draw(bert_twin):
     out = _outputs(bert_twin)
     half = len(SENTENCES)
     views = lambda k: (out[k][:half], out[k][half:])  # noqa: E731
-    one_to_two = icnce(*views("pooled_1"), *views("pooled_2")) + icnce(*views("cross_pooled_1"), *views("cross_pooled_2"))
-    two_to_one = icnce(*views("pooled_2"), *views("pooled_1")) + icnce(*views("cross_pooled_2"), *views("cross_pooled_1"))
+    one_to_two = icnce(*views("pooled_1"), *views("pooled_2")) + icnce(
+        *views("cross_pooled_1"), *views("cross_pooled_2")
+    )
+    two_to_one = icnce(*views("pooled_2"), *views("pooled_1")) + icnce(
+        *views("cross_pooled_2"), *views("cross_pooled_1")
+    )
     loss = JTCSELoss(bert_twin, nce_weight=0, ictm_weight=0, seed=123)
     for step, draws in ((0, 6), (41, 2)):  # the trainer tells the loss its step (jtcse's stage runner)
         loss.set_training_step(step)

@@ -59,7 +59,9 @@ def test_student_keeps_its_own_modules_unless_told(mean_normalized_tower, tiny_b
 
     student, changes = load_student(mean_normalized_tower)
     assert [type(m).__name__ for m in student] == ["Transformer", "Pooling", "Normalize"] and changes == []
-    np.testing.assert_allclose(student.encode(SENTENCES), load_model(mean_normalized_tower).encode(SENTENCES), atol=1e-6)
+    np.testing.assert_allclose(
+        student.encode(SENTENCES), load_model(mean_normalized_tower).encode(SENTENCES), atol=1e-6
+    )
     _, changes = load_student(tiny_bert, pooling="mean")
     assert changes == ["replaced 'cls' pooling by mean pooling"]
     with pytest.raises(ValueError, match="student pooling must be one of cls, mean"):

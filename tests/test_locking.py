@@ -10,8 +10,8 @@ import subprocess
 import textwrap
 
 import pytest
-
 from helpers.cli import run_python, start_python
+
 from jtcse.errors import JTCSEError
 from jtcse.locking import (
     OutputLockedError,

@@ -27,8 +27,16 @@ def _section(doc: str, title: str) -> list[str]:
 
 def test_the_public_losses_are_the_ones_expected():
     assert sorted(LOSSES) == [
-        "CachedJTCSELoss", "DispersionLoss", "JTCSELoss", "NITPLoss", "NormalizedMSELoss", "RegularizedLoss",
-        "SimRegLoss", "SimilarityMatrixLoss", "ThresholdedCrossEntropyLoss", "ThresholdedMultipleNegativesRankingLoss",
+        "CachedJTCSELoss",
+        "DispersionLoss",
+        "JTCSELoss",
+        "NITPLoss",
+        "NormalizedMSELoss",
+        "RegularizedLoss",
+        "SimRegLoss",
+        "SimilarityMatrixLoss",
+        "ThresholdedCrossEntropyLoss",
+        "ThresholdedMultipleNegativesRankingLoss",
     ]
 
 

@@ -59,7 +59,9 @@ def test_build_wraps_the_base_loss(tiny_bert):
     model, base = _model_and_base(tiny_bert)
     assert build_regularised_loss(model, base, []) is base
     loss = build_regularised_loss(
-        model, base, ["simreg:weight=2.0,temperature=0.05", "dispersion:weight=0.1,variant=angular,layers=-1/2", "nitp:weight=1"]
+        model,
+        base,
+        ["simreg:weight=2.0,temperature=0.05", "dispersion:weight=0.1,variant=angular,layers=-1/2", "nitp:weight=1"],
     )
     assert isinstance(loss, RegularizedLoss) and loss.base_loss is base
     simreg, dispersion, nitp = loss.regularizers
@@ -124,8 +126,14 @@ def test_options_and_their_meanings_come_from_the_class(name, cls):
     doc = inspect.getdoc(cls.__init__)
     for key, option in options.items():
         assert f"\n    {key}: " in doc and option.meaning and "`" not in option.meaning
-        assert f"{key}={option.default} ({option.meaning}" in REGULARIZER_HELP or f"{key} ({option.meaning}" in REGULARIZER_HELP
-    assert regularizer_options("dispersion")["variant"].meaning == "angular (canonical), decorrelation, l2_repel or orthogonal"
+        assert (
+            f"{key}={option.default} ({option.meaning}" in REGULARIZER_HELP
+            or f"{key} ({option.meaning}" in REGULARIZER_HELP
+        )
+    assert (
+        regularizer_options("dispersion")["variant"].meaning
+        == "angular (canonical), decorrelation, l2_repel or orthogonal"
+    )
 
 
 def test_documented_args_reads_the_first_sentence_of_each_entry():
@@ -134,7 +142,7 @@ def test_documented_args_reads_the_first_sentence_of_each_entry():
     doc = (
         "Summary.\n\nArgs:\n    weight: λ. The paper finds 2–20 stable\n        (see the table).\n"
         "    chunk_size: tokens per chunk of\n        :func:`~jtcse.losses.functional.simreg_chunked`; unset: off.\n"
-        "    variant: ``\"angular\"`` or ``\"l2_repel\"``.\n\nExample::\n\n    loss = X(weight: 1)\n"
+        '    variant: ``"angular"`` or ``"l2_repel"``.\n\nExample::\n\n    loss = X(weight: 1)\n'
     )
     assert _documented_args(doc) == {
         "weight": "λ",
@@ -145,7 +153,9 @@ def test_documented_args_reads_the_first_sentence_of_each_entry():
 
 def test_extra_terms_join_the_regularisers_in_one_loss(tiny_bert):
     model, base = _model_and_base(tiny_bert)
-    loss = build_regularised_loss(model, base, ["simreg"], extra_terms={"norm": lambda out: out["token_embeddings"].sum()})
+    loss = build_regularised_loss(
+        model, base, ["simreg"], extra_terms={"norm": lambda out: out["token_embeddings"].sum()}
+    )
     assert sorted(loss.terms) == ["norm", "simreg"]
     with pytest.raises(ValueError, match="has the name of a regulariser"):
         build_regularised_loss(model, base, ["simreg"], extra_terms={"simreg": lambda out: 0})

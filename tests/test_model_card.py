@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.cli import invoke_cli, one_error_line, run_python
+from helpers.sts import write_stsb
 from huggingface_hub import ModelCard
 
 from jtcse.errors import JTCSEError
 from jtcse.model_card import STS_BEGIN, CardFacts, check_writable, update_card_sts, write_model_card
 from jtcse.training.run_summary import SCHEMA_VERSION, facts_from_run_summary, infer_kind, write_run_card
-from helpers.cli import invoke_cli, one_error_line, run_python
-from helpers.sts import write_stsb
 
 SECTIONS = [
     "## Model Details",
@@ -32,6 +32,8 @@ SECTIONS = [
     "### Framework Versions",
     "## Citation",
 ]
+
+
 def split_card(text: str) -> tuple[dict, str]:
     """(front matter as a dict, Markdown body); fails unless the card opens with a YAML block."""
     match = re.match(r"---\n(.*?)\n---\n(.*)", text, re.S)
@@ -52,7 +54,11 @@ def table_value(body: str, label: str) -> str:
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -81,7 +87,12 @@ def test_single_tower_card_has_every_section_and_its_snippet_runs(tower_copy, mo
         kind="warmup",
         towers=["bert-tiny"],
         settings={"batch_size": 8, "learning_rate": 3e-05, "temperature": 0.05},
-        data={"lines read": 40, "blank lines skipped": 2, "duplicates dropped": 1, "sentences truncated to max_seq_length": 3},
+        data={
+            "lines read": 40,
+            "blank lines skipped": 2,
+            "duplicates dropped": 1,
+            "sentences truncated to max_seq_length": 3,
+        },
         dev_history=[(0, 0.125), (2, 0.5), (4, 0.4375)],
         best_dev_spearman=0.5,
         final_dev_spearman=0.5,
@@ -208,7 +219,9 @@ def test_facts_from_summaries_are_tolerant_and_know_each_kind():
     assert twin.base_model == "sentence-transformers/all-MiniLM-L6-v2"
     assert twin.settings["loss"] == {"base_loss": "JTCSELoss", "temperature": 0.05, "ictm_weight": 0.5}
     assert twin.settings["regularizers"] == ["SimRegLoss(weight=2)"]
-    assert set(twin.citations) == {"JTCSELoss", "SimRegLoss"} and "@inproceedings{simreg" in twin.citations["SimRegLoss"]
+    assert (
+        set(twin.citations) == {"JTCSELoss", "SimRegLoss"} and "@inproceedings{simreg" in twin.citations["SimRegLoss"]
+    )
     spec = facts_from_run_summary({"stage": "simcse", "config": {"regularizers": ["dispersion:weight=0.1"]}})
     assert spec.settings["regularizers"] == ["dispersion:weight=0.1"] and "DispersionLoss" in spec.citations
     with pytest.raises(JTCSEError, match="kind must be one of"):
@@ -223,10 +236,34 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
     lines = [f"Sentence number {i} talks about topic {i % 7} at some length." for i in range(30)]
     corpus.write_text("\n".join(lines + ["", lines[0], "   ", "word " * 60]) + "\n", encoding="utf-8")
     dev = write_stsb(tmp_path / "dev.csv")
-    common = ["--corpus", corpus, "--dev-file", dev, "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "4", "--eval-steps", "2"]
+    common = [
+        "--corpus",
+        corpus,
+        "--dev-file",
+        dev,
+        "--batch-size",
+        "8",
+        "--max-seq-length",
+        "16",
+        "--max-steps",
+        "4",
+        "--eval-steps",
+        "2",
+    ]
     runs = {
         "warmup": ["simcse", "--model", tiny_bert, "-o", tmp_path / "simcse", "--learning-rate", "5e-5", *common],
-        "twin": ["train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "-o", tmp_path / "twin", "--learning-rate", "5e-5", *common],
+        "twin": [
+            "train",
+            "--tower-a",
+            tiny_bert,
+            "--tower-b",
+            tiny_bert_b,
+            "-o",
+            tmp_path / "twin",
+            "--learning-rate",
+            "5e-5",
+            *common,
+        ],
     }
     for kind, args in runs.items():
         out = Path(args[args.index("-o") + 1])
@@ -250,7 +287,9 @@ def test_trainers_write_cards_that_state_their_summaries(tiny_bert, tiny_bert_b,
         assert table_value(body, "lines read") == str(data["lines"]) == "32"
         assert table_value(body, "duplicates dropped") == "1"
         if kind == "twin":
-            assert table_value(body, "sentences truncated to max_seq_length") == str(data["truncated_to_max_seq_length"])
+            assert table_value(body, "sentences truncated to max_seq_length") == str(
+                data["truncated_to_max_seq_length"]
+            )
             assert data["truncated_to_max_seq_length"] >= 1
             assert "@article{zong2025jtcse" in body
         else:
@@ -266,7 +305,18 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     write_model_card(SentenceTransformer(str(tower_copy)), tower_copy, CardFacts(kind="distilled", teacher="runs/twin"))
     data_dir = tmp_path / "senteval"
     write_stsb(data_dir / "STS" / "STSBenchmark" / "sts-test.csv")
-    args = ["eval", "sts", tower_copy, "--data-dir", data_dir, "--tasks", "STSB", "-o", tmp_path / "r.json", "--update-card"]
+    args = [
+        "eval",
+        "sts",
+        tower_copy,
+        "--data-dir",
+        data_dir,
+        "--tasks",
+        "STSB",
+        "-o",
+        tmp_path / "r.json",
+        "--update-card",
+    ]
     update_card_sts(tower_copy, {"STSB": 12.5, "STS12": 40.0})  # an earlier table, replaced below for STSB
     run = invoke_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -277,10 +327,17 @@ def test_eval_sts_update_card_writes_model_index_and_table_once(tower_copy, tmp_
     sts12, result = entry["results"]  # STS12 kept from the earlier update, STSB replaced
     assert sts12["dataset"]["name"] == "STS12" and sts12["metrics"][0]["value"] == 0.4
     assert result["task"]["type"] == "semantic-similarity" and result["dataset"]["name"] == "STSB"
-    assert result["metrics"][0] == {"type": "spearman_cosine", "value": round(score / 100, 4), "name": "Spearman Cosine"}
+    assert result["metrics"][0] == {
+        "type": "spearman_cosine",
+        "value": round(score / 100, 4),
+        "name": "Spearman Cosine",
+    }
     assert body.count(STS_BEGIN) == 1
     assert f"| this model | 40.00 | {score:.2f} | {(40.0 + round(score / 100, 4) * 100) / 2:.2f} |" in body
-    assert body.index(STS_BEGIN) < body.index("## Training Details") and f"; inputs up to {report['meta']['max_seq_length']} tokens." in body
+    assert (
+        body.index(STS_BEGIN) < body.index("## Training Details")
+        and f"; inputs up to {report['meta']['max_seq_length']} tokens." in body
+    )
     assert "**Teacher:** `runs/twin`" in body  # the rest of the card is kept
 
 
@@ -310,7 +367,9 @@ def test_update_card_on_a_read_only_checkpoint_is_refused_and_changes_nothing(to
 
     from jtcse.cli import app
 
-    result = CliRunner().invoke(app, ["eval", "sts", str(tower_copy), "--data-dir", str(data_dir), "--update-card", "--pooling", "mean"])
+    result = CliRunner().invoke(
+        app, ["eval", "sts", str(tower_copy), "--data-dir", str(data_dir), "--update-card", "--pooling", "mean"]
+    )
     assert isinstance(result.exception, JTCSEError) and "drop --pooling" in str(result.exception)
 
 

@@ -71,8 +71,14 @@ def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_f
     dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
     settings = {"batch_size": 16, "max_steps": 2, "eval_steps": 2}
     kwargs = dict(
-        tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, dev_file=dev, ensemble=False,
-        warmup_settings=settings, twin_settings=settings, distill_settings=settings,
+        tower_a=tiny_bert,
+        tower_b=tiny_bert_b,
+        corpus=corpus_file,
+        dev_file=dev,
+        ensemble=False,
+        warmup_settings=settings,
+        twin_settings=settings,
+        distill_settings=settings,
     )
     first = run_pipeline(tmp_path / "recipe", **kwargs)
     assert [(row["stage"], row["status"]) for row in first["table"]] == [
@@ -130,7 +136,11 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     assert ens["weights"] == [1.0, 0.5] and stages["ensemble"]["members"] == [str(out / "twin"), tiny_bert]
     distilled = stages["distill"]
     assert distilled["model"]["teacher"] == str(out / "ensemble") and distilled["model"]["student"] == tiny_bert
-    assert (distilled["steps"], distilled["settings"]["learning_rate"], distilled["settings"]["batch_size"]) == (2, 3e-4, 6)
+    assert (distilled["steps"], distilled["settings"]["learning_rate"], distilled["settings"]["batch_size"]) == (
+        2,
+        3e-4,
+        6,
+    )
     assert distilled["model"]["objective"] == "cosine" and distilled["model"]["teacher_dimension"] == 64
     assert distilled["model"]["student_dimension"] == 32  # the width it started with; the projection is not saved
     # the ensemble stage saves as `jtcse ensemble` does: its card, and nothing left beside the folder
@@ -162,21 +172,27 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
         run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=dev)
     selection = tmp_path / "selection.csv"
     a, b, score = DEV_PAIRS[2]
-    rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(120)] + [(b, a, score)]  # swapped
-    selection.write_text("".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)),
-                         encoding="utf-8")
+    rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(120)] + [
+        (b, a, score)
+    ]  # swapped
+    selection.write_text(
+        "".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)), encoding="utf-8"
+    )
     kept = selection_pairs(selection, dev)  # 1 of 121: left out, with a warning
     assert len(kept) == 120 and a not in kept.sentences1 + kept.sentences2
     assert "1 of the 121 pairs of the selection file" in caplog.text
     rows[:110] = []  # 1 of 11 shared: more than a few, so the file is refused
-    selection.write_text("".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)),
-                         encoding="utf-8")
+    selection.write_text(
+        "".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)), encoding="utf-8"
+    )
     with pytest.raises(JTCSEError, match="shares 1 of its 11 sentence pairs with the dev file"):
         run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=selection)
     with pytest.raises(JTCSEError, match="STS-B file not found"):
         run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=tmp_path / "nope.csv")
     with pytest.raises(JTCSEError, match="a twin learning rate was given and a selection file"):
-        run_pipeline(tmp_path / "out", until="twin", twin=True, selection_file=selection, twin_settings={"learning_rate": 1e-5})
+        run_pipeline(
+            tmp_path / "out", until="twin", twin=True, selection_file=selection, twin_settings={"learning_rate": 1e-5}
+        )
 
 
 def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(shared_data, caplog):
@@ -190,8 +206,8 @@ def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(sha
     assert len(read_stsb_file(train)) - len(kept) == 11
     assert "11 of the 5749 pairs of the selection file" in caplog.text
     dev_pairs = read_stsb_file(dev)
-    shared = {frozenset(p) for p in zip(dev_pairs.sentences1, dev_pairs.sentences2)}
-    assert not any(frozenset(p) in shared for p in zip(kept.sentences1, kept.sentences2))
+    shared = {frozenset(p) for p in zip(dev_pairs.sentences1, dev_pairs.sentences2, strict=True)}
+    assert not any(frozenset(p) in shared for p in zip(kept.sentences1, kept.sentences2, strict=True))
     assert len(kept.genres) == len(kept)
 
 
@@ -222,8 +238,16 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     train = (shared_data / "stsbenchmark" / "sts-train.csv").read_text(encoding="utf-8").splitlines()
     selection.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
     settings = {"batch_size": 8, "max_steps": 2}
-    common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, dev_file=dev, selection_file=selection,
-                  warmup_settings=settings, twin_settings={"batch_size": 4, "max_steps": 2}, distill_settings=settings)
+    common = dict(
+        tower_a=tiny_bert,
+        tower_b=tiny_bert_b,
+        corpus=corpus_file,
+        dev_file=dev,
+        selection_file=selection,
+        warmup_settings=settings,
+        twin_settings={"batch_size": 4, "max_steps": 2},
+        distill_settings=settings,
+    )
     result = run_pipeline(tmp_path / "recipe", **common)
     stages, out = result["stages"], tmp_path / "recipe"
     assert [row["stage"] for row in result["table"]] == [
@@ -238,12 +262,16 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     assert stages["distill"]["model"]["teacher"] == str(out / "ensemble")
     genres = stages["eval"]["dev_spearman_by_genre"]
     assert set(genres["start"]) == {"main-captions", "main-news", "main-forums"}
-    assert set(genres) == set(stages["eval"]["dev_spearman"]) == {"start", "start_b", "warmup_a", "warmup_b",
-                                                                   "ensemble", "distill"}
+    assert (
+        set(genres)
+        == set(stages["eval"]["dev_spearman"])
+        == {"start", "start_b", "warmup_a", "warmup_b", "ensemble", "distill"}
+    )
     assert "| stage | main-captions ×100 (Δ vs start) |" in (out / "pipeline_summary.md").read_text()
 
-    probed = run_pipeline(tmp_path / "twin", **common, twin=True, until="twin", probe_learning_rates=(1e-5, 1e-3),
-                          probe_steps=2)
+    probed = run_pipeline(
+        tmp_path / "twin", **common, twin=True, until="twin", probe_learning_rates=(1e-5, 1e-3), probe_steps=2
+    )
     probe = probed["stages"]["probe"]
     assert set(probe["selection_spearman"]) == {"1e-05", "0.001"}
     lr = max((1e-5, 1e-3), key=lambda lr: probe["selection_spearman"][f"{lr:g}"])

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.cli import run_python
 
 from jtcse import build_twin
 from jtcse.modeling.loading import load_model
-from helpers.cli import run_python
 
 SENTENCES = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog.", "Short."]
 CODE_FILES = {"twin.py", "cross_attention.py", "portable.py"}
@@ -46,7 +46,7 @@ from sentence_transformers import SentenceTransformer
 model = SentenceTransformer({str(path)!r}, trust_remote_code=True)
 assert model[0].cael_every == 2 and model.max_seq_length == 48
 np.save({str(out)!r}, model.encode({SENTENCES!r}))
-resaved = {str(tmp_path / 'resaved')!r}
+resaved = {str(tmp_path / "resaved")!r}
 model.save(resaved)
 print(type(model[0]).__module__)
 """
@@ -104,7 +104,10 @@ def test_checkpoint_with_other_code_opens_with_the_installed_classes(saved_twin,
     with caplog.at_level("WARNING", logger="jtcse.modeling.checkpoint_code"):
         loaded = load_model(other)
     assert type(loaded[0]) is TwinTowers
-    assert any(f"cross_attention.py {word}" in r.getMessage() and "installed jtcse classes" in r.getMessage() for r in caplog.records)
+    assert any(
+        f"cross_attention.py {word}" in r.getMessage() and "installed jtcse classes" in r.getMessage()
+        for r in caplog.records
+    )
     assert "checkpoint code ran" not in capfd.readouterr().out
     np.testing.assert_allclose(loaded.encode(SENTENCES), model.encode(SENTENCES), atol=1e-5)
 

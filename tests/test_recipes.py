@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers.cli import REPO, invoke_cli, one_error_line
+
 from jtcse.errors import JTCSEError
 
 MODELS = REPO / "models"
@@ -197,4 +197,6 @@ def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling", "Normalize"]  # the MiniLM's
     genres = stages["eval"]["dev_spearman_by_genre"]["start"]
     assert set(genres) == {"main-captions", "main-news", "main-forums"}
-    assert "| stage | main-captions ×100 (Δ vs start) |" in result.stdout and "| start | starting model" in result.stdout
+    assert (
+        "| stage | main-captions ×100 (Δ vs start) |" in result.stdout and "| start | starting model" in result.stdout
+    )

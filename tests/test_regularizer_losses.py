@@ -59,9 +59,7 @@ def test_wrapper_adds_no_encoder_pass(tiny_bert):
     base(_columns(model), None)
     alone = len(calls)
     calls.clear()
-    loss = RegularizedLoss(
-        model, base, [SimRegLoss(model), DispersionLoss(model, layers=[-1, 2]), NITPLoss(model)]
-    )
+    loss = RegularizedLoss(model, base, [SimRegLoss(model), DispersionLoss(model, layers=[-1, 2]), NITPLoss(model)])
     sum(loss(_columns(model), None).values()).backward()
     assert alone >= 1 and len(calls) == alone
 
@@ -87,7 +85,9 @@ def test_wrapper_value_is_base_plus_weighted_penalties(tiny_bert):
     hidden = out["all_layer_embeddings"]
     want_reg = (
         3.0 * torch.nn.functional.softplus(simreg(out["token_embeddings"], out["input_ids"], mask, 0.5))
-        + 0.2 * (dispersion(hidden[-1], mask, variant="orthogonal") + dispersion(hidden[1], mask, variant="orthogonal")) / 2
+        + 0.2
+        * (dispersion(hidden[-1], mask, variant="orthogonal") + dispersion(hidden[1], mask, variant="orthogonal"))
+        / 2
         + 1.5 * nitp(out["token_embeddings"], hidden[1], mask, nitp_loss.head.projection)
     )
     want = base(_columns(model), None) + want_reg
@@ -151,8 +151,9 @@ def test_nitp_target_path_carries_no_gradient(tiny_bert):
     encoder = [p for n, p in model[0].named_parameters()]
     # Only the target path differentiable: the shallow states are the sole route back to the encoder.
     target_only = dict(out, token_embeddings=out["token_embeddings"].detach())
-    grads = torch.autograd.grad(loss.penalty(target_only), encoder + [loss.head.projection[0].weight],
-                                allow_unused=True)
+    grads = torch.autograd.grad(
+        loss.penalty(target_only), encoder + [loss.head.projection[0].weight], allow_unused=True
+    )
     assert all(g is None or (g == 0).all() for g in grads[:-1])
     assert grads[-1] is not None and grads[-1].abs().sum() > 0
     # And the full loss reaches the encoder through the prediction path.
@@ -186,7 +187,7 @@ def test_nitp_head_is_saved_and_loaded_with_the_model(tiny_bert, tmp_path):
 
     loaded = SentenceTransformer(str(tmp_path / "with_head"), trust_remote_code=True)
     assert isinstance(loaded[-1], NITPHead) and loaded[-1].hidden_features == 16
-    for a, b in zip(loaded[-1].state_dict().values(), model[-1].state_dict().values()):
+    for a, b in zip(loaded[-1].state_dict().values(), model[-1].state_dict().values(), strict=True):
         torch.testing.assert_close(a, b)
     again = NITPLoss(loaded)
     assert again.head is loaded[-1] and sum(isinstance(m, NITPHead) for m in loaded.children()) == 1
@@ -207,8 +208,14 @@ def test_trainer_runs_wrapped_loss_and_checkpoints_the_head(tiny_bert, tmp_path)
     head_before = model[-1].projection[0].weight.detach().clone()
     data = Dataset.from_dict({"anchor": SENTENCES * 2, "positive": SENTENCES * 2})
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(tmp_path / "run"), per_device_train_batch_size=4, max_steps=2, save_steps=2,
-        logging_steps=1, report_to=[], use_cpu=True, learning_rate=1e-3,
+        output_dir=str(tmp_path / "run"),
+        per_device_train_batch_size=4,
+        max_steps=2,
+        save_steps=2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        learning_rate=1e-3,
     )
     SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss).train()
     assert not torch.equal(model[-1].projection[0].weight, head_before)  # the head was optimised
@@ -254,7 +261,7 @@ def test_thresholded_mnrl_matches_mnrl_without_threshold_and_a_naive_loop(tiny_b
     model = _load(tiny_bert)
     g = torch.Generator().manual_seed(0)
     anchors = torch.randn(5, 8, generator=g, dtype=torch.float64)
-    positives = (anchors + 0.3 * torch.randn(5, 8, generator=g, dtype=torch.float64))
+    positives = anchors + 0.3 * torch.randn(5, 8, generator=g, dtype=torch.float64)
     negatives = torch.randn(5, 8, generator=g, dtype=torch.float64)
     embeddings = [anchors, positives, negatives]
     plain = _mnrl(model).compute_loss_from_embeddings(embeddings, None)
@@ -293,7 +300,11 @@ def test_thresholded_mnrl_trains_end_to_end(tiny_bert):
     loss = ThresholdedMultipleNegativesRankingLoss(model, margin=2.0)
     value = loss(_columns(model), None)
     value.backward()
-    assert torch.isfinite(value) and loss.get_config_dict() == {"scale": 20.0, "margin": 2.0, "similarity_fct": "cos_sim"}
+    assert torch.isfinite(value) and loss.get_config_dict() == {
+        "scale": 20.0,
+        "margin": 2.0,
+        "similarity_fct": "cos_sim",
+    }
     with pytest.raises(ValueError, match="margin"):
         ThresholdedMultipleNegativesRankingLoss(model, margin=-1)
     with pytest.raises(ValueError, match="columns"):

@@ -7,8 +7,8 @@ import sqlite3
 import threading
 
 import pytest
-
 from helpers.rtt import google
+
 from jtcse.errors import JTCSEError
 from jtcse.rtt.cache import CacheCorruptError, CachedTranslator, TranslationCache
 from jtcse.rtt.pairs import read_pairs, write_pairs
@@ -129,8 +129,9 @@ def test_cached_translator_requests_only_misses(stub, tmp_path):
 
 
 def test_failures_are_not_cached(stub, tmp_path):
-    from jtcse.rtt.base import TranslationFailure
     from helpers.stub_server import StubReply
+
+    from jtcse.rtt.base import TranslationFailure
 
     stub.script = lambda request, n: StubReply(status=400) if n == 0 else None
     with TranslationCache(tmp_path / "c.sqlite") as cache, google(stub) as backend:
@@ -145,5 +146,7 @@ def test_sqlite_file_is_a_plain_database(tmp_path):
     path = tmp_path / "c.sqlite"
     with TranslationCache(path) as cache:
         cache.put("g", "en", "de", "a", "b")
-    rows = sqlite3.connect(path).execute("SELECT backend, source, target, text, translation FROM translations").fetchall()
+    rows = (
+        sqlite3.connect(path).execute("SELECT backend, source, target, text, translation FROM translations").fetchall()
+    )
     assert rows == [("g", "en", "de", "a", "b")]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers.rtt import google
 from helpers.stub_server import StubReply, StubTranslateServer, fake_translate
+
 from jtcse.errors import JTCSEError
 from jtcse.rtt.base import TranslationFailure
 from jtcse.rtt.googletrans_backend import AsyncRateLimiter, ServiceFailingError, ServiceUnreachableError
@@ -163,7 +163,10 @@ def test_rate_limiter_pause():
 
 def test_unsupported_language_lists_supported(stub):
     with google(stub) as t:
-        with pytest.raises(JTCSEError, match=r"Unsupported language code\(s\) for the googletrans backend: xx\. Supported: .*\bde\b.*\bzh-cn\b"):
+        with pytest.raises(
+            JTCSEError,
+            match=r"Unsupported language code\(s\) for the googletrans backend: xx\. Supported: .*\bde\b.*\bzh-cn\b",
+        ):
             t.translate(["hello"], "en", "xx")
     assert stub.translation_requests() == []
 

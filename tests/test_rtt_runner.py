@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers.cli import invoke_cli, one_error_line
 from helpers.rtt import google
 from helpers.stub_server import StubReply, fake_translate
+
 from jtcse.errors import JTCSEError
 from jtcse.rtt.cache import TranslationCache
 from jtcse.rtt.pairs import read_pairs
@@ -77,7 +77,10 @@ def test_replay_from_cache_and_pairs_reports_missing(stub, tmp_path):
             run_rtt(sentences, ["de", "fr"], replay, tmp_path / "c", cache=cache, progress=False)
         assert not (tmp_path / "c").exists()
         # a pivot it holds, but for none of these sentences: an error, not an empty pairs file
-        with pytest.raises(JTCSEError, match=r"No en→de→en round trip succeeded \(1 failed, e.g. 'en→de: not in the replay sources'\); nothing was written"):
+        with pytest.raises(
+            JTCSEError,
+            match=r"No en→de→en round trip succeeded \(1 failed, e.g. 'en→de: not in the replay sources'\); nothing was written",
+        ):
             run_rtt(["Never seen."], ["de"], replay, tmp_path / "d", cache=cache, progress=False)
         assert not (tmp_path / "d" / "pairs.de.tsv").exists()
     from_pairs = ReplayTranslator(pairs_files={"de": tmp_path / "a" / "pairs.de.tsv"})
@@ -100,7 +103,9 @@ def test_bad_pivots(stub, tmp_path):
 @pytest.mark.cli
 def test_cli_bad_input_is_one_line_error(tmp_path):
     (tmp_path / "c.txt").write_bytes(b"fine\n\xff bad\n")
-    assert "line 2 is not valid UTF-8" in one_error_line(invoke_cli("rtt", "-i", tmp_path / "c.txt", "-o", tmp_path / "o"))
+    assert "line 2 is not valid UTF-8" in one_error_line(
+        invoke_cli("rtt", "-i", tmp_path / "c.txt", "-o", tmp_path / "o")
+    )
     (tmp_path / "bad.sqlite").write_bytes(b"garbage" * 200)
     (tmp_path / "ok.txt").write_text("one line\n")
     result = invoke_cli("rtt", "-i", tmp_path / "ok.txt", "-o", tmp_path / "o", "--cache", tmp_path / "bad.sqlite")

@@ -29,8 +29,12 @@ def _tokenizer(extra_special: list[str] = ()):
     tok = Tokenizer(models.WordPiece(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     specials = ["<pad>", "</s>", "<unk>", *extra_special]
-    tok.train_from_iterator(default_corpus_sentences(limit=400), trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    tok.train_from_iterator(
+        default_corpus_sentences(limit=400), trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials)
+    )
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))]
+    )
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
         additional_special_tokens=list(extra_special), model_max_length=64,
@@ -97,7 +101,10 @@ def test_template_loads_one_model_per_direction(marian_template):
     t = Seq2SeqTranslator(marian_template, max_new_tokens=6, max_loaded_models=2, device="cpu")
     there = t.translate(TEXTS[:2], "en", "de")
     back = t.round_trip(TEXTS[:2], "en", "de")
-    assert len(t._loaded) == 2 and all(marian_template.format(src=a, tgt=b) in t._loaded for a, b in [("en", "de"), ("de", "en")])
+    assert len(there) == 2 and all(isinstance(x, str) for x in there)
+    assert len(t._loaded) == 2 and all(
+        marian_template.format(src=a, tgt=b) in t._loaded for a, b in [("en", "de"), ("de", "en")]
+    )
     assert all(isinstance(x, str) for x in back)
     assert t.name == f"seq2seq:{marian_template}"
 
@@ -109,7 +116,7 @@ def test_device_placement(marian_template):
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert t.device == expected
     t.translate(["hello world"], "en", "de")
-    (_, model), = list(t._loaded.values())[:1]
+    ((_, model),) = list(t._loaded.values())[:1]
     assert next(model.parameters()).device.type == expected
 
 
@@ -118,7 +125,9 @@ def test_too_long_inputs_fail_with_a_reason(marian_template):
     long_text = " ".join(["the attribute value"] * 40)
     out = t.translate(["short one", long_text], "en", "de")
     assert isinstance(out[0], str)
-    assert isinstance(out[1], TranslationFailure) and "too long for the model" in out[1].reason and "> 64" in out[1].reason
+    assert (
+        isinstance(out[1], TranslationFailure) and "too long for the model" in out[1].reason and "> 64" in out[1].reason
+    )
 
 
 def test_cache_serves_second_call(marian_template, tmp_path):
@@ -145,7 +154,9 @@ def test_multilingual_model_forces_target_language(m2m_path):
     tokenizer, model = t._loaded[m2m_path]
     # the forced first token is the target language token
     encoded = tokenizer(["The cat sat."], return_tensors="pt")
-    generated = model.generate(**encoded, max_new_tokens=3, forced_bos_token_id=tokenizer.convert_tokens_to_ids("__de__"))
+    generated = model.generate(
+        **encoded, max_new_tokens=3, forced_bos_token_id=tokenizer.convert_tokens_to_ids("__de__")
+    )
     assert tokenizer.convert_ids_to_tokens(int(generated[0, 1])) == "__de__"
     with pytest.raises(JTCSEError, match=r"no language token for xx\. Supported: de, en, fr"):
         t.translate(["x"], "en", "xx")

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers.cli import invoke_cli
+
 from jtcse.errors import JTCSEError
+from jtcse.search.build import build_index
 from jtcse.search.encode import encode_file, meta_path_for, rows_path_for
 from jtcse.search.faiss_index import (
     DEFAULT_RESCORE_MULTIPLIER,
@@ -20,10 +21,8 @@ from jtcse.search.faiss_index import (
     gpu_available,
     recall_at_k,
 )
-from jtcse.search.build import build_index
 from jtcse.search.index import INDEX_FORMAT_VERSION, MANIFEST, RESCORE_FILE, SearchIndex, read_manifest
 from jtcse.search.lines import count_rows, iter_chunks, read_line_at
-
 
 SENTENCES = [
     "A man is playing a guitar on the stage.",
@@ -127,7 +126,9 @@ def test_encode_npy_in_chunks_equals_direct_encode(corpus, tmp_path, tiny_model,
     assert meta["complete"] and meta["model"] == "tiny" and meta["normalized"] and meta["rows_done"] == 11
 
 
-def test_encode_reuse_returns_a_finished_output_and_restarts_one_with_other_settings(corpus, tmp_path, tiny_model, monkeypatch):
+def test_encode_reuse_returns_a_finished_output_and_restarts_one_with_other_settings(
+    corpus, tmp_path, tiny_model, monkeypatch
+):
     out = tmp_path / "emb.npy"
     first = encode_file(tiny_model, corpus, out, normalize=True, model_name="tiny", show_progress=False)
     with pytest.raises(JTCSEError, match="already complete"):  # without reuse a finished output is refused
@@ -219,7 +220,14 @@ def test_encode_refuses_bad_input_and_conflicting_outputs(corpus, tmp_path, tiny
 
     out = tmp_path / "emb.npy"
     with pytest.raises(Interrupt):
-        encode_file(tiny_bert, corpus, out, chunk_size=3, show_progress=False, on_chunk=lambda d, t: (_ for _ in ()).throw(Interrupt()))
+        encode_file(
+            tiny_bert,
+            corpus,
+            out,
+            chunk_size=3,
+            show_progress=False,
+            on_chunk=lambda d, t: (_ for _ in ()).throw(Interrupt()),
+        )
     with pytest.raises(JTCSEError, match="normalized: False then, True now"):
         encode_file(tiny_bert, corpus, out, chunk_size=3, normalize=True, show_progress=False)
     encode_file(tiny_bert, corpus, out, normalize=True, overwrite=True, show_progress=False)
@@ -286,10 +294,19 @@ def test_index_directory_and_search_match_brute_force(built_index, tiny_bert, ti
     index = SearchIndex(built_index / "idx")
     manifest = read_manifest(built_index / "idx")
     assert (manifest.model, manifest.dim, manifest.normalized, manifest.kind, manifest.rows) == (
-        str(Path(tiny_bert).resolve()), 32, True, "flat", 11
+        str(Path(tiny_bert).resolve()),
+        32,
+        True,
+        "flat",
+        11,
     )
     assert manifest.format_version == INDEX_FORMAT_VERSION and manifest.empty_lines == 4
-    assert sorted(p.name for p in (built_index / "idx").iterdir()) == ["index.faiss", "manifest.json", "rows.npy", "texts.txt"]
+    assert sorted(p.name for p in (built_index / "idx").iterdir()) == [
+        "index.faiss",
+        "manifest.json",
+        "rows.npy",
+        "texts.txt",
+    ]
 
     queries = [SENTENCES[4], "a cat on a windowsill"]
     results = index.search(queries, k=5)
@@ -297,7 +314,7 @@ def test_index_directory_and_search_match_brute_force(built_index, tiny_bert, ti
     query_vectors = tiny_model.encode(queries, normalize_embeddings=True)
     naive = query_vectors @ corpus_vectors.T
     file_lines = (built_index / "corpus.txt").read_bytes().decode("utf-8").split("\n")
-    for hits, scores in zip(results, naive):
+    for hits, scores in zip(results, naive, strict=True):
         # the top 5 scores, each the brute-force score of the row it names (near-ties may swap rows)
         np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1][:5], atol=1e-5)
         np.testing.assert_allclose([scores[h.row] for h in hits], [h.score for h in hits], atol=1e-5)
@@ -333,8 +350,14 @@ def test_interrupted_build_resumes_and_overwrite_keeps_index_on_bad_input(tmp_pa
     name = str(Path(tiny_bert).resolve())
     with pytest.raises(Interrupt):  # a build that died after encoding 4 of 11 sentences
         encode_file(
-            tiny_model, corpus, index_dir / "embeddings.npy", chunk_size=4, normalize=True, model_name=name,
-            show_progress=False, on_chunk=lambda done, total: (_ for _ in ()).throw(Interrupt()),
+            tiny_model,
+            corpus,
+            index_dir / "embeddings.npy",
+            chunk_size=4,
+            normalize=True,
+            model_name=name,
+            show_progress=False,
+            on_chunk=lambda done, total: (_ for _ in ()).throw(Interrupt()),
         )
     encoded: list[str] = []
     real_encode = tiny_model.encode
@@ -433,7 +456,7 @@ def test_mining_file_wiring_matches_the_library(tmp_path, tiny_model, tiny_bert)
     assert (summary["rows_in"], summary["rows_out"], summary["columns"]) == (6, 12, ["query", "answer", "negative"])
     assert json.loads(out.with_name("mined.tsv.json").read_text())["rows_out"] == 12
     mined = read_pairs(out)
-    rows = list(zip(mined["query"], mined["answer"], read_pairs(out, "query", "negative")["negative"]))
+    rows = list(zip(mined["query"], mined["answer"], read_pairs(out, "query", "negative")["negative"], strict=True))
     assert {(a, p) for a, p, _ in rows} == set(PAIRS)  # quotes survive the round trip
     candidates = {p for _, p in PAIRS} | {"A violin concert.", "A cat in the sun."}
     assert all(n in candidates and n != p for _, p, n in rows)
@@ -448,7 +471,9 @@ def test_mining_file_wiring_matches_the_library(tmp_path, tiny_model, tiny_bert)
     )
     assert direct["negative"] == [n for *_, n in rows]
 
-    listed = mine_hard_negatives_file(tiny_bert, pairs, tmp_path / "m.jsonl", output_format="labeled-list", verbose=False)
+    listed = mine_hard_negatives_file(
+        tiny_bert, pairs, tmp_path / "m.jsonl", output_format="labeled-list", verbose=False
+    )
     assert listed["columns"] == ["query", "answer", "labels"]
     first = json.loads((tmp_path / "m.jsonl").read_text().splitlines()[0])
     assert first["labels"][0] == 1 and first["answer"][0] == PAIRS[0][1]
@@ -494,7 +519,9 @@ def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
 
     runner = CliRunner()
     out = tmp_path / "cli.npy"
-    result = runner.invoke(app, ["encode", tiny_bert, "-i", str(corpus), "-o", str(out), "--chunk-size", "5", "--no-progress", "--fp16"])
+    result = runner.invoke(
+        app, ["encode", tiny_bert, "-i", str(corpus), "-o", str(out), "--chunk-size", "5", "--no-progress", "--fp16"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["rows"] == 11 and np.load(out).dtype == np.float16
 
@@ -502,7 +529,9 @@ def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
     result = runner.invoke(app, ["index", "build", tiny_bert, "-i", str(corpus), "-o", str(idx), "--no-progress"])
     assert result.exit_code == 0, result.output
     hits_file = tmp_path / "hits.jsonl"
-    result = runner.invoke(app, ["index", "search", "--index", str(idx), "-q", SENTENCES[3], "-k", "2", "-o", str(hits_file)])
+    result = runner.invoke(
+        app, ["index", "search", "--index", str(idx), "-q", SENTENCES[3], "-k", "2", "-o", str(hits_file)]
+    )
     assert result.exit_code == 0, result.output
     assert SENTENCES[3] in result.stdout
     record = json.loads(hits_file.read_text())
@@ -513,7 +542,9 @@ def test_cli_encode_build_search(tmp_path, corpus, tiny_bert):
 def test_cli_reports_user_mistakes_in_one_line(tmp_path):
     proc = invoke_cli("index", "search", "--index", tmp_path, "-q", "hello")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"Error: {tmp_path} is not a jtcse index directory (no manifest.json); build one with `jtcse index build`."]
+    assert proc.stderr.strip().splitlines() == [
+        f"Error: {tmp_path} is not a jtcse index directory (no manifest.json); build one with `jtcse index build`."
+    ]
 
 
 # ------------------------------------------------------------------ precision and texts check
@@ -530,7 +561,10 @@ def test_quantized_indexes_rescore_like_a_naive_reference(tmp_path, tiny_bert, t
     binary = build_index(tiny_bert, corpus, tmp_path / "bin", precision="binary", show_progress=False)
     manifest = binary.manifest
     assert (manifest.precision, manifest.rescore_multiplier, manifest.rescore_precision, manifest.kind) == (
-        "binary", DEFAULT_RESCORE_MULTIPLIER, "int8", "flat"
+        "binary",
+        DEFAULT_RESCORE_MULTIPLIER,
+        "int8",
+        "flat",
     )
     assert binary.index.code_size == 32 // 8
     low, high = vectors.min(axis=0), vectors.max(axis=0)
@@ -539,14 +573,14 @@ def test_quantized_indexes_rescore_like_a_naive_reference(tmp_path, tiny_bert, t
     dequantized = (codes + 0.5) * steps + low
     assert np.all(np.abs(dequantized - vectors) <= steps / 2 + 1e-6)
     assert isinstance(binary.rescore[0], np.memmap)  # read from disk per candidate, not held in memory
-    for hits, scores in zip(binary.search(queries, k=5), q @ dequantized.T):
+    for hits, scores in zip(binary.search(queries, k=5), q @ dequantized.T, strict=True):
         np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1][:5], atol=1e-5)
         assert all(h.text == SENTENCES[h.row] for h in hits)
     # Fewer candidates than rows: only the k x multiplier nearest by Hamming distance are rescored.
     bits = vectors > 0
     hamming = (bits[None, :, :] != (q > 0)[:, None, :]).sum(axis=2)
     _, rows = binary.search_vectors(q, k=2, rescore_multiplier=2)
-    for row_ids, distances in zip(rows, hamming):
+    for row_ids, distances in zip(rows, hamming, strict=True):
         assert set(row_ids) <= set(np.flatnonzero(distances <= np.sort(distances)[3]))
     with pytest.raises(JTCSEError, match="--rescore-multiplier must be at least 1"):
         binary.search_vectors(q, k=2, rescore_multiplier=0)
@@ -557,7 +591,7 @@ def test_quantized_indexes_rescore_like_a_naive_reference(tmp_path, tiny_bert, t
     decoded = int8.index.reconstruct_n(0, len(SENTENCES))
     steps = (vectors.max(axis=0) - vectors.min(axis=0)) / 255
     assert np.all(np.abs(decoded - vectors) <= steps + 1e-6)  # within one step of the float vectors
-    for hits, scores in zip(int8.search(queries, k=5), q @ decoded.T):
+    for hits, scores in zip(int8.search(queries, k=5), q @ decoded.T, strict=True):
         np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1][:5], atol=1e-5)
     assert int8.search(queries[0], k=1)[0][0].text == SENTENCES[4]
     # Reloaded from disk, the same hits.
@@ -609,5 +643,7 @@ def test_cli_unknown_precision_is_one_line(tmp_path, tiny_bert):
 
     corpus = tmp_path / "c.txt"
     write_corpus(corpus)
-    line = one_error_line(invoke_cli("index", "build", tiny_bert, "-i", corpus, "-o", tmp_path / "idx", "--precision", "int4"))
+    line = one_error_line(
+        invoke_cli("index", "build", tiny_bert, "-i", corpus, "-o", tmp_path / "idx", "--precision", "int4")
+    )
     assert "float32, int8, binary" in line

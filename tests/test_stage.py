@@ -111,8 +111,18 @@ def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, ti
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(f"sentence number {i} about topic {i % 5}" for i in range(24)) + "\n", encoding="utf-8")
     summary = train_twin(
-        tiny_bert, tiny_bert_b, corpus, tmp_path / "run", batch_size=8, max_seq_length=16, max_steps=2,
-        learning_rate=5e-5, precision="bf16", gradient_checkpointing=True, show_progress=False, plot=False,
+        tiny_bert,
+        tiny_bert_b,
+        corpus,
+        tmp_path / "run",
+        batch_size=8,
+        max_seq_length=16,
+        max_steps=2,
+        learning_rate=5e-5,
+        precision="bf16",
+        gradient_checkpointing=True,
+        show_progress=False,
+        plot=False,
         callbacks=[Inspect()],
     )
     assert summary["steps"] == 2
@@ -179,7 +189,9 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
     given = TrainingSettings(batch_size=8, seed=7)
     assert SIMCSE_SETTINGS.given(None, {}, "train_simcse") == SIMCSE_SETTINGS
     assert SIMCSE_SETTINGS.given(given, {}, "train_simcse") == given
-    assert SIMCSE_SETTINGS.given(given, {"max_steps": 3}, "train_simcse") == TrainingSettings(batch_size=8, seed=7, max_steps=3)
+    assert SIMCSE_SETTINGS.given(given, {"max_steps": 3}, "train_simcse") == TrainingSettings(
+        batch_size=8, seed=7, max_steps=3
+    )
     assert SIMCSE_SETTINGS.given(None, {"batch_size": 8}, "train_simcse") == replace(SIMCSE_SETTINGS, batch_size=8)
     with pytest.raises(TypeError, match="train_simcse\\(\\) got an unexpected keyword argument 'batch_sise'"):
         SIMCSE_SETTINGS.given(None, {"batch_sise": 8}, "train_simcse")
@@ -189,9 +201,29 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
 
 SUMMARY_KEYS = {
     "schema_version",
-    "stage", "output_dir", "saved_model", "model", "data", "loss", "settings", "resumed_from", "steps", "seconds",
-    "train_loss", "first_logged_loss", "last_logged_loss", "loss_terms", "dev_file", "dev_spearman_by_step",
-    "best_dev_spearman", "best_step", "final_dev_spearman", "checkpoints", "training_curves", "versions", "config",
+    "stage",
+    "output_dir",
+    "saved_model",
+    "model",
+    "data",
+    "loss",
+    "settings",
+    "resumed_from",
+    "steps",
+    "seconds",
+    "train_loss",
+    "first_logged_loss",
+    "last_logged_loss",
+    "loss_terms",
+    "dev_file",
+    "dev_spearman_by_step",
+    "best_dev_spearman",
+    "best_step",
+    "final_dev_spearman",
+    "checkpoints",
+    "training_curves",
+    "versions",
+    "config",
 }
 
 

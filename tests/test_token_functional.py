@@ -124,8 +124,8 @@ def test_simreg_matches_naive_loop(batch, tau):
     got = simreg(emb, labels, mask, temperature=tau)
     want = naive_simreg(emb, labels, mask, tau)
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
-    g_got, = torch.autograd.grad(got, emb)
-    g_want, = torch.autograd.grad(want, emb)
+    (g_got,) = torch.autograd.grad(got, emb)
+    (g_want,) = torch.autograd.grad(want, emb)
     assert torch.isfinite(g_got).all()
     torch.testing.assert_close(g_got, g_want, rtol=1e-7, atol=1e-9)
     assert (g_got[0, 5:] == 0).all() and (g_got[1] == 0).all() and (g_got[2] == 0).all()
@@ -180,8 +180,12 @@ def test_simreg_half_precision_is_computed_in_float32():
     ],
 )
 def test_simreg_bad_inputs(kwargs, message):
-    args = dict(emb=torch.zeros(2, 3, 4), labels=torch.zeros(2, 3, dtype=torch.long),
-                mask=torch.ones(2, 3, dtype=torch.bool), temperature=0.01)
+    args = dict(
+        emb=torch.zeros(2, 3, 4),
+        labels=torch.zeros(2, 3, dtype=torch.long),
+        mask=torch.ones(2, 3, dtype=torch.bool),
+        temperature=0.01,
+    )
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         simreg(**args)
@@ -242,8 +246,8 @@ def test_dispersion_matches_naive_loop(batch, variant, tau):
     got = dispersion(emb, mask, temperature=tau, variant=variant)
     want = naive_dispersion(emb, mask, tau, variant)
     torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-8)
-    g_got, = torch.autograd.grad(got, emb)
-    g_want, = torch.autograd.grad(want, emb)
+    (g_got,) = torch.autograd.grad(got, emb)
+    (g_want,) = torch.autograd.grad(want, emb)
     assert torch.isfinite(g_got).all()
     torch.testing.assert_close(g_got, g_want, rtol=1e-6, atol=1e-8)
     assert (g_got[0, 5:] == 0).all() and (g_got[1] == 0).all()
@@ -359,9 +363,7 @@ def test_thresholded_cross_entropy_zeroes_exactly_the_dropped_gradients():
 def test_threshold_infinite_margin_is_plain_cross_entropy():
     logits = torch.randn(4, 5)
     target = torch.tensor([0, 4, 2, 1])
-    torch.testing.assert_close(
-        thresholded_cross_entropy(logits, target, float("inf")), F.cross_entropy(logits, target)
-    )
+    torch.testing.assert_close(thresholded_cross_entropy(logits, target, float("inf")), F.cross_entropy(logits, target))
 
 
 def test_threshold_logits_bad_inputs():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from helpers.cli import invoke_cli
+
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.modeling.loading import load_model
@@ -32,9 +32,29 @@ def corpus(tmp_path_factory) -> Path:
 def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tiny_bert_b, corpus, dev_file):
     out = tmp_path / "run"
     args = [
-        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b,
-        "--corpus", str(corpus), "-o", str(out), "--batch-size", "8", "--max-seq-length", "32",
-        "--max-steps", "4", "--eval-steps", "2", "--lr", "5e-5", "--dev-file", str(dev_file), "--cael-every", "2",
+        "train",
+        "--tower-a",
+        tiny_bert,
+        "--tower-b",
+        tiny_bert_b,
+        "--corpus",
+        str(corpus),
+        "-o",
+        str(out),
+        "--batch-size",
+        "8",
+        "--max-seq-length",
+        "32",
+        "--max-steps",
+        "4",
+        "--eval-steps",
+        "2",
+        "--lr",
+        "5e-5",
+        "--dev-file",
+        str(dev_file),
+        "--cael-every",
+        "2",
     ]
     run = invoke_cli(*args)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -66,8 +86,15 @@ def test_cli_train_writes_a_loadable_twin_and_a_summary(tmp_path, tiny_bert, tin
 @pytest.mark.slow
 def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_bert, tiny_bert_b, corpus):
     common = dict(
-        corpus=corpus, output_dir=tmp_path / "run", batch_size=8, max_seq_length=24, learning_rate=5e-5,
-        eval_steps=2, cael_every=None, show_progress=False, plot=False,
+        corpus=corpus,
+        output_dir=tmp_path / "run",
+        batch_size=8,
+        max_seq_length=24,
+        learning_rate=5e-5,
+        eval_steps=2,
+        cael_every=None,
+        show_progress=False,
+        plot=False,
     )
     first = train_twin(tiny_bert, tiny_bert_b, max_steps=2, keep_checkpoints=True, **common)
     assert first["steps"] == 2 and first["resumed_from"] is None
@@ -83,8 +110,16 @@ def test_nan_loss_stops_training_and_names_the_step(tmp_path, tiny_bert, tiny_be
     # AdamW moves every weight by about lr in step 1; with lr = 1e30 the step-2 forward overflows
     with pytest.raises(JTCSEError, match=r"NaN or infinite at step 2\b.*lower learning rate"):
         train_twin(
-            tiny_bert, tiny_bert_b, corpus, tmp_path / "run", batch_size=8, max_steps=5, eval_steps=5,
-            learning_rate=1e30, show_progress=False, plot=False,
+            tiny_bert,
+            tiny_bert_b,
+            corpus,
+            tmp_path / "run",
+            batch_size=8,
+            max_steps=5,
+            eval_steps=5,
+            learning_rate=1e30,
+            show_progress=False,
+            plot=False,
         )
     assert not (tmp_path / "run" / "modules.json").exists()
 
@@ -123,7 +158,10 @@ def test_bad_settings(tmp_path, tiny_bert, tiny_bert_b, corpus, kwargs, message)
 def test_cli_reports_user_mistakes_in_one_line(tmp_path, tiny_bert, tiny_roberta, corpus):
     cases = [
         (["--corpus", str(tmp_path / "missing.txt")], "Corpus file not found"),
-        (["--corpus", str(corpus), "--tower-a", tiny_bert, "--tower-b", tiny_roberta], "The towers differ in model type"),
+        (
+            ["--corpus", str(corpus), "--tower-a", tiny_bert, "--tower-b", tiny_roberta],
+            "The towers differ in model type",
+        ),
     ]
     for extra, message in cases:
         run = invoke_cli("train", "-o", tmp_path / "run", *extra)
@@ -152,17 +190,30 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
     assert set(terms) == {"nce_1", "nce_2", "icnce", "ictm", "dispersion"}
     # the regulariser's term is λ·penalty on the twin's own forward (same dropout masks: reseed)
     torch.manual_seed(0)
-    outputs = model(dict(features, input_ids=torch.cat([features["input_ids"]] * 2),
-                         attention_mask=torch.cat([features["attention_mask"]] * 2),
-                         token_type_ids=torch.cat([features["token_type_ids"]] * 2)))
+    outputs = model(
+        dict(
+            features,
+            input_ids=torch.cat([features["input_ids"]] * 2),
+            attention_mask=torch.cat([features["attention_mask"]] * 2),
+            token_type_ids=torch.cat([features["token_type_ids"]] * 2),
+        )
+    )
     expected = 0.5 * DispersionLoss(model).penalty(outputs)
     torch.testing.assert_close(terms["dispersion"], expected)
 
     summary = train_twin(
-        tiny_bert, tiny_bert_b, corpus, tmp_path / "reg", batch_size=8, max_seq_length=16, max_steps=2,
-        learning_rate=5e-5, regularizers=["dispersion:weight=0.1", "simreg:weight=2,temperature=0.1"],
+        tiny_bert,
+        tiny_bert_b,
+        corpus,
+        tmp_path / "reg",
+        batch_size=8,
+        max_seq_length=16,
+        max_steps=2,
+        learning_rate=5e-5,
+        regularizers=["dispersion:weight=0.1", "simreg:weight=2,temperature=0.1"],
         extra_losses={"cls_norm": lambda out: 0.01 * out["pooled_1"].norm(dim=-1).mean()},
-        show_progress=False, plot=False,
+        show_progress=False,
+        plot=False,
     )
     assert {"dispersion", "simreg", "icnce", "cls_norm"} <= set(summary["loss_terms"])
     assert summary["loss"]["terms"] == ["cls_norm", "dispersion", "simreg"]
@@ -173,8 +224,19 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
 @pytest.mark.cli
 def test_unknown_regulariser_is_a_one_line_error(tmp_path, tiny_bert, tiny_bert_b, corpus):
     run = invoke_cli(
-        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", tmp_path / "x",
-        "--max-steps", "1", "--regularizer", "simreg:wieght=2",
+        "train",
+        "--tower-a",
+        tiny_bert,
+        "--tower-b",
+        tiny_bert_b,
+        "--corpus",
+        corpus,
+        "-o",
+        tmp_path / "x",
+        "--max-steps",
+        "1",
+        "--regularizer",
+        "simreg:wieght=2",
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "wieght" in run.stderr

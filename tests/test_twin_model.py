@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from helpers.cli import run_python
+
 from jtcse import build_twin
 from jtcse.errors import JTCSEError
 from jtcse.modeling.loading import load_model
@@ -70,8 +70,8 @@ def test_cael_with_identical_towers_reproduces_the_ordinary_layers(towers, k):
     twin = build_twin(towers[0], towers[0], cael_every=k).eval()
     with torch.no_grad():
         streams = twin[0].run_streams(_features(twin))
-    for primitive, cross in zip(streams.primitive, streams.cross):
-        for p, c in zip(primitive, cross):
+    for primitive, cross in zip(streams.primitive, streams.cross, strict=True):
+        for p, c in zip(primitive, cross, strict=True):
             torch.testing.assert_close(c, p, atol=2e-5, rtol=1e-4)
 
 
@@ -88,7 +88,7 @@ def test_cael_matches_a_hand_written_cross_attention(towers):
             attn = layers[me].attention.self
             heads, d = attn.num_attention_heads, attn.attention_head_size
 
-            def split(x):
+            def split(x, heads=heads, d=d):
                 return x.view(x.shape[0], x.shape[1], heads, d).permute(0, 2, 1, 3)
 
             q, k = split(attn.query(h[me])), split(attn.key(h[me]))
@@ -104,7 +104,15 @@ def test_training_forward_outputs(towers):
     twin = build_twin(*towers, cael_every=2).train()
     out = twin(_features(twin))
     n, hidden = len(SENTENCES), twin.get_embedding_dimension()
-    for key in ("pooled_1", "pooled_2", "cross_pooled_1", "cross_pooled_2", "pooler_1", "pooler_2", "sentence_embedding"):
+    for key in (
+        "pooled_1",
+        "pooled_2",
+        "cross_pooled_1",
+        "cross_pooled_2",
+        "pooler_1",
+        "pooler_2",
+        "sentence_embedding",
+    ):
         assert out[key].shape == (n, hidden), key
     torch.testing.assert_close(out["sentence_embedding"], out["pooled_1"] + out["pooled_2"])
     torch.testing.assert_close(out["token_embeddings"][:, 0], out["sentence_embedding"])
@@ -122,7 +130,9 @@ def test_icnce_on_the_cross_stream_reaches_anchor_qk_and_partner_v(tiny_bert, ti
     out = twin(doubled)
     n = len(SENTENCES)
     # tower I's cross stream as anchors, its own primitive CLS as candidates: only c_I carries cross gradients
-    icnce(out["cross_pooled_1"][:n], out["cross_pooled_1"][n:], out["pooled_1"][:n].detach(), out["pooled_1"][n:].detach()).backward()
+    icnce(
+        out["cross_pooled_1"][:n], out["cross_pooled_1"][n:], out["pooled_1"][:n].detach(), out["pooled_1"][n:].detach()
+    ).backward()
     tower_1, tower_2 = (m.encoder.layer[3].attention.self for m in twin[0].tower_models())
 
     def has_grad(linear):
@@ -168,19 +178,19 @@ def test_save_load_in_a_fresh_process_and_export_towers(tmp_path, tiny_bert, tin
         config = json.loads((folder / "twin" / "jtcse_twin_config.json").read_text())
         assert config == {"cael_every": 2, "max_seq_length": 48, "pooling": pooling}
         load_twins += f"""
-twin = SentenceTransformer({str(folder / 'twin')!r}, trust_remote_code=True)
+twin = SentenceTransformer({str(folder / "twin")!r}, trust_remote_code=True)
 assert twin[0].cael_every == 2 and twin.max_seq_length == 48 and twin[0].pooling == {pooling!r}, twin
-np.save({str(folder / 'twin.npy')!r}, twin.encode(sentences))
+np.save({str(folder / "twin.npy")!r}, twin.encode(sentences))
 """
         load_towers += f"""
 for i in (1, 2):
-    tower = SentenceTransformer({str(folder / 'export')!r} + f"/tower_{{i}}")
+    tower = SentenceTransformer({str(folder / "export")!r} + f"/tower_{{i}}")
     np.save({str(folder)!r} + f"/tower_{{i}}.npy", tower.encode(sentences))
 """
     script = f"""
 import sys, numpy as np
 from sentence_transformers import SentenceTransformer
-sentences = list(np.load({str(tmp_path / 'sentences.npy')!r}))
+sentences = list(np.load({str(tmp_path / "sentences.npy")!r}))
 {load_twins}
 # the exported towers are plain checkpoints: block jtcse and load them
 for name in list(sys.modules):
@@ -258,13 +268,17 @@ def cased_bert(tmp_path_factory, tiny_bert):
 def test_cased_and_uncased_towers_are_refused(tiny_bert, tiny_bert_b, cased_bert):
     from transformers import AutoTokenizer
 
-    assert AutoTokenizer.from_pretrained(cased_bert).tokenize("Hello") != AutoTokenizer.from_pretrained(tiny_bert).tokenize("Hello")
+    assert AutoTokenizer.from_pretrained(cased_bert).tokenize("Hello") != AutoTokenizer.from_pretrained(
+        tiny_bert
+    ).tokenize("Hello")
     with pytest.raises(ValueError, match=r"normalise text differently \(normalizer.lowercase True vs False\)"):
         build_twin(tiny_bert, cased_bert)
     assert build_twin(cased_bert, cased_bert).encode(["Ok"]).shape == (1, 32)  # both cased is fine
 
 
-def test_max_seq_length_beyond_the_position_table_is_clamped(tiny_bert, tiny_bert_b, tiny_roberta, tiny_roberta_b, caplog):
+def test_max_seq_length_beyond_the_position_table_is_clamped(
+    tiny_bert, tiny_bert_b, tiny_roberta, tiny_roberta_b, caplog
+):
     long = [" ".join(["word"] * 300)]
     with caplog.at_level("WARNING"):
         twin = build_twin(tiny_bert, tiny_bert_b, max_seq_length=1024)

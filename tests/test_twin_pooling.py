@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from helpers.cli import run_python
+
 from jtcse import build_twin
 from jtcse.errors import JTCSEError
 from jtcse.losses import JTCSELoss
@@ -22,8 +22,18 @@ from jtcse.losses.jtcse_loss import stack_views, tower_one_anchors
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-VIEW_A = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog.", "Rain tomorrow.", "Modules load once."]
-VIEW_B = ["A cat was sitting on the mat.", "The fox jumped over a dog.", "It will rain tomorrow afternoon.", "Imports run once."]
+VIEW_A = [
+    "The cat sat on the mat.",
+    "A quick brown fox jumps over the lazy dog.",
+    "Rain tomorrow.",
+    "Modules load once.",
+]
+VIEW_B = [
+    "A cat was sitting on the mat.",
+    "The fox jumped over a dog.",
+    "It will rain tomorrow afternoon.",
+    "Imports run once.",
+]
 
 
 def _cos(u, v) -> float:
@@ -85,7 +95,7 @@ def test_loss_terms_match_a_float64_reference_built_by_hand(tiny_bert, tiny_bert
         cross_last = [states[-1] for states in twin[0].run_streams(features).cross]
         h = [_pool_by_hand(x, mask, pooling) for x in last]
         c = [_pool_by_hand(x, mask, pooling) for x in cross_last]
-        p = [torch.tanh(v @ m.pooler.dense.weight.T + m.pooler.dense.bias) for v, m in zip(h, models)]
+        p = [torch.tanh(v @ m.pooler.dense.weight.T + m.pooler.dense.bias) for v, m in zip(h, models, strict=True)]
     x, y = (0, 1) if tower_one_anchors(7, 0, 0) else (1, 0)
     expected = {
         "nce_1": _nt_xent(h[0], h[0], 0.05),
@@ -113,7 +123,10 @@ def test_pooler_heads_are_the_pooler_on_the_pooled_vector(tiny_bert, tiny_bert_b
     features = twin.preprocess(VIEW_A)
     with torch.no_grad():
         out = twin(dict(features))
-        own = [m(**{k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids")}) for m in twin[0].tower_models()]
+        own = [
+            m(**{k: features[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
+            for m in twin[0].tower_models()
+        ]
     for i in (1, 2):
         if pooling == "cls":  # exactly BERT's own pooler_output
             torch.testing.assert_close(out[f"pooler_{i}"], own[i - 1].pooler_output)
@@ -135,8 +148,10 @@ def pooled_towers(tiny_bert, tmp_path_factory):
     base = load_model(tiny_bert)[0]
     root = tmp_path_factory.mktemp("pooled")
     out = {}
-    for name, modules in (("mean", [Pooling(32, pooling_mode="mean"), Normalize()]),
-                          ("weightedmean", [Pooling(32, pooling_mode="weightedmean")])):
+    for name, modules in (
+        ("mean", [Pooling(32, pooling_mode="mean"), Normalize()]),
+        ("weightedmean", [Pooling(32, pooling_mode="weightedmean")]),
+    ):
         SentenceTransformer(modules=[base, *modules], device="cpu").save(str(root / name))
         out[name] = str(root / name)
     out["hf"] = str(root / "hf")
@@ -149,7 +164,9 @@ def pooled_towers(tiny_bert, tmp_path_factory):
 def test_default_pooling_is_the_towers_own_else_cls(tiny_bert, pooled_towers, minilm_path):
     assert build_twin(tiny_bert, tiny_bert)[0].pooling == "cls"  # saved with CLS pooling
     assert build_twin(pooled_towers["mean"], pooled_towers["mean"])[0].pooling == "mean"
-    assert build_twin(pooled_towers["hf"], pooled_towers["hf"])[0].pooling == "cls"  # plain transformers: the paper's CLS
+    assert (
+        build_twin(pooled_towers["hf"], pooled_towers["hf"])[0].pooling == "cls"
+    )  # plain transformers: the paper's CLS
     assert build_twin(pooled_towers["hf"], pooled_towers["hf"], pooling="mean")[0].pooling == "mean"
     assert build_twin(None, None)[0].pooling == "mean"  # the embedded MiniLM pools mean
 

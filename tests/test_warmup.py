@@ -6,12 +6,13 @@ import json
 
 import pytest
 import torch
-
 from helpers.cli import invoke_cli
+
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
 from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 from jtcse.training.simcse import simcse_rows, train_simcse
+
 
 @pytest.fixture(scope="module")
 def spread_bert(tmp_path_factory) -> str:
@@ -81,7 +82,7 @@ def test_rows_pair_sentences_with_paraphrases_and_keep_the_rest_as_dropout_views
     path = tmp_path / "p.tsv"
     path.write_text("a b c.\tc b a.\n", encoding="utf-8")
     anchors, positives, counts = simcse_rows(["a b c.", "d e f.", "d e f.", "g h."], read_paraphrase_pairs(path))
-    assert list(zip(anchors, positives)) == [("a b c.", "c b a."), ("d e f.", "d e f."), ("g h.", "g h.")]
+    assert list(zip(anchors, positives, strict=True)) == [("a b c.", "c b a."), ("d e f.", "d e f."), ("g h.", "g h.")]
     assert counts == {"rows": 3, "paraphrase_rows": 1, "dropout_only_rows": 2}
     anchors, positives, counts = simcse_rows(None, read_paraphrase_pairs(path))
     assert (anchors, positives, counts["rows"]) == (["a b c."], ["c b a."], 1)
@@ -323,10 +324,9 @@ def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
 def test_cli_refuses_a_weighted_mean_start_in_one_line_until_pooling_maps_it(tiny_bert, tmp_path):
     """A starting model pooling neither cls nor mean: jtcse simcse and jtcse train give the reason in one line;
     --pooling mean maps it explicitly, and the summary says so."""
+    from helpers.cli import one_error_line
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
-
-    from helpers.cli import one_error_line
 
     weighted = str(tmp_path / "weighted")
     SentenceTransformer(modules=[SentenceTransformer(tiny_bert, device="cpu")[0],

@@ -57,7 +57,9 @@ def subprocess_env(**extra: object) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: object, timeout: float = 600, cwd: str | Path | None = None, **env: object) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: object, timeout: float = 600, cwd: str | Path | None = None, **env: object
+) -> subprocess.CompletedProcess:
     """``python -m jtcse ARGS`` with :func:`subprocess_env` (extra variables as keywords); output captured as text."""
     return subprocess.run(
         [sys.executable, "-m", "jtcse", *map(str, args)],
@@ -124,9 +126,7 @@ def run_python(
     command = [sys.executable, "-c", code]
     if hide_jtcse:
         command = [sys.executable, "-I", "-c", _HIDE_JTCSE + code]
-    return subprocess.run(
-        command, env=subprocess_env(**env), capture_output=True, text=True, timeout=timeout, cwd=cwd
-    )
+    return subprocess.run(command, env=subprocess_env(**env), capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def start_cli(*args: object, cwd: str | Path | None = None, **env: object) -> subprocess.Popen:

@@ -69,7 +69,7 @@ def main(tower_a: str, tower_b: str, out: str) -> None:
             dist.all_reduce(values)
             values /= world
         results[name] = {
-            "terms": dict(zip(terms, values.tolist())),
+            "terms": dict(zip(terms, values.tolist(), strict=True)),
             "grads": {n: p.grad.clone() for n, p in twin.named_parameters() if p.grad is not None},
             "world_size": world,
         }

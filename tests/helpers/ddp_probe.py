@@ -59,7 +59,7 @@ def install() -> None:
             if not module.training:  # encodes outside the steps (model card, evaluator)
                 return
             features = inputs[0]
-            for ids, mask in zip(features["input_ids"], features["attention_mask"]):
+            for ids, mask in zip(features["input_ids"], features["attention_mask"], strict=True):
                 self.rows.add(hashlib.sha1(ids[mask.bool()].numpy().tobytes()).hexdigest()[:12])
 
         def on_save(self, args, state, control, **kwargs):

@@ -11,8 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def make_spread_tower(out_dir: str | Path, arch: str = "bert", *, seed: int = 0, hidden: int = 32,
-                      qk_std: float = 0.2, vo_std: float = 0.3) -> str:
+def make_spread_tower(
+    out_dir: str | Path,
+    arch: str = "bert",
+    *,
+    seed: int = 0,
+    hidden: int = 32,
+    qk_std: float = 0.2,
+    vo_std: float = 0.3,
+) -> str:
     import torch
     from sentence_transformers import SentenceTransformer
 

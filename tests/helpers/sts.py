@@ -54,9 +54,9 @@ def year_rows(year: int) -> dict[str, list[tuple[str, str]]]:
 
     rng = np.random.default_rng(year)
     rows = {}
-    for k, subset in enumerate(STS_YEAR_SUBSETS[f"STS{year}"]):
+    for subset in STS_YEAR_SUBSETS[f"STS{year}"]:
         lines = []
-        for i in range(4):
+        for _ in range(4):
             a = "".join(rng.choice(list(LETTERS), size=rng.integers(2, 7)))
             b = "".join(rng.choice(list(LETTERS), size=rng.integers(2, 7)))
             lines.append((f"{a}  x\t {b} y", f"{rng.uniform(0, 5):.2f}"))
@@ -80,7 +80,13 @@ def expected_all(rows: dict[str, list[tuple[str, str]]]) -> float:
     return float(spearmanr(cos, gold).statistic)
 
 
-STSB_ROWS = [("abc d", "abd", 4.2), ("aaa", "hhh", 0.4), ("bcd", "bce", 3.1), ("ggg ff", "ff ggg", 4.8), ("ab", "gh", 1.0)]
+STSB_ROWS = [
+    ("abc d", "abd", 4.2),
+    ("aaa", "hhh", 0.4),
+    ("bcd", "bce", 3.1),
+    ("ggg ff", "ff ggg", 4.8),
+    ("ab", "gh", 1.0),
+]
 SICK_ROWS = [("a b c", "a b d", 4.1), ("e f", "g h", 1.2), ("a a", "a b", 3.3), ("h h h", "h g", 2.5)]
 
 
@@ -105,7 +111,9 @@ def write_senteval_dir(root, years=(12, 13, 14, 15, 16), original_names=(16,)):
         "".join(f"main-news\tf\t2012\t{i}\t{s}\t{a}\t{b}\textra\tcols\n" for i, (a, b, s) in enumerate(STSB_ROWS)),
         encoding="utf-8",
     )
-    expected["STSB"] = float(spearmanr([letter_cos(a, b) for a, b, _ in STSB_ROWS], [s for *_, s in STSB_ROWS]).statistic)
+    expected["STSB"] = float(
+        spearmanr([letter_cos(a, b) for a, b, _ in STSB_ROWS], [s for *_, s in STSB_ROWS]).statistic
+    )
     sick = root / "SICK"
     sick.mkdir()
     (sick / "SICK_test_annotated.txt").write_text(
@@ -113,5 +121,7 @@ def write_senteval_dir(root, years=(12, 13, 14, 15, 16), original_names=(16,)):
         + "".join(f"{i}\t{a}\t{b}\t{s}\tNEUTRAL\n" for i, (a, b, s) in enumerate(SICK_ROWS)),
         encoding="utf-8",
     )
-    expected["SICKR"] = float(spearmanr([letter_cos(a, b) for a, b, _ in SICK_ROWS], [s for *_, s in SICK_ROWS]).statistic)
+    expected["SICKR"] = float(
+        spearmanr([letter_cos(a, b) for a, b, _ in SICK_ROWS], [s for *_, s in SICK_ROWS]).statistic
+    )
     return expected

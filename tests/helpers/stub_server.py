@@ -20,10 +20,10 @@ import ssl
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
 try:
@@ -175,7 +175,9 @@ class StubTranslateServer(ServerThread):
                     if path != "/translate_a/single" or "q" not in params:
                         reply = StubReply(status=404, body="not found")
                     else:
-                        reply = StubReply(body=gtx_payload(params["q"], params.get("sl", "auto"), params.get("tl", "en")))
+                        reply = StubReply(
+                            body=gtx_payload(params["q"], params.get("sl", "auto"), params.get("tl", "en"))
+                        )
                 record.status = reply.status
                 time.sleep(stub.latency + reply.delay)
                 body = (reply.body if reply.body is not None else "error").encode("utf-8")
@@ -200,7 +202,6 @@ class StubTranslateServer(ServerThread):
     def translation_requests(self) -> list[StubRequest]:
         with self._lock:
             return [r for r in self.requests if r.path == "/translate_a/single"]
-
 
 
 def main() -> None:  # pragma: no cover - manual use
