@@ -49,6 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from repro_cpu import DATA, Runner, mean_std  # noqa: E402
 
+from jtcse.training.grid import encode_rates  # noqa: E402
+
 FULL = {
     "corpus_lines": 10**6,  # every line of wiki12k.txt
     "small_corpus_lines": 3000,
@@ -735,14 +737,7 @@ class DefaultsRunner(Runner):
             "shipped": SentenceTransformer(default_tower_path(), device="cpu"),
             "student": SentenceTransformer(str(student), device="cpu"),
         }
-        times: dict[str, list[float]] = {k: [] for k in models}
-        for _ in range(3):
-            for key, model in models.items():
-                model.max_seq_length = self.cfg["eval_max_seq_length"]
-                started = time.perf_counter()
-                model.encode(sentences, batch_size=64)
-                times[key].append(time.perf_counter() - started)
-        rate = {k: len(sentences) / min(v) for k, v in times.items()}
+        rate = encode_rates(models, sentences, self.cfg["eval_max_seq_length"])
         self.save(
             "speed",
             {

@@ -33,10 +33,9 @@ import argparse
 import json
 import os
 import statistics
-import time
 from pathlib import Path
 
-from jtcse.training.grid import TrainingGrid, mean_std, pair_of, refresh_tables
+from jtcse.training.grid import TrainingGrid, encode_rates, mean_std, pair_of, refresh_tables
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 """Default ``--data``: the shared data folder beside the repository (``../shared/data``)."""
@@ -320,14 +319,7 @@ class UCDRunner(TrainingGrid):
             "shipped": SentenceTransformer(default_tower_path(), device="cpu"),
             "ucd": SentenceTransformer(str(student), device="cpu"),
         }
-        times: dict[str, list[float]] = {k: [] for k in models}
-        for _ in range(3):
-            for key, model in models.items():
-                model.max_seq_length = self.cfg["eval_max_seq_length"]
-                started = time.perf_counter()
-                model.encode(sentences, batch_size=64)
-                times[key].append(time.perf_counter() - started)
-        rate = {k: len(sentences) / min(v) for k, v in times.items()}
+        rate = encode_rates(models, sentences, self.cfg["eval_max_seq_length"])
         self.save(
             "speed",
             {

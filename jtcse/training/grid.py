@@ -44,6 +44,21 @@ def refresh_tables(report: Path, tables: str) -> None:
     report.write_text(text, encoding="utf-8")
 
 
+def encode_rates(
+    models: dict[str, Any], sentences: list[str], max_seq_length: int, repeats: int = 3
+) -> dict[str, float]:
+    """Sentences per second of each model on ``sentences`` (the best of ``repeats`` rounds, the models taking
+    turns within a round so a noisy neighbour hits them alike)."""
+    times: dict[str, list[float]] = {key: [] for key in models}
+    for _ in range(repeats):
+        for key, model in models.items():
+            model.max_seq_length = max_seq_length
+            started = time.perf_counter()
+            model.encode(sentences, batch_size=64)
+            times[key].append(time.perf_counter() - started)
+    return {key: len(sentences) / min(spent) for key, spent in times.items()}
+
+
 class TrainingGrid:
     """The grid's shared inputs (training corpus, dev pairs, diagnostics sentences) and its row bookkeeping.
 
