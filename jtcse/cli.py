@@ -8,6 +8,8 @@ so that ``jtcse --help`` answers instantly.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 
 import typer
@@ -41,6 +43,10 @@ def main() -> None:
     """
     from jtcse import processes
 
+    # At exit the interpreter's last collections walk torch's and transformers' heap for about a second and free
+    # nothing a process still needs; frozen objects are skipped (atexit handlers, flushes and finalizers still run).
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)
     processes.quiet_replica()
     try:
         app()

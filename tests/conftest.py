@@ -4,6 +4,7 @@ stand-in for Google Translate (``stub``; tests using it are marked ``network_stu
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -16,6 +17,23 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 import pytest
 from helpers.shared import built_once, run_root
 from helpers.sts import write_stsb
+
+# Collecting imports torch, transformers and sentence-transformers: millions of long-lived objects. The cyclic
+# garbage collector would walk that growing heap again and again while it is built (about 1 s per process), and
+# once more at interpreter exit (another second), so it is off until the tests start, and what collection
+# imported is then frozen (gc.freeze: kept out of every later collection).
+gc.disable()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session) -> None:
+    gc.freeze()
+    gc.enable()
+
+
+def pytest_unconfigure(config) -> None:
+    gc.freeze()
+
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_DATA = SHARED / "data"
