@@ -25,7 +25,8 @@ def test_packing_respects_size_and_chars(stub):
     texts = [f"sentence number {i}" for i in range(10)]
     with google(stub, pack_size=4, pack_chars=10_000) as t:
         assert t.translate(texts, "en", "fr") == [fake_translate(x, "en", "fr") for x in texts]
-    assert [r.params["q"].count("\n") + 1 for r in stub.translation_requests()] == [4, 4, 2]
+    # (the packs go out concurrently: the server may see them in any order)
+    assert sorted(r.params["q"].count("\n") + 1 for r in stub.translation_requests()) == [2, 4, 4]
     stub.requests.clear()
     with google(stub, pack_size=16, pack_chars=40) as t:
         t.translate(texts, "en", "fr")
@@ -52,7 +53,7 @@ def test_pack_with_wrong_line_count_is_resent_one_by_one(stub):
 @pytest.mark.parametrize("status", [429, 500, 503])
 def test_retries_with_exponential_backoff_then_succeeds(stub, status):
     stub.script = lambda request, n: StubReply(status=status, body="busy") if n < 3 else None
-    with google(stub, backoff_base=0.05, max_retries=5) as t:
+    with google(stub, backoff_base=0.01, max_retries=5) as t:
         out = t.translate(["Hello there."], "en", "de")
         stats = t.request_stats
     assert out == [fake_translate("Hello there.", "en", "de")]
@@ -61,19 +62,19 @@ def test_retries_with_exponential_backoff_then_succeeds(stub, status):
     assert stats.retries == 3 and stats.http_errors == {status: 3}
     # equal jitter: attempt k waits within [d/2, d], d = base * 2^k
     for k, delay in enumerate(stats.backoff_delays):
-        assert 0.05 * 2**k / 2 <= delay <= 0.05 * 2**k
+        assert 0.01 * 2**k / 2 <= delay <= 0.01 * 2**k
     # and the server saw the waits: consecutive attempts are at least that far apart
     for k in range(3):
         assert log[k + 1].time - log[k].time >= stats.backoff_delays[k] * 0.95
 
 
 def test_retry_after_header_is_honoured(stub):
-    stub.script = lambda request, n: StubReply(status=429, headers={"Retry-After": "0.3"}) if n == 0 else None
+    stub.script = lambda request, n: StubReply(status=429, headers={"Retry-After": "0.1"}) if n == 0 else None
     with google(stub, backoff_base=0.01) as t:
         t.translate(["Hello."], "en", "de")
-        assert t.request_stats.backoff_delays[0] >= 0.3
+        assert t.request_stats.backoff_delays[0] >= 0.1  # not the 0.005 to 0.01 s of the backoff alone
     log = stub.translation_requests()
-    assert log[1].time - log[0].time >= 0.28
+    assert log[1].time - log[0].time >= 0.095
 
 
 def test_timeout_is_retried(stub):
@@ -133,17 +134,17 @@ def test_untrusted_certificate_is_an_unreachable_error(stub):
 
 
 def test_concurrency_is_bounded(stub_cert):
-    with StubTranslateServer(*stub_cert, latency=0.05) as server:
+    with StubTranslateServer(*stub_cert, latency=0.03) as server:
         with google(server, concurrency=3, pack_size=1) as t:
             t.translate([f"t {i}" for i in range(12)], "en", "de")
         assert server.peak_in_flight == 3
 
 
 def test_rate_limit_spaces_requests(stub):
-    with google(stub, rate_limit=20.0, pack_size=1, concurrency=8) as t:
+    with google(stub, rate_limit=40.0, pack_size=1, concurrency=8) as t:
         t.translate([f"t {i}" for i in range(6)], "en", "de")
     times = sorted(r.time for r in stub.translation_requests())
-    assert times[-1] - times[0] >= 5 * 0.05 * 0.9  # 6 starts at least 1/20 s apart
+    assert times[-1] - times[0] >= 5 * 0.025 * 0.9  # 6 starts at least 1/40 s apart
 
 
 def test_rate_limiter_pause():

@@ -150,6 +150,9 @@ class StubTranslateServer(ServerThread):
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out as two TLS records: with Nagle's algorithm the second waits for the client's
+            # delayed ACK (40 ms on Linux) before it is sent, on every answer
+            disable_nagle_algorithm = True
 
             def log_message(self, *args) -> None:  # quiet
                 pass
