@@ -49,8 +49,9 @@ def test_gathered_two_process_step_equals_one_process_over_the_global_batch(runs
     assert set(two[config]["grads"]) == set(reference["grads"])
     for key, value in reference["terms"].items():
         assert two[config]["terms"][key] == pytest.approx(value, abs=1e-5), key
-    for name, grad in reference["grads"].items():
-        torch.testing.assert_close(two[config]["grads"][name], grad, rtol=1e-5, atol=1e-5, msg=name)
+    for name, grad in reference["grads"].items():  # float32 sums in another order: errors scale with the largest
+        scale = max(1.0, grad.abs().max().item())  # entry (the embedding rows gather every token's gradient)
+        torch.testing.assert_close(two[config]["grads"][name], grad, rtol=1e-5, atol=1e-5 * scale, msg=name)
 
 
 def test_without_gather_the_two_process_step_differs(runs):
