@@ -255,7 +255,7 @@ def test_checkpoint_policy_best_and_last_while_training_then_deleted_unless_kept
             assert f"checkpoint-{2 * (step // 2)}" in ckpts and (best is None or best in ckpts), (step, ckpts, best)
     left = sorted(p.name for p in (tmp_path / "kept" / "checkpoints").glob("checkpoint-*"))
     best_name = f"checkpoint-{kept['best_step']}"
-    assert left == sorted({best_name, "checkpoint-8"})
+    assert {best_name, "checkpoint-8"} <= set(left) and len(left) <= 2, (left, best_name)
     assert kept["checkpoints"] == str(tmp_path / "kept" / "checkpoints")
     assert set(kept) == SUMMARY_KEYS and kept["schema_version"] == SCHEMA_VERSION
     assert kept["final_dev_spearman"] == pytest.approx(kept["best_dev_spearman"], abs=1e-6)

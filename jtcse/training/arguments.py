@@ -52,7 +52,7 @@ def build_training_args(
     :class:`~jtcse.training.stage.TrainingSettings`).
 
     With a dev file: evaluate and save every ``eval_steps`` and keep the best checkpoint by dev
-    Spearman (``load_best_model_at_end``; the trainer keeps that checkpoint and the last). Without: save
+    Spearman (``load_best_model_at_end``; the trainer keeps at most two: that checkpoint and the last). Without: save
     every ``save_steps`` (default ``eval_steps``) so an interrupted run can resume, keeping the last. The
     trainer's NaN/inf log filter is off (it syncs with the host every step);
     :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
@@ -83,7 +83,9 @@ def build_training_args(
         logging_nan_inf_filter=False,
         save_strategy="steps",
         save_steps=save_every,
-        save_total_limit=1,
+        # with a dev file two, the best and the last: with a limit of 1 transformers deletes every checkpoint but
+        # the best once training ends, and a finished run could not be trained further from its last step
+        save_total_limit=2 if has_dev else 1,
         report_to="none",
         **precision_flags(precision, device),
         gradient_checkpointing=gradient_checkpointing,
