@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.cli import one_error_line, run_cli, run_python
+from helpers.cli import invoke_cli, one_error_line, run_cli, run_python
 
 from jtcse.errors import JTCSEError
 from jtcse.search.build import build_index, build_index_from_embeddings
@@ -39,17 +39,8 @@ def corpus(tmp_path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def twin_dir(tiny_bert, tiny_bert_b, tmp_path_factory) -> str:
-    from jtcse.modeling.build import build_twin
-
-    out = tmp_path_factory.mktemp("twin") / "twin"
-    build_twin(tiny_bert, tiny_bert_b, device="cpu").save(str(out))
-    return str(out)
-
-
-@pytest.fixture(scope="module")
 def ensemble_dir(twin_dir, tiny_roberta, tmp_path_factory) -> str:
-    """A concat ensemble of the twin and a RoBERTa tower: 64-d vectors."""
+    """A concat ensemble of the shared twin (conftest) and a RoBERTa tower: 64-d vectors."""
     from jtcse.training.ensemble import save_ensemble
 
     out = tmp_path_factory.mktemp("ensemble") / "ens"
@@ -121,7 +112,7 @@ def test_device_lists_are_checked_before_anything_runs(tiny_bert, corpus, tmp_pa
 @pytest.mark.cli
 def test_cli_device_that_does_not_exist_is_one_line(tiny_bert, corpus, tmp_path):
     line = one_error_line(
-        run_cli("encode", tiny_bert, "-i", corpus, "-o", tmp_path / "v.npy", "--devices", "cpu,cuda:3")
+        invoke_cli("encode", tiny_bert, "-i", corpus, "-o", tmp_path / "v.npy", "--devices", "cpu,cuda:3")
     )
     assert "'cuda:3' asked for, but" in line
 
@@ -297,17 +288,23 @@ def test_index_from_shards_is_the_index_from_text(tiny_bert, corpus, tmp_path):
         SearchIndex(moved)
 
 
-@pytest.mark.parametrize("precision", ["float32", "int8", "binary"])
-def test_index_from_a_folder_of_npy_parquet_and_shards(precision, tiny_bert, tmp_path):
-    """Three corpora encoded three ways, indexed as one: rows in name order, each with its own text and line."""
+@pytest.fixture(scope="module")
+def three_encodings(tiny_bert, tmp_path_factory) -> Path:
+    """Three corpora encoded three ways (a.npy, b.parquet, shards folder c), not normalised; read-only."""
+    root = tmp_path_factory.mktemp("three")
     parts = [SENTENCES[:9], SENTENCES[9:20], SENTENCES[20:]]
-    folder = tmp_path / "vectors"
     for name, sentences in zip(("a.npy", "b.parquet", "c"), parts, strict=True):
-        source = write_corpus(tmp_path / f"{name.split('.')[0]}.txt", sentences)
-        encode_file(tiny_bert, source, folder / name, chunk_size=4, show_progress=False)  # not normalised
-    index = build_index_from_embeddings(folder, tmp_path / "idx", precision=precision)
+        source = write_corpus(root / f"{name.split('.')[0]}.txt", sentences)
+        encode_file(tiny_bert, source, root / "vectors" / name, chunk_size=4, show_progress=False)
+    return root
+
+
+@pytest.mark.parametrize("precision", ["float32", "int8", "binary"])
+def test_index_from_a_folder_of_npy_parquet_and_shards(precision, three_encodings, tmp_path):
+    """Three corpora encoded three ways, indexed as one: rows in name order, each with its own text and line."""
+    index = build_index_from_embeddings(three_encodings / "vectors", tmp_path / "idx", precision=precision)
     assert (index.manifest.rows, index.manifest.normalized, index.manifest.precision) == (29, True, precision)
-    sources = [tmp_path / f"{name}.txt" for name in "abc"]
+    sources = [three_encodings / f"{name}.txt" for name in "abc"]
     for row in (0, 8, 9, 19, 20, 28):
         hits = index.search(SENTENCES[row], k=29)[0]
         assert sorted(hit.row for hit in hits) == list(range(29))
@@ -318,6 +315,7 @@ def test_index_from_a_folder_of_npy_parquet_and_shards(precision, tiny_bert, tmp
             assert hit.text == SENTENCES[hit.row] == source.read_text().split("\n")[hit.line - 1].strip()
 
 
+@pytest.mark.slow  # four encodes and an ensemble
 def test_shards_that_do_not_belong_together_are_refused_by_name(
     tiny_bert, tiny_roberta, ensemble_dir, corpus, tmp_path
 ):

@@ -247,7 +247,7 @@ def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert
     assert not out.exists()
 
 
-def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta, ensemble_dir):
+def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta):
     from jtcse.modeling.build import build_ensemble
     from jtcse.modeling.ensemble import Ensemble, check_weights
     from jtcse.modeling.loading import load_model
@@ -257,8 +257,9 @@ def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta, ensemb
         Ensemble([bert])
     with pytest.raises(ValueError, match="widths \\[32, 16\\] cannot be summed"):
         Ensemble([bert, narrow], combine="sum")
+    # (a saved ensemble as a member: test_cli_bad_input_is_one_error_line)
     with pytest.raises(ValueError, match="itself an ensemble"):
-        build_ensemble([bert, ensemble_dir], device="cpu")
+        build_ensemble([bert, build_ensemble([bert, narrow], device="cpu")], device="cpu")
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2"):
         Ensemble([bert, narrow], weights=[1])
     for bad in ([0, 1], [float("nan"), 1], ["x", 1]):

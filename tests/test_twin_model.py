@@ -297,10 +297,14 @@ def test_minilm_max_seq_length_1024_is_clamped_to_512():
     assert twin.encode([" ".join(["word"] * 700)]).shape == (1, 384)
 
 
-@pytest.mark.parametrize("bad", [3, 0, -2, 8, True, 2.5, "2"])
-def test_bad_cael_every(tiny_bert, tiny_bert_b, bad):
-    with pytest.raises(ValueError, match=r"cael_every.*\[1, 2, 4\]"):
-        build_twin(tiny_bert, tiny_bert_b, cael_every=bad)
+def test_bad_cael_every(tiny_bert, tiny_bert_b):
+    with pytest.raises(ValueError, match=r"cael_every=3 does not divide.*\[1, 2, 4\]"):
+        build_twin(tiny_bert, tiny_bert_b, cael_every=3)
+    twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2)[0]
+    for bad in (0, -2, 8, True, 2.5, "2"):  # the same check guards the attribute (and so every later change)
+        with pytest.raises(ValueError, match=r"cael_every.*\[1, 2, 4\]"):
+            twin.cael_every = bad
+        assert twin.cael_every == 2
 
 
 @pytest.mark.slow
