@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers.cli import REPO, one_error_line, run_cli, subprocess_env
+from helpers.cli import REPO, invoke_cli, one_error_line, run_cli, subprocess_env
 from helpers.files import snapshot
 
 from jtcse.locking import lock_path_for
@@ -201,7 +201,7 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
     assert sorted(before[0]) == [1, 2] and before[0] == before[1]
 
     # one process cannot continue a two-process run: refused, checkpoint kept
-    refused = run_cli(*args, cwd=tmp_path)
+    refused = invoke_cli(*args, cwd=tmp_path)
     assert "world_size" in one_error_line(refused) and checkpoint.is_dir()
 
     clear_probe(tmp_path)  # resumed, and killed again once the checkpoint of its last step is saved

@@ -129,7 +129,12 @@ def ray_local():
     ray.shutdown()
 
 
+# the tests using ray_local run on one xdist worker, so the run starts one local Ray (about 6 s), not one per worker
+ON_ONE_RAY = pytest.mark.xdist_group("ray")
+
+
 @pytest.mark.slow  # Ray actors import torch
+@ON_ONE_RAY
 def test_ray_twin_shards_match_one_process_in_order_and_value(ray_local, twin_dir, corpus, tmp_path):
     expected, rows = one_process(twin_dir, corpus, tmp_path / "one.npy")
     out = tmp_path / "shards"
@@ -154,6 +159,7 @@ def test_ray_twin_shards_match_one_process_in_order_and_value(ray_local, twin_di
 
 
 @pytest.mark.slow  # Ray actors import torch
+@ON_ONE_RAY
 def test_ray_ensemble_to_one_parquet_file(ray_local, ensemble_dir, corpus, tmp_path):
     expected, _ = one_process(ensemble_dir, corpus, tmp_path / "one.npy", normalize=True)
     out = tmp_path / "ens.parquet"
@@ -166,6 +172,7 @@ def test_ray_ensemble_to_one_parquet_file(ray_local, ensemble_dir, corpus, tmp_p
 
 
 @pytest.mark.slow  # Ray actors import torch
+@ON_ONE_RAY
 def test_ray_keeps_the_parts_an_interrupted_run_wrote(ray_local, tiny_bert, corpus, tmp_path):
     out = tmp_path / "shards"
 
@@ -187,6 +194,7 @@ def test_ray_keeps_the_parts_an_interrupted_run_wrote(ray_local, tiny_bert, corp
 
 
 @pytest.mark.slow  # Ray actors import torch
+@ON_ONE_RAY
 def test_a_failed_ray_job_is_loud_and_never_marked_finished(ray_local, corpus, tmp_path):
     not_a_model = tmp_path / "not-a-model"
     not_a_model.mkdir()

@@ -114,10 +114,10 @@ def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_wo
     assert _processes_tagged(tag) == []
     assert json.loads(meta_path_for(out).read_text())["rows_done"] == 10
 
-    rerun = run_cli(*args, "-o", out)
+    rerun = invoke_cli(*args, "-o", out)  # in this process (its pool workers are fresh ones all the same)
     assert rerun.returncode == 0, rerun.stderr
     assert "Resumed after row 10." in rerun.stderr
-    fresh = run_cli(*args, "-o", tmp_path / "fresh")
+    fresh = invoke_cli(*args, "-o", tmp_path / "fresh")
     assert fresh.returncode == 0, fresh.stderr
     parts = sorted(p.name for p in out.glob("part-*"))
     assert parts == sorted(p.name for p in (tmp_path / "fresh").glob("part-*")) and len(parts) == 5
@@ -323,7 +323,7 @@ def uninterrupted(tiny_bert, tiny_bert_b, shared_root):
 
     def get(command: str) -> tuple[Path, Path]:
         def build(folder: Path) -> None:
-            result = run_cli(*_trainer_args(command, (tiny_bert, tiny_bert_b), corpus, folder / command))
+            result = invoke_cli(*_trainer_args(command, (tiny_bert, tiny_bert_b), corpus, folder / command))
             assert result.returncode == 0, result.stderr[-3000:]
 
         return built_once(shared_root, f"faults_uninterrupted_{command}", build) / command, corpus
@@ -375,7 +375,7 @@ def test_trainer_killed_while_saving_resumes_to_the_uninterrupted_model(
     else:
         assert (out / "modules.json").is_file() and (out / "checkpoints" / "checkpoint-6").is_dir()
 
-    rerun = run_cli(*args)
+    rerun = invoke_cli(*args)  # the same command again (in this process: only the killed run needs its own)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"Taking over the lock on {out} left by PID " in rerun.stderr
     if point.startswith("checkpoint-save"):
