@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
 import torch
-from helpers.cli import REPO, subprocess_env
+from helpers.cli import REPO, run_launch
 from helpers.shared import built_once
 
 WORKER = REPO / "tests" / "helpers" / "ddp_loss_worker.py"
@@ -16,7 +15,7 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
 def _run(command, tmp_path):
-    result = subprocess.run(command, env=subprocess_env(), capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    result = run_launch(command, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers.cli import REPO, invoke_cli, one_error_line, run_cli, subprocess_env
+from helpers.cli import REPO, invoke_cli, one_error_line, run_cli, run_launch, subprocess_env
 from helpers.files import snapshot
 
 from jtcse.locking import lock_path_for
@@ -42,24 +42,24 @@ def corpus(tmp_path_factory) -> Path:
     return path
 
 
-def torchrun_command(tmp_path: Path, args: tuple, probe: bool = True) -> list[str]:
+def torchrun_command(tmp_path: Path, args: tuple, probe: bool = True, monitor_interval: float = 0.1) -> list[str]:
     """``torchrun`` starting ``args`` (a jtcse command, through the probe unless not ``probe``) in two
-    processes; each rank's output goes to ``tmp_path/logs``."""
+    processes; each rank's output goes to ``tmp_path/logs``. Every ``monitor_interval`` seconds torchrun looks at
+    its ranks: once one has failed it stops the other."""
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        "--redirects", "3", "--log-dir", str(tmp_path / "logs"),
+        "--redirects", "3", "--log-dir", str(tmp_path / "logs"), "--monitor-interval", str(monitor_interval),
     ]  # fmt: skip
     command += [str(PROBE), str(tmp_path / "probe")] if probe else ["-m", "jtcse"]
     (tmp_path / "probe").mkdir(exist_ok=True)
     return [*command, *map(str, args)]
 
 
-def torchrun(tmp_path: Path, *args: object, probe: bool = True, **env: object) -> subprocess.CompletedProcess:
+def torchrun(
+    tmp_path: Path, *args: object, probe: bool = True, monitor_interval: float = 0.1, **env: object
+) -> subprocess.CompletedProcess:
     """Launch ``args`` (a jtcse command) in two processes and wait (see :func:`torchrun_command`)."""
-    return subprocess.run(
-        torchrun_command(tmp_path, args, probe), env=subprocess_env(**env), capture_output=True, text=True,
-        timeout=600, cwd=tmp_path,
-    )  # fmt: skip
+    return run_launch(torchrun_command(tmp_path, args, probe, monitor_interval), cwd=tmp_path, **env)
 
 
 def rank_output(tmp_path: Path, rank: int) -> str:
@@ -305,15 +305,14 @@ def test_accelerate_launch_runs_two_processes_on_the_cpu(tmp_path, tiny_bert, ti
     trains them with gloo on the CPU. (``--cpu --num_processes N`` starts one process without MPI.) Port 0: a free
     port, not accelerate's default 29500, so that launches running side by side (pytest-xdist) do not collide."""
     out = tmp_path / "twin"
-    run = subprocess.run(
+    run = run_launch(
         [
             sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
             "--num_machines", "1", "--main_process_port", "0", "--mixed_precision", "no", "--dynamo_backend", "no",
             "-m", "jtcse", "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", str(corpus),
             "-o", str(out), "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "2",
         ],
-        env=subprocess_env(HF_HOME=tmp_path / "hf"),  # no user accelerate config
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        cwd=tmp_path, HF_HOME=tmp_path / "hf",  # no user accelerate config
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("Twin saved to") == 1
@@ -325,9 +324,12 @@ def test_accelerate_launch_runs_two_processes_on_the_cpu(tmp_path, tiny_bert, ti
 @pytest.mark.slow
 def test_bad_input_under_torchrun_is_one_error_per_rank_and_writes_nothing(tmp_path, corpus):
     out = tmp_path / "twin"
+    # each rank refuses the options as it parses them, within a second or two of starting; under load one rank may
+    # start seconds after the other, so torchrun looks every 4 s, not every 0.1 s, before it stops the slower one
     run = torchrun(
-        tmp_path, "train", "--corpus", corpus, "-o", out, "--mini-batch-size", "4", "-r", "dispersion", probe=False
-    )
+        tmp_path, "train", "--corpus", corpus, "-o", out, "--mini-batch-size", "4", "-r", "dispersion", probe=False,
+        monitor_interval=4,
+    )  # fmt: skip
     assert run.returncode != 0 and not out.exists()
     for rank, label in ((0, "Error: "), (1, "Error (rank 1): ")):
         errors = [line for line in rank_output(tmp_path, rank).splitlines() if line.startswith("Error")]

@@ -9,7 +9,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers.cli import REPO, invoke_cli, one_error_line, run_cli, run_python, start_python, subprocess_env
+from helpers.cli import (
+    REPO,
+    invoke_cli,
+    one_error_line,
+    run_cli,
+    run_launch,
+    run_python,
+    start_python,
+    subprocess_env,
+)
 
 
 def test_repo_is_this_checkout():
@@ -110,6 +119,30 @@ def test_invoke_cli_shows_warnings_logged_during_the_command(tmp_path):
         data.register = original
         importlib.reload(jtcse.cli)
     assert (result.returncode, result.stderr) == (0, "shown on stderr\n")
+
+
+@pytest.mark.slow  # waits out a timeout
+def test_a_launch_past_its_timeout_is_killed_with_every_process_it_started(tmp_path):
+    """As a hung torchrun would be: the launcher and the rank it started (not holding the launcher's output) both go."""
+    import time
+
+    launcher = (
+        "import subprocess, sys, time\n"
+        "rank = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], stdout=subprocess.DEVNULL,"
+        " stderr=subprocess.DEVNULL)\n"
+        "print(rank.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    with pytest.raises(subprocess.TimeoutExpired) as stopped:
+        run_launch(["python", "-c", launcher], timeout=1.5, cwd=tmp_path)
+    stat = Path(f"/proc/{int(stopped.value.output.split()[0])}/stat")
+    for _ in range(100):  # SIGKILL is delivered when the rank next runs: a moment
+        if not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("the launcher's rank outlived it")
+    assert run_launch(["python", "-c", "print('ok')"]).stdout == "ok\n"
 
 
 def test_start_python_talks_to_a_background_child():

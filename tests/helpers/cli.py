@@ -19,6 +19,7 @@ import contextlib
 import io
 import logging
 import os
+import signal
 import subprocess
 import sys
 import traceback
@@ -69,6 +70,28 @@ def run_cli(
         timeout=timeout,
         cwd=cwd,
     )
+
+
+def run_launch(
+    command: list[object], *, timeout: float = 600, cwd: str | Path | None = None, **env: object
+) -> subprocess.CompletedProcess:
+    """A multi-process launcher (``torchrun``, ``accelerate launch``) with :func:`subprocess_env`, waited for.
+
+    It runs in its own process group: past ``timeout`` the whole group is killed (the launcher and every rank;
+    killing the launcher alone would leave its ranks behind, blocked in a collective) and ``TimeoutExpired``
+    raised with what they printed.
+    """
+    proc = subprocess.Popen(
+        [str(part) for part in command], env=subprocess_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=cwd, start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise subprocess.TimeoutExpired(proc.args, timeout, output=stdout, stderr=stderr) from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def invoke_cli(*args: object, cwd: str | Path | None = None, **env: object) -> subprocess.CompletedProcess:
