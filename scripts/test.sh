@@ -31,6 +31,10 @@ else
     python -m pip uninstall -q -y torchvision
   fi
 fi
+# Cache compiled bytecode (__pycache__, git-ignored) even where the environment says not to: otherwise every
+# worker and child process compiles jtcse and pytest rewrites and compiles every test module again, on each run
+# (1.5 s of the fast subset's 19).
+unset PYTHONDONTWRITEBYTECODE
 # The test towers are tiny: one BLAS thread per process is as fast and does not fight over shared cores.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # In parallel by default: one worker per core; tests sharing a port or folder carry @pytest.mark.xdist_group.

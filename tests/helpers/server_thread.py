@@ -13,7 +13,8 @@ class ServerThread:
         server.daemon_threads = True
         self._server = server
         self.port = server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), name=name, daemon=True)
+        # serve_forever notices shutdown() once per poll interval: 10 ms keeps each server's stop short
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.01,), name=name, daemon=True)
 
     def start(self):
         self._thread.start()
