@@ -266,6 +266,7 @@ def test_cli_ray_worker_killed_mid_run_is_retried(tiny_bert, corpus, tmp_path):
 # ------------------------------------------------------------------ index from shards
 
 
+@pytest.mark.slow  # two encodes, two IVF indexes
 def test_index_from_shards_is_the_index_from_text(tiny_bert, corpus, tmp_path):
     encode_file(tiny_bert, corpus, tmp_path / "shards", chunk_size=4, normalize=True, show_progress=False)
     settings = dict(ivf_threshold=10, nlist=3, nprobe=2)  # IVF, its lists on disk

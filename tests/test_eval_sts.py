@@ -171,6 +171,7 @@ def test_dev_evaluator_and_table_share_one_implementation(senteval_dir, tiny_ber
     assert read_stsb_file(path).sentences1[0] == "abc d"
 
 
+@pytest.mark.slow  # five model loads
 def test_pooling_override_and_untruncated_length(tiny_bert, tiny_roberta):
     import torch
 

@@ -77,6 +77,7 @@ def test_retry_after_header_is_honoured(stub):
     assert log[1].time - log[0].time >= 0.095
 
 
+@pytest.mark.slow  # waits out a 0.3 s timeout
 def test_timeout_is_retried(stub):
     stub.script = lambda request, n: StubReply(delay=1.5) if n == 0 else None
     with google(stub, timeout=0.3) as t:

@@ -17,6 +17,7 @@ def test_eval_loader_opens_a_twin_and_encodes_the_same(twin_dir):
     np.testing.assert_allclose(loaded.encode(SENTENCES, convert_to_numpy=True), reference, atol=1e-5)
 
 
+@pytest.mark.slow  # layer statistics of both towers
 def test_diagnostics_inspect_each_tower_of_a_real_twin(twin_dir):
     from jtcse.evaluation.diagnostics import encoders_of, layer_statistics
     from jtcse.modeling.loading import load_model
