@@ -96,11 +96,17 @@ def leave_process_group() -> None:
     torch asks for it; a gloo group left to the interpreter's exit can abort a rank ("terminate called
     without an active exception") when another rank has already gone, e.g. after rank 0 refused a run.
     Imports nothing when torch was never loaded.
+
+    Unreachable objects still holding the group (a finished trainer's ``DistributedDataParallel`` reducer, kept
+    alive by reference cycles) are collected first: freed after the group is destroyed, the group's gloo
+    destructor can wait forever on threads that talked to a rank that has exited.
     """
+    import gc
     import sys
 
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 

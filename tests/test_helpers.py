@@ -126,10 +126,10 @@ def test_a_launch_past_its_timeout_is_killed_with_every_process_it_started(tmp_p
     """As a hung torchrun would be: the launcher and the rank it started (not holding the launcher's output) both go."""
     import time
 
-    launcher = (
+    launcher = (  # like torchrun, it starts its rank in a session of its own
         "import subprocess, sys, time\n"
         "rank = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], stdout=subprocess.DEVNULL,"
-        " stderr=subprocess.DEVNULL)\n"
+        " stderr=subprocess.DEVNULL, start_new_session=True)\n"
         "print(rank.pid, flush=True)\n"
         "time.sleep(120)\n"
     )

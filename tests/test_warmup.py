@@ -225,26 +225,6 @@ def test_dev_file_keeps_the_best_checkpoint(tiny_bert, tmp_path, shared_data):
     assert summary["final_dev_spearman"] == pytest.approx(summary["best_dev_spearman"], abs=1e-6)
 
 
-@pytest.mark.slow
-def test_extra_losses_are_added_and_logged(tiny_bert, tmp_path):
-    summary = train_simcse(
-        tiny_bert,
-        default_corpus_sentences(limit=32),
-        tmp_path / "tower",
-        batch_size=16,
-        max_steps=2,
-        extra_losses={"norm": lambda out: 0.01 * out["sentence_embedding"].pow(2).sum(-1).mean()},
-        logging_steps=1,
-        keep_checkpoints=True,
-    )
-    state = json.loads(next((tmp_path / "tower" / "checkpoints").glob("checkpoint-*/trainer_state.json")).read_text())
-    logged = [entry for entry in state["log_history"] if "loss" in entry]
-    assert "simcse" in logged[0] and "norm" in logged[0]
-    assert logged[0]["loss"] == pytest.approx(logged[0]["simcse"] + logged[0]["norm"], rel=1e-3)
-    assert summary["loss_terms"].keys() >= {"simcse", "norm"} and summary["config"]["extra_losses"] == ["norm"]
-    assert summary["steps"] == 2
-
-
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -288,7 +268,8 @@ def test_cli_takes_the_pairs_file_as_pairs_file_and_refuses_both_names(tmp_path)
 
 
 @pytest.mark.slow
-def test_regularizer_joins_the_simcse_loss_as_a_logged_term(tiny_bert, tmp_path):
+def test_extra_losses_and_regularizers_join_the_simcse_loss_as_logged_terms(tiny_bert, tmp_path):
+    """One run, both ways of adding a term: a function (extra_losses) and a regularizer spec."""
     summary = train_simcse(
         tiny_bert,
         default_corpus_sentences(limit=32),
@@ -296,14 +277,17 @@ def test_regularizer_joins_the_simcse_loss_as_a_logged_term(tiny_bert, tmp_path)
         batch_size=16,
         max_steps=2,
         logging_steps=1,
+        extra_losses={"norm": lambda out: 0.01 * out["sentence_embedding"].pow(2).sum(-1).mean()},
         regularizers=["dispersion:weight=0.1"],
         keep_checkpoints=True,
     )
     state = json.loads(next((tmp_path / "tower" / "checkpoints").glob("checkpoint-*/trainer_state.json")).read_text())
     logged = [entry for entry in state["log_history"] if "loss" in entry]
-    assert {"simcse", "dispersion"} <= set(logged[0])
-    assert logged[0]["dispersion"] != 0
-    assert logged[0]["loss"] == pytest.approx(logged[0]["simcse"] + logged[0]["dispersion"], rel=1e-3)
+    assert {"simcse", "norm", "dispersion"} <= set(logged[0]) and logged[0]["dispersion"] != 0
+    total = logged[0]["simcse"] + logged[0]["norm"] + logged[0]["dispersion"]
+    assert logged[0]["loss"] == pytest.approx(total, rel=1e-3)
+    assert summary["loss_terms"].keys() >= {"simcse", "norm", "dispersion"}
+    assert summary["config"]["extra_losses"] == ["norm"] and summary["steps"] == 2
     assert [(r["name"], r["weight"]) for r in summary["loss"]["regularizers"]] == [("DispersionLoss", 0.1)]
     assert summary["config"]["regularizers"] == ["dispersion:weight=0.1"]
 

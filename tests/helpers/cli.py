@@ -19,7 +19,6 @@ import contextlib
 import io
 import logging
 import os
-import signal
 import subprocess
 import sys
 import traceback
@@ -77,18 +76,26 @@ def run_launch(
 ) -> subprocess.CompletedProcess:
     """A multi-process launcher (``torchrun``, ``accelerate launch``) with :func:`subprocess_env`, waited for.
 
-    It runs in its own process group: past ``timeout`` the whole group is killed (the launcher and every rank;
-    killing the launcher alone would leave its ranks behind, blocked in a collective) and ``TimeoutExpired``
-    raised with what they printed.
+    Past ``timeout`` the launcher is killed with every process it started, and ``TimeoutExpired`` raised with what
+    they printed. Killing the launcher alone would leave its ranks behind (torchrun starts each in a session of its
+    own), blocked in a collective and holding the output pipes.
     """
+    import psutil  # (accelerate's dependency)
+
     proc = subprocess.Popen(
         [str(part) for part in command], env=subprocess_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, cwd=cwd, start_new_session=True,
+        text=True, cwd=cwd,
     )  # fmt: skip
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            launched = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            launched = []
+        for process in [psutil.Process(proc.pid), *launched]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
         stdout, stderr = proc.communicate()
         raise subprocess.TimeoutExpired(proc.args, timeout, output=stdout, stderr=stderr) from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)

@@ -12,6 +12,7 @@ losses is the global mean).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -73,9 +74,14 @@ def main(tower_a: str, tower_b: str, out: str) -> None:
             "grads": {n: p.grad.clone() for n, p in twin.named_parameters() if p.grad is not None},
             "world_size": world,
         }
+    # DDP's reducer holds the process group: released after destroy_process_group, its gloo group's destructor
+    # could wait forever on threads that talked to a rank already gone. Release it while both ranks are here.
+    del model, loss, terms
+    gc.collect()
     if rank == 0:
         torch.save(results, out)
     if distributed:
+        dist.barrier()
         dist.destroy_process_group()
 
 
