@@ -40,10 +40,11 @@ def _bert_tokenizer(words: int = 15000):
 
     full = AutoTokenizer.from_pretrained(resolve_source(None))
     special = set(full.all_special_ids)
-    first_piece = min(i for token, i in full.get_vocab().items() if not token.startswith("[") and i not in special)
+    by_id = sorted(full.get_vocab().items(), key=lambda item: item[1])
+    first_piece = next(i for token, i in by_id if not token.startswith("[") and i not in special)
     kept = [
         token
-        for token, i in sorted(full.get_vocab().items(), key=lambda item: item[1])
+        for token, i in by_id
         if i in special or first_piece <= i < first_piece + words or (token.startswith("##") and len(token) == 3)
     ]
     return BertTokenizerFast(vocab={token: i for i, token in enumerate(kept)}, do_lower_case=True, model_max_length=512)
