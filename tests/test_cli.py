@@ -141,76 +141,50 @@ def test_distill_reads_corpus_and_train_file_is_its_hidden_old_name(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-PRESETS = [
-    ("train", "jtcse.training.twin", "TWIN_SETTINGS", {"save_steps", "warmup_ratio"}),
-    ("simcse", "jtcse.training.simcse", "SIMCSE_SETTINGS", {"warmup_ratio"}),
-    ("distill", "jtcse.training.distill", "DISTILL_SETTINGS", {"warmup_ratio"}),
-]
+TRAINING_COMMANDS = [("train", "TwinSettings"), ("simcse", "WarmupSettings"), ("distill", "DistillSettings")]
 
 
-@pytest.mark.parametrize("command, trainer, preset, not_options", PRESETS, ids=[p[0] for p in PRESETS])
-def test_changing_a_trainer_preset_changes_its_command_defaults(command, trainer, preset, not_options, monkeypatch):
-    """Every training setting a command takes defaults to its trainer's preset, read from the preset itself."""
-    import dataclasses
+@pytest.mark.parametrize("command, settings", TRAINING_COMMANDS, ids=[c for c, _ in TRAINING_COMMANDS])
+def test_a_training_commands_settings_are_options_generated_from_its_settings_class(command, settings):
+    """Every key of the trainer's settings class is one option with the key's help, unset unless typed, showing the
+    class's default; so what runs is the class's defaults with the typed values on top."""
     import importlib
 
-    import typer
-    from typer.testing import CliRunner
+    from jtcse.commands._settings import settings_from
+    from jtcse.schema import get, keys
 
-    settings = getattr(importlib.import_module(trainer), preset)
-    changed = dataclasses.replace(
-        settings, batch_size=settings.batch_size + 3, max_seq_length=settings.max_seq_length + 5,
-        learning_rate=7.5e-5, epochs=settings.epochs + 2, max_steps=7, seed=settings.seed + 1,
-        eval_steps=settings.eval_steps + 11, save_steps=13, logging_steps=17, warmup_ratio=0.25,
-        precision="bf16" if settings.precision != "bf16" else "fp32",
-        gradient_checkpointing=not settings.gradient_checkpointing, keep_checkpoints=not settings.keep_checkpoints,
-    )  # fmt: skip
-    assert all(getattr(changed, f.name) != getattr(settings, f.name) for f in dataclasses.fields(settings))
+    cls = getattr(importlib.import_module("jtcse.training.settings"), settings)
+    params = {param.name: param for param in _command(command).params}
+    defaults = cls()
+    for name, key in keys(cls).items():
+        param = params[name]
+        assert param.default is None and param.help == key.help, name
+        value = get(defaults, key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert param.show_default == (f"{value:g}" if isinstance(value, float) else str(value)), name
     module = importlib.import_module(f"jtcse.commands.{command}")
-    monkeypatch.setattr(importlib.import_module(trainer), preset, changed)
-    try:
-        importlib.reload(module)  # the command is defined again, as it would be with the changed preset in the source
-        app = typer.Typer()
-        module.register(app)
-        defaults = {param.name: param.default for param in typer.main.get_command(app).params}
-        help_text = CliRunner().invoke(app, ["--help"]).stdout
-    finally:
-        monkeypatch.undo()
-        importlib.reload(module)
-    names = {f.name for f in dataclasses.fields(changed)}
-    assert names - set(defaults) == not_options
-    for name in names - not_options:
-        assert defaults[name] == getattr(changed, name), name
-    assert "7.5e-05" in help_text  # and --help shows it
+    assert settings_from(module.OPTIONS, {}) == defaults
+    typed = settings_from(module.OPTIONS, {"learning_rate": 7.5e-5, "max_steps": 7})
+    assert (typed.training.learning_rate, typed.training.max_steps) == (7.5e-5, 7)
 
 
-def test_other_trainer_defaults_are_read_from_the_trainer():
-    """The twin's loss options are declared once (jtcse train, jtcse pipeline --twin-...), with train_twin's
-    defaults; so are the temperatures, the distillation objective and teacher batch size, the pipeline's seed."""
-    from jtcse.commands._options import declared_default
-    from jtcse.training.distill import DEFAULT_OBJECTIVE, distill
-    from jtcse.training.pipeline import run_pipeline
-    from jtcse.training.simcse import train_simcse
-    from jtcse.training.twin import train_twin
+def test_a_setting_has_one_option_help_wherever_it_is_an_option():
+    """The twin's settings are options of jtcse train and (as --twin-KEY) of jtcse pipeline, with one help; so are
+    the warm-ups' (simcse, --warmup-KEY) and the distillation's (distill, --distill-KEY). The pipeline sets the seed
+    and precision of every stage at once, so those are its top-level options."""
+    from jtcse.schema import keys
+    from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings
 
-    def options(*path):
-        return {param.name: param for param in _command(*path).params}
-
-    train, pipeline, simcse, distill_options = (
-        options("train"),
-        options("pipeline"),
-        options("simcse"),
-        options("distill"),
-    )
-    for name in ("cael_every", "nce_weight", "icnce_weight", "ictm_weight"):
-        own, twin = train[name], pipeline[f"twin_{name}"]
-        assert own.default == twin.default == declared_default(train_twin, name), name
-        assert own.help == twin.help and twin.opts == [own.opts[0].replace("--", "--twin-")], name
-    assert train["temperature"].default == declared_default(train_twin, "temperature")
-    assert simcse["temperature"].default == declared_default(train_simcse, "temperature")
-    assert distill_options["objective"].default == pipeline["objective"].default == DEFAULT_OBJECTIVE
-    assert distill_options["teacher_batch_size"].default == declared_default(distill, "teacher_batch_size")
-    assert pipeline["seed"].default == declared_default(run_pipeline, "seed")
+    pipeline = {param.name: param for param in _command("pipeline").params}
+    for command, table, cls in (("train", "twin", TwinSettings), ("simcse", "warmup", WarmupSettings),
+                                ("distill", "distill", DistillSettings)):  # fmt: skip
+        own = {param.name: param for param in _command(command).params}
+        for name in keys(cls, ("seed", "precision")):
+            staged = pipeline[f"{table}_{name}"]
+            assert staged.help == own[name].help, name
+            assert staged.opts[0] == own[name].opts[0].replace("--", f"--{table}-"), name
+        assert f"{table}_seed" not in pipeline and f"{table}_precision" not in pipeline
+    assert pipeline["twin_enabled"].opts == ["--twin"] and pipeline["probe_enabled"].secondary_opts == ["--no-probe"]
 
 
 @pytest.mark.slow
@@ -258,45 +232,47 @@ def test_a_pooling_other_than_cls_or_mean_is_refused_when_parsed():
         command = _command(*path)
         assert command.make_context(path[-1], [*needed, "--pooling", "mean"]).params["pooling"] == "mean"
         assert command.make_context(path[-1], needed).params["pooling"] is None  # the model's own
-        with pytest.raises(JTCSEError, match=r"^--pooling must be one of cls, mean \(got 'max'\)\.$"):
-            command.make_context(path[-1], [*needed, "--pooling", "max"])
-    training = {
-        name: {p.name: p for p in _command(name).params}["pooling"].help for name in ("train", "simcse", "pipeline")
-    }
-    assert len(set(training.values())) == 1 and "Default: the starting model's own" in training["train"]
+        with pytest.raises(JTCSEError, match=r"^--pooling must be one of cls, mean, not 'max'\.$"):
+            if path == ("pipeline",):  # checked with the run's other settings, before anything runs
+                from jtcse.commands.pipeline import pipeline_config
+
+                pipeline_config(command.make_context(path[-1], [*needed, "--pooling", "max"]).params)
+            else:
+                command.make_context(path[-1], [*needed, "--pooling", "max"])
+    training = {name: {p.name: p for p in _command(name).params}["pooling"] for name in ("train", "simcse", "pipeline")}
+    assert len({(p.help, p.show_default) for p in training.values()}) == 1
+    assert "the starting model's own" in training["train"].show_default
 
 
 def test_pipeline_contradictions_are_one_line_before_anything_is_written(tmp_path):
     out = tmp_path / "out"
     line = one_error_line(invoke_cli("pipeline", "-o", out, "--no-ensemble", "--ensemble-with", "some-model"))
-    assert line == (
-        "Error: ensemble=False (--no-ensemble) and models to ensemble with (--ensemble-with) contradict each other."
-    )
+    assert line == "Error: enabled = false (--no-ensemble) and models to ensemble with contradict each other."
     assert one_error_line(invoke_cli("pipeline", "-o", out, "--pooling", "weightedmean")) == (
-        "Error: --pooling must be one of cls, mean (got 'weightedmean')."
+        "Error: --pooling must be one of cls, mean, not 'weightedmean'."
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_the_pipelines_stage_defaults_are_its_trainers_presets_shown_in_help():
-    """Each --STAGE-* option is unset by default, so the trainer's preset applies (one number, one place), and
-    --help shows that preset's value; with no option given the pipeline runs on the presets exactly."""
-    from jtcse.commands.pipeline import STAGE_NAMES, pipeline_arguments
-    from jtcse.training.pipeline_settings import ENSEMBLE_WEIGHTS, STAGE_DEFAULTS, check_settings
+def test_the_pipelines_options_show_its_configs_defaults_and_run_them_when_none_is_typed():
+    """Each --KEY / --STAGE-KEY option is unset by default, so the config's default applies (one number, one
+    place: the stage's settings class), and --help shows it; with no option typed the config is the default one."""
+    from jtcse.commands.pipeline import STAGE_OPTIONS, TOP, pipeline_config
+    from jtcse.schema import get
+    from jtcse.training.pipeline import ENSEMBLE_WEIGHTS, PipelineConfig
 
     params = {param.name: param for param in _command("pipeline").params}
-    fields = {"steps": "max_steps", "learning_rate": "learning_rate", "batch_size": "batch_size",
-              "max_seq_length": "max_seq_length", "eval_steps": "eval_steps"}  # fmt: skip
-    for stage in STAGE_NAMES:
-        for option, field in fields.items():
-            param = params[f"{stage}_{option}"]
-            value = getattr(STAGE_DEFAULTS[stage], field)
-            assert param.default is None and param.show_default.split(" ")[0] == (
-                f"{value:g}" if isinstance(value, float) else str(value)
-            ), param.name
+    for options in (TOP, *STAGE_OPTIONS):
+        for name, key in options.keys.items():
+            param = params[options.parameter(name)]
+            value = get(options.defaults, key)
+            assert param.default is None, param.name
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                assert param.show_default == (f"{value:g}" if isinstance(value, float) else str(value)), param.name
+    assert params["twin_learning_rate"].show_default == "1e-05" and params["warmup_batch_size"].show_default == "32"
     for weights in ENSEMBLE_WEIGHTS.values():  # both defaults, with and without a twin
         assert ",".join(f"{w:g}" for w in weights) in params["ensemble_weights"].show_default
-    arguments = pipeline_arguments(_command("pipeline").make_context("pipeline", ["-o", "out"]).params)
-    stages = check_settings(**{k: arguments[k] for k in ("warmup_settings", "twin_settings", "distill_settings")})
-    assert {stage: settings for stage, (settings, _) in stages.items()} == STAGE_DEFAULTS
-    assert arguments["ensemble"] is None and arguments["twin"] is None and arguments["pooling"] is None  # by the start
+    context = _command("pipeline").make_context("pipeline", ["-o", "out"])
+    config, record = pipeline_config(context.params)
+    assert config == PipelineConfig() and record is None
+    assert config.ensemble.enabled is None and config.twin.enabled is None and config.pooling is None  # by the start

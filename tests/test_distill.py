@@ -226,7 +226,7 @@ def test_student_pooling_replaces_the_students_own(mean_tower, tiny_roberta, tmp
     assert summary["model"]["changes"] == ["replaced 'mean' pooling by CLS pooling", "dropped Normalize"]
     student = SentenceTransformer(str(tmp_path / "s"))
     assert [type(m).__name__ for m in student] == ["Transformer", "Pooling"] and student[1].pooling_mode == "cls"
-    with pytest.raises(JTCSEError, match="student pooling must be one of cls, mean"):
+    with pytest.raises(JTCSEError, match="student_pooling must be one of cls, mean"):
         distill(tiny_roberta, mean_tower, TRAIN[:32], tmp_path / "s2", student_pooling="max")
 
 
@@ -311,10 +311,10 @@ def test_cli_default_objective_is_the_librarys():
     import inspect
 
     from jtcse.commands.distill import distill as command
-    from jtcse.training.distill import DEFAULT_OBJECTIVE, OBJECTIVES
+    from jtcse.training.settings import OBJECTIVES, DistillSettings
 
-    assert inspect.signature(command).parameters["objective"].default.default == DEFAULT_OBJECTIVE
-    assert inspect.signature(distill).parameters["objective"].default == DEFAULT_OBJECTIVE in OBJECTIVES
+    option = inspect.signature(command).parameters["objective"].default  # generated from DistillSettings
+    assert option.default is None and option.show_default == DistillSettings().objective in OBJECTIVES
 
 
 @pytest.mark.slow

@@ -479,7 +479,7 @@ def test_rejected_overwrite_leaves_the_finished_model_as_it_was(
         ),
         (
             lambda: distill(wide, tiny_bert, SENTENCES, student, student_pooling="max", overwrite=True),
-            "student pooling must be",
+            "student_pooling must be",
         ),
     ]
     for call, message in cases:

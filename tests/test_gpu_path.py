@@ -212,7 +212,7 @@ def test_trainers_check_device_and_precision_before_loading_anything(tmp_path):
     """fp16 on the CPU is refused up front by every trainer and by the pipeline (no model named here exists: a
     check after loading would fail otherwise); bf16 on the CPU is accepted (autocast)."""
     from jtcse.training.distill import distill
-    from jtcse.training.pipeline import run_pipeline
+    from jtcse.training.pipeline import PipelineConfig, run_pipeline
     from jtcse.training.simcse import train_simcse
     from jtcse.training.stage import training_device
     from jtcse.training.twin import train_twin
@@ -224,7 +224,8 @@ def test_trainers_check_device_and_precision_before_loading_anything(tmp_path):
         lambda: train_simcse(missing, None, tmp_path / "tower", precision="fp16", device="cpu"),
         lambda: distill(missing, missing, None, tmp_path / "student", precision="fp16", device="cpu"),
         lambda: run_pipeline(
-            tmp_path / "pipeline", tower_a=missing, distill_settings={"precision": "fp16"}, device="cpu"
+            tmp_path / "pipeline",
+            PipelineConfig.from_values({"tower_a": missing, "precision": "fp16", "device": "cpu"}),
         ),
     ]
     for call in calls:

@@ -1,6 +1,6 @@
-"""``jtcse pipeline``: stages run in order, per-stage options reach the trainers, the ensemble stage and the
-distillation into the starting model, finished stages skipped on rerun (refused when their settings changed),
-one summary table with the starting model as the row to beat."""
+"""``jtcse pipeline``: stages run in order, per-stage settings reach the trainers, the ensemble stage and the
+distillation into the starting model, finished stages skipped on rerun by one rule whoever ran them (refused when
+their settings changed, never kept stale), one summary table with the starting model as the row to beat."""
 
 from __future__ import annotations
 
@@ -10,9 +10,14 @@ import pytest
 
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
-from jtcse.training.pipeline import run_pipeline
+from jtcse.training.pipeline import PipelineConfig, run_pipeline
 
 TINY = {"batch_size": 16, "max_steps": 2, "learning_rate": 1e-3}
+
+
+def config(**values) -> PipelineConfig:
+    """A pipeline config from the values a recipe holds (``twin={"max_steps": 2}`` for a table)."""
+    return PipelineConfig.from_values(values)
 
 
 @pytest.fixture()
@@ -23,64 +28,89 @@ def corpus_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_warmup_stages_run_once_and_are_skipped_on_rerun(tiny_bert, tiny_bert_b, corpus_file, tmp_path):
+def test_a_stage_is_done_by_one_rule_whoever_ran_it(tiny_bert, tiny_bert_b, corpus_file, tmp_path):
+    """A warm-up run by hand with the settings the pipeline would use is done (skipped); the pipeline's own runs
+    are skipped on rerun; a stage folder holding a run of other settings is refused, naming what differs, old and
+    new, whether or not the pipeline wrote it."""
+    from jtcse.training.settings import WarmupSettings
+    from jtcse.training.simcse import train_simcse
+
     out = tmp_path / "recipe"
-    first = run_pipeline(
-        out, tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, until="warmup", warmup_settings=TINY
-    )
-    assert [(row["stage"], row["status"]) for row in first["table"]] == [("warmup_a", "ran"), ("warmup_b", "ran")]
+    by_hand = train_simcse(tiny_bert, corpus_file, out / "tower_a", **TINY, seed=42)  # as `jtcse simcse -o` would
+    settings = config(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), until="warmup", warmup=TINY)
+    first = run_pipeline(out, settings)
+    assert [(row["stage"], row["status"]) for row in first["table"]] == [
+        ("warmup_a", "skipped (done)"), ("warmup_b", "ran")
+    ]  # fmt: skip
+    assert first["stages"]["warmup_a"] == json.loads(json.dumps(by_hand, default=str))  # as the folder holds it
     assert first["stages"]["warmup_b"]["config"]["seed"] == 43  # the second tower gets another seed
-    weights = out / "tower_a" / "model.safetensors"
+    assert WarmupSettings().training.seed == 42
+    weights = out / "tower_b" / "model.safetensors"
     stamp = weights.stat().st_mtime_ns
 
-    second = run_pipeline(
-        out, tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=corpus_file, until="warmup", warmup_settings=TINY
-    )
+    second = run_pipeline(out, settings)
     assert [row["status"] for row in second["table"]] == ["skipped (done)", "skipped (done)"]
     assert weights.stat().st_mtime_ns == stamp
-    table = (out / "pipeline_summary.md").read_text(encoding="utf-8")
-    assert "| warmup_a | skipped (done) |" in table
+    assert "| warmup_a | skipped (done) |" in (out / "pipeline_summary.md").read_text(encoding="utf-8")
     assert json.loads((out / "pipeline_summary.json").read_text())["until"] == "warmup"
 
+    other_start = config(**{**settings.values(), "tower_a": tiny_bert_b})  # the model tower I starts from changed
+    with pytest.raises(JTCSEError, match=rf"tower_a already holds a finished run, with other settings \(model "
+                                         rf"\"{tiny_bert}\" -> \"{tiny_bert_b}\"\)"):  # fmt: skip
+        run_pipeline(out, other_start)
+    assert weights.stat().st_mtime_ns == stamp
 
-def test_bad_pipeline_settings_are_clear_errors(tmp_path):
-    with pytest.raises(JTCSEError, match="--until must be one of"):
-        run_pipeline(tmp_path, until="everything")
-    with pytest.raises(JTCSEError, match="the ensemble stage needs --ensemble-with"):
-        run_pipeline(tmp_path, until="ensemble", ensemble=False, twin=True)
-    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):
-        run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_weights=[1])
-    with pytest.raises(ValueError, match="combine must be one of concat, sum, not 'max'"):  # Ensemble's check, early
-        run_pipeline(tmp_path, until="twin", ensemble_with=["m"], ensemble_combine="max")
-    with pytest.raises(JTCSEError, match="without models to ensemble with"):
-        run_pipeline(tmp_path, until="twin", ensemble_weights=[1, 1], ensemble=False)
-    with pytest.raises(JTCSEError, match="ensemble=False \\(--no-ensemble\\) and models to ensemble with"):
-        run_pipeline(tmp_path, until="twin", ensemble=False, ensemble_with=["m"])
-    with pytest.raises(ValueError, match="pooling must be one of cls, mean"):
-        run_pipeline(tmp_path, until="twin", pooling="max")
-    with pytest.raises(JTCSEError, match="the eval stage needs --dev-file"):
-        run_pipeline(tmp_path)
-    with pytest.raises(JTCSEError, match="dev file not found"):
-        run_pipeline(tmp_path, dev_file=tmp_path / "missing.csv")
+
+def test_bad_pipeline_settings_are_clear_errors(tmp_path, tiny_bert):
+    cases = [
+        (dict(until="everything"), r"until must be one of warmup, probe, twin, ensemble, distill, eval"),
+        (dict(until="ensemble", ensemble={"enabled": False}, twin={"enabled": True}),
+         r"^--until ensemble: this run has no ensemble: it needs --ensemble-with or a sentence-transformers start"),
+        (dict(until="twin", ensemble={"with": ["m"], "weights": [1]}), r"1 weight\(s\) given for 2 ensemble members"),
+        (dict(until="twin", ensemble={"with": ["m"], "combine": "max"}), r"combine must be one of concat, sum"),
+        (dict(until="twin", ensemble={"enabled": False, "weights": [1, 1]}, twin={"enabled": True}),
+         r"ensemble weights were given without models"),
+        (dict(until="twin", ensemble={"enabled": False, "with": ["m"]}), r"enabled = false \(--no-ensemble\) and models"),
+        (dict(until="twin", pooling="max"), r"pooling must be one of cls, mean, not 'max'"),
+        ({}, r"the eval stage reports on a dev file: give --dev-file"),
+        (dict(dev_file=str(tmp_path / "missing.csv")), r"dev file not found"),
+        (dict(until="twin", twin={"enabled": True, "checkpoint": "best-dev"}),
+         r"^\[twin\] checkpoint = best-dev keeps the best checkpoint by the dev file: give --dev-file, or keep the "
+         r"last step \(--twin-checkpoint last\)\.$"),
+        (dict(until="twin", twin={"enabled": True}, probe={"enabled": True}),
+         r"the probe scores its twins on a selection file"),
+    ]  # fmt: skip
+    for values, message in cases:  # JTCSEError, or the Ensemble's own ValueError of its weights
+        with pytest.raises(ValueError, match=message):
+            run_pipeline(tmp_path / "out", config(**values))
+    assert not (tmp_path / "out").exists()
+
+
+def test_until_names_the_values_of_this_run_and_why_a_stage_is_off(tmp_path, tiny_bert):
+    """From a sentence-transformers start the twin is off by default: --until twin says so and how to turn it on,
+    and lists only what this run can stop after."""
+    with pytest.raises(JTCSEError) as refused:
+        run_pipeline(tmp_path / "out", config(tower_a=tiny_bert, until="twin"))
+    assert str(refused.value) == (
+        "--until twin: the twin is off for this run (tower I starts from a sentence-transformers model that joins "
+        "the ensemble); turn it on with --twin ([twin] enabled = true); this run stops after one of warmup, "
+        "ensemble, distill, eval."
+    )
+    with pytest.raises(JTCSEError, match="the probe runs with --probe"):
+        run_pipeline(tmp_path / "out", config(tower_a=tiny_bert, until="probe", twin={"enabled": True}))
 
 
 @pytest.mark.slow
-def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data):
+def test_full_pipeline_runs_and_reruns_as_skips_and_never_keeps_a_stale_model(
+    tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data
+):
     dev = tmp_path / "dev.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:40]
     dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    settings = {"batch_size": 16, "max_steps": 2, "eval_steps": 2}
-    kwargs = dict(
-        tower_a=tiny_bert,
-        tower_b=tiny_bert_b,
-        corpus=corpus_file,
-        dev_file=dev,
-        ensemble=False,
-        warmup_settings=settings,
-        twin_settings=settings,
-        distill_settings=settings,
-    )
-    first = run_pipeline(tmp_path / "recipe", **kwargs)
+    tiny = {"batch_size": 16, "max_steps": 2, "eval_steps": 2}
+    values = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), dev_file=str(dev),
+                  ensemble={"enabled": False}, warmup=tiny, twin=tiny, distill=tiny)  # fmt: skip
+    first = run_pipeline(tmp_path / "recipe", config(**values))
     assert [(row["stage"], row["status"]) for row in first["table"]] == [
         ("start", "starting model (its own pooling)"), ("start_b", "starting model (its own pooling)"),
         ("warmup_a", "ran"), ("warmup_b", "ran"), ("twin", "ran"), ("distill", "ran"), ("eval", "ran"),
@@ -92,11 +122,19 @@ def test_full_pipeline_runs_and_reruns_as_skips(tiny_bert, tiny_bert_b, corpus_f
     trained = [first["stages"][stage] for stage in ("warmup_a", "warmup_b", "twin", "distill")]
     assert len({frozenset(summary) for summary in trained}) == 1  # one summary schema for every stage
     assert [summary["stage"] for summary in trained] == ["simcse", "simcse", "twin", "distill"]
-    second = run_pipeline(tmp_path / "recipe", **kwargs)
+    assert first["config"] == config(**values).values()  # the whole config, as a recipe would hold it
+    second = run_pipeline(tmp_path / "recipe", config(**values))
     assert [row["status"] for row in second["table"][2:]] == ["skipped (done)"] * 5
     assert second["stages"]["eval"]["dev_spearman"] == scores
-    with pytest.raises(JTCSEError, match="twin finished with other settings \\(learning_rate differ\\)"):
-        run_pipeline(tmp_path / "recipe", **{**kwargs, "twin_settings": {**settings, "learning_rate": 1e-4}})
+    with pytest.raises(JTCSEError, match=r"twin already holds a finished run, with other settings \(learning_rate "
+                                         r"1e-05 -> 0.0001\)"):  # fmt: skip
+        run_pipeline(tmp_path / "recipe", config(**{**values, "twin": {**tiny, "learning_rate": 1e-4}}))
+    # warm-up I trained again (its folder removed): the twin trained on the old tower I is not kept
+    import shutil
+
+    shutil.rmtree(tmp_path / "recipe" / "tower_a")
+    with pytest.raises(JTCSEError, match=r"twin already holds a finished run, with other settings \(towers "):
+        run_pipeline(tmp_path / "recipe", config(**values))
 
 
 @pytest.mark.slow
@@ -113,11 +151,12 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     args = [
         "pipeline", "-o", out, "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus_file,
         "--dev-file", dev, "--batch-size", 8, "--eval-steps", 2,
-        "--warmup-steps", 2, "--warmup-learning-rate", 1e-3, "--warmup-max-seq-length", 12,
-        "--twin-steps", 3, "--twin-learning-rate", 2e-4, "--twin-batch-size", 4, "--twin-max-seq-length", 16,
+        "--warmup-max-steps", 2, "--warmup-learning-rate", 1e-3, "--warmup-max-seq-length", 12,
+        "--twin-max-steps", 3, "--twin-learning-rate", 2e-4, "--twin-batch-size", 4, "--twin-max-seq-length", 16,
         "--twin-cael-every", 0, "--twin-ictm-weight", 0.25, "--twin-icnce-weight", 0.5,
         "--ensemble-with", tiny_bert, "--ensemble-weights", "1,0.5",
-        "--distill-steps", 2, "--distill-learning-rate", 3e-4, "--distill-batch-size", 6, "--objective", "cosine",
+        "--distill-max-steps", 2, "--distill-learning-rate", 3e-4, "--distill-batch-size", 6,
+        "--distill-objective", "cosine",
     ]  # fmt: skip
     result = invoke_cli(*args)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -169,7 +208,7 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
 
     dev = write_stsb(tmp_path / "dev.csv")
     with pytest.raises(JTCSEError, match="shares 6 of its 6 sentence pairs with the dev file"):
-        run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=dev)
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=str(dev)))
     selection = tmp_path / "selection.csv"
     a, b, score = DEV_PAIRS[2]
     rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(120)] + [
@@ -186,13 +225,10 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
         "".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)), encoding="utf-8"
     )
     with pytest.raises(JTCSEError, match="shares 1 of its 11 sentence pairs with the dev file"):
-        run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=selection)
-    with pytest.raises(JTCSEError, match="STS-B file not found"):
-        run_pipeline(tmp_path / "out", until="distill", dev_file=dev, selection_file=tmp_path / "nope.csv")
-    with pytest.raises(JTCSEError, match="a twin learning rate was given and a selection file"):
-        run_pipeline(
-            tmp_path / "out", until="twin", twin=True, selection_file=selection, twin_settings={"learning_rate": 1e-5}
-        )
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=str(selection)))
+    with pytest.raises(JTCSEError, match="selection file not found: "):
+        missing = str(tmp_path / "nope.csv")
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=missing))
 
 
 def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(shared_data, caplog):
@@ -218,11 +254,10 @@ def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny
     assert not is_sentence_encoder(str(tiny_bert) + ".hf")  # a plain transformers folder (make_tiny_tower's source)
     # by default: warm-up I, warm-up II and the start, no twin; weights are checked before anything trains
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 3 ensemble members"):
-        run_pipeline(tmp_path, tower_a=tiny_bert, until="ensemble", ensemble_weights=[1])
-    with pytest.raises(JTCSEError, match="--until must be one of warmup, warmup_a, warmup_b, ensemble, distill, eval"):
-        run_pipeline(tmp_path, tower_a=tiny_bert, until="twin")  # no twin by default for a sentence encoder
+        run_pipeline(tmp_path, config(tower_a=tiny_bert, until="ensemble", ensemble={"weights": [1]}))
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):  # twin + start
-        run_pipeline(tmp_path, tower_a=tiny_bert, until="ensemble", twin=True, ensemble_weights=[1])
+        run_pipeline(tmp_path, config(tower_a=tiny_bert, until="ensemble", twin={"enabled": True},
+                                      ensemble={"weights": [1]}))  # fmt: skip
     assert len(ENSEMBLE_WEIGHTS["warmups"]) == 3 and len(ENSEMBLE_WEIGHTS["twin"]) == 2
 
 
@@ -238,17 +273,10 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     train = (shared_data / "stsbenchmark" / "sts-train.csv").read_text(encoding="utf-8").splitlines()
     selection.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
     settings = {"batch_size": 8, "max_steps": 2}
-    common = dict(
-        tower_a=tiny_bert,
-        tower_b=tiny_bert_b,
-        corpus=corpus_file,
-        dev_file=dev,
-        selection_file=selection,
-        warmup_settings=settings,
-        twin_settings={"batch_size": 4, "max_steps": 2},
-        distill_settings=settings,
-    )
-    result = run_pipeline(tmp_path / "recipe", **common)
+    common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), dev_file=str(dev),
+                  selection_file=str(selection), warmup=settings, twin={"batch_size": 4, "max_steps": 2},
+                  distill=settings)  # fmt: skip
+    result = run_pipeline(tmp_path / "recipe", config(**common))
     stages, out = result["stages"], tmp_path / "recipe"
     assert [row["stage"] for row in result["table"]] == [
         "start", "start_b", "warmup_a", "warmup_b", "ensemble", "distill", "eval"
@@ -269,9 +297,9 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     )
     assert "| stage | main-captions ×100 (Δ vs start) |" in (out / "pipeline_summary.md").read_text()
 
-    probed = run_pipeline(
-        tmp_path / "twin", **common, twin=True, until="twin", probe_learning_rates=(1e-5, 1e-3), probe_steps=2
-    )
+    common["twin"] = {**common["twin"], "enabled": True}
+    probe = {"enabled": True, "learning_rates": [1e-5, 1e-3], "max_steps": 2}
+    probed = run_pipeline(tmp_path / "twin", config(**common, until="twin", probe=probe))
     probe = probed["stages"]["probe"]
     assert set(probe["selection_spearman"]) == {"1e-05", "0.001"}
     lr = max((1e-5, 1e-3), key=lambda lr: probe["selection_spearman"][f"{lr:g}"])

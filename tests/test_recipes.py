@@ -1,36 +1,43 @@
-"""Recipes in ``models/`` (``jtcse pipeline --recipe FILE``): every recipe parses and validates, the CPU recipe is
-the pipeline's defaults written out, options override a recipe and the summary records both, every mistake in a
-recipe file is one line naming the key and the valid ones, and the MiniLM recipe runs end to end."""
+"""Recipes in ``models/`` (``jtcse pipeline --recipe FILE``): every recipe parses; the CPU recipe is the dump of the
+defaults; a recipe extends another and lists only what differs; what each README claims is what its recipe sets;
+options override a recipe and the summary records both; every mistake in a recipe is one line naming the file, the
+table, the key and the valid ones; the MiniLM recipe runs end to end, and the paper's recipe keeps its best
+checkpoint by dev."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
 from helpers.cli import REPO, invoke_cli, one_error_line
 
 from jtcse.errors import JTCSEError
+from jtcse.schema import get, keys
+from jtcse.toml_file import tomllib
+from jtcse.training.pipeline import PipelineConfig
+from jtcse.training.recipe import load_recipe
 
 MODELS = REPO / "models"
 RECIPES = sorted(MODELS.glob("*/recipe.toml"))
 
 
-def _context(*args: object):
-    """The click context of ``jtcse pipeline ARGS`` (parsed and checked, nothing run)."""
+def _config(*args: object) -> tuple[PipelineConfig, dict | None]:
+    """The config (and recipe record) ``jtcse pipeline ARGS`` stands for: parsed and checked, nothing run."""
     import typer
 
     from jtcse.cli import app
+    from jtcse.commands.pipeline import pipeline_config
 
     command = typer.main.get_command(app).commands["pipeline"]
-    return command.make_context("pipeline", [str(a) for a in args])
+    return pipeline_config(command.make_context("pipeline", [str(a) for a in args]).params)
 
 
-def _arguments(*args: object) -> dict:
-    from jtcse.commands.pipeline import pipeline_arguments
-
-    return pipeline_arguments(_context(*args).params)
+def _body(text: str) -> str:
+    """A recipe without its leading comment block (the part a dump and a hand-kept header differ in)."""
+    return text.split("\n\n", 1)[1]
 
 
 def test_the_recipes_the_issue_names_are_there_each_with_a_readme():
@@ -42,74 +49,88 @@ def test_the_recipes_the_issue_names_are_there_each_with_a_readme():
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[path.parent.name for path in RECIPES])
-def test_every_recipe_parses_and_validates(recipe):
-    """Keys, types and values (each stage's settings as the trainers check them) before anything runs."""
-    from jtcse.training.pipeline_settings import check_settings
-
-    arguments = _arguments("--recipe", recipe, "-o", "out")
-    stages = check_settings(**{k: arguments[k] for k in ("until", "pooling", "warmup_settings", "twin_settings",
-                                                         "distill_settings", "ensemble", "ensemble_with")})  # fmt: skip
-    assert set(stages) == {"warmup", "twin", "distill"}
+def test_every_recipe_parses_and_its_readme_runs_it(recipe):
+    """Keys, types and values, as the trainers check them, before anything runs; the command line agrees."""
+    config = load_recipe(recipe)
+    assert _config("--recipe", recipe)[0] == config
     readme = (recipe.parent / "README.md").read_text(encoding="utf-8")
     assert f"--recipe models/{recipe.parent.name}/recipe.toml" in readme  # the command to run it
 
 
-def test_the_cpu_recipe_is_the_pipelines_defaults_written_out():
-    """Running models/ucd-minilm-l6 equals running jtcse pipeline with no flags on its corpus and dev file: the
-    same settings for every stage once each default is resolved (the MiniLM's own pooling; the ensemble with the
-    start, on for a sentence-transformers start; its default weights). A change of a default must change the
-    recipe too."""
-    from jtcse.modeling.loading import load_model, own_pooling
-    from jtcse.training.pipeline import is_sentence_encoder
-    from jtcse.training.pipeline_settings import ENSEMBLE_WEIGHTS, check_settings
-
-    recipe = _arguments("--recipe", MODELS / "ucd-minilm-l6" / "recipe.toml", "-o", "out")
-    plain = _arguments("--corpus", recipe["corpus"], "--dev-file", recipe["dev_file"], "-o", "out")
-    resolved = {
-        "pooling": own_pooling(load_model(None)),
-        "ensemble": is_sentence_encoder(None) and not plain["ensemble_with"],
-        "twin": False,  # a sentence-encoder start in the ensemble: the warm-ups take the twin's place
-        "ensemble_weights": list(ENSEMBLE_WEIGHTS["warmups"]),
-    }
-    for name, value in resolved.items():
-        assert recipe[name] == value, name
-        assert plain[name] in (None, value), name
-    keys = ("until", "pooling", "warmup_settings", "twin_settings", "distill_settings", "probe_learning_rates",
-            "probe_steps")  # fmt: skip
-    assert check_settings(**{k: recipe[k] for k in keys}) == check_settings(**{k: plain[k] for k in keys})
-    same = set(recipe) - set(resolved) - {"warmup_settings", "twin_settings", "distill_settings"}
-    assert {k: recipe[k] for k in same} == {k: plain[k] for k in same}
-
-
-def test_jtcse_d_continues_the_jtcse_bert_base_run():
-    """Every stage up to the twin is set alike, so both recipes share one output folder (finished stages skip)."""
-    twin = _arguments("--recipe", MODELS / "jtcse-bert-base" / "recipe.toml", "-o", "out")
-    distilled = _arguments("--recipe", MODELS / "jtcse-d-bert-base" / "recipe.toml", "-o", "out")
-    differ = {k for k in twin if twin[k] != distilled[k]}
-    assert differ == {"until", "distill_settings", "student", "student_pooling"}
-    assert (twin["until"], distilled["until"]) == ("twin", "eval")
-
-
-def test_options_override_the_recipe_and_what_was_overridden_is_recorded(tmp_path):
-    from jtcse.commands._recipe import recipe_record
-
+def test_the_cpu_recipe_is_the_dump_of_the_defaults():
+    """models/ucd-minilm-l6 below its header is, byte for byte, what --dump-recipe prints for the defaults on its
+    corpus and dev file: a changed default shows up as a diff of the file, and both run the same settings."""
     recipe = MODELS / "ucd-minilm-l6" / "recipe.toml"
-    ctx = _context("--recipe", recipe, "-o", tmp_path, "--twin-steps", 3, "--seed", 7, "--batch-size", 4,
-                   "--distill-batch-size", 6, "--no-ensemble")  # fmt: skip
-    from jtcse.commands.pipeline import pipeline_arguments
+    dumped = invoke_cli("pipeline", "--corpus", "data/wiki12k.txt", "--dev-file", "data/stsb/sts-dev.csv",
+                        "--dump-recipe")  # fmt: skip
+    assert dumped.returncode == 0, dumped.stderr
+    assert _body(recipe.read_text(encoding="utf-8")) == _body(dumped.stdout)
+    defaults = PipelineConfig.from_values({"corpus": "data/wiki12k.txt", "dev_file": "data/stsb/sts-dev.csv"})
+    assert load_recipe(recipe) == defaults
+    assert defaults.warmup.training.checkpoint == defaults.twin.training.checkpoint == "last"  # the CPU protocol
 
-    record = recipe_record(ctx)
+
+def test_a_recipe_extends_another_and_lists_only_what_differs():
+    """jtcse-d-bert-base is jtcse-bert-base up to the twin (so both share one output folder) plus the distillation;
+    jtcse-roberta-base changes the towers and the warm-ups. Neither repeats a key of the recipe it extends."""
+    base = load_recipe(MODELS / "jtcse-bert-base" / "recipe.toml")
+    for name, differs in (("jtcse-d-bert-base", {"until", "distill"}), ("jtcse-roberta-base", {"tower_a", "tower_b", "warmup"})):  # fmt: skip
+        path = MODELS / name / "recipe.toml"
+        config = load_recipe(path)
+        assert {k for k, v in config.values().items() if base.values()[k] != v} == differs, name
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        assert raw.pop("extends") == "../jtcse-bert-base/recipe.toml"
+        assert set(raw) == differs, name
+
+
+def test_the_paper_recipes_keep_the_best_dev_checkpoint():
+    """The paper's protocol (and SimCSE's): warm-ups and twin keep the checkpoint with the best STS-B dev Spearman."""
+    for name in ("jtcse-bert-base", "jtcse-roberta-base", "jtcse-d-bert-base"):
+        config = load_recipe(MODELS / name / "recipe.toml")
+        assert config.warmup.training.checkpoint == config.twin.training.checkpoint == "best-dev", name
+        assert config.dev_file is not None
+    dumped = invoke_cli("pipeline", "--recipe", MODELS / "jtcse-bert-base" / "recipe.toml", "--dump-recipe").stdout
+    tables = tomllib.loads(dumped)
+    assert tables["warmup"]["checkpoint"] == tables["twin"]["checkpoint"] == "best-dev"
+    assert tables["distill"]["checkpoint"] == "last" and tables["twin"]["eval_steps"] == 100
+
+
+_CLAIM = re.compile(r"`(?:\[(\w+)\] )?(\w+) = ([^`]+)`")
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[path.parent.name for path in RECIPES])
+def test_what_each_readme_says_its_recipe_sets_is_what_it_sets(recipe):
+    """Every ``[table] key = value`` a README quotes (its settings table) is the value the parsed recipe holds."""
+    config = load_recipe(recipe)
+    claims = _CLAIM.findall((recipe.parent / "README.md").read_text(encoding="utf-8"))
+    assert claims, "the README quotes none of its settings"
+    for table, key, value in claims:
+        owner = getattr(config, table) if table else config
+        held = get(owner, keys(type(owner))[key])
+        expected = tomllib.loads(f"v = {value}")["v"]
+        assert held == (tuple(expected) if isinstance(expected, list) else expected), (table, key)
+
+
+def test_options_override_the_recipe_and_what_was_overridden_is_recorded():
+    recipe = MODELS / "jtcse-d-bert-base" / "recipe.toml"
+    base = MODELS / "jtcse-bert-base" / "recipe.toml"
+    config, record = _config("--recipe", recipe, "--twin-max-steps", 3, "--seed", 7, "--batch-size", 4,
+                             "--distill-batch-size", 6, "--no-twin")  # fmt: skip
     assert record["path"] == str(recipe)
     assert record["sha256"] == hashlib.sha256(recipe.read_bytes()).hexdigest()
+    assert record["extends"] == {str(recipe.parent / "../jtcse-bert-base/recipe.toml"):
+                                 hashlib.sha256(base.read_bytes()).hexdigest()}  # fmt: skip
     assert record["overrides"] == {
-        "--twin-steps": {"value": 3, "recipe": 100}, "--seed": {"value": 7, "recipe": 42},
-        "--batch-size": {"value": 4}, "--distill-batch-size": {"value": 6, "recipe": 64},
-        "--ensemble": {"value": False, "recipe": True},
+        "--twin-max-steps": {"value": 3, "recipe": -1}, "--seed": {"value": 7, "recipe": 42},
+        "--distill-batch-size": {"value": 6, "recipe": 64}, "--twin": {"value": False, "recipe": True},
     }  # fmt: skip
-    assert "output" not in str(record) and recipe_record(_context("-o", tmp_path)) is None
-    arguments = pipeline_arguments(ctx.params)
-    assert arguments["twin_settings"]["max_steps"] == 3 and arguments["seed"] == 7
-    assert arguments["twin_settings"]["learning_rate"] == 1e-5  # the recipe's, where nothing overrides it
+    assert (config.twin.training.max_steps, config.seed, config.twin.enabled) == (3, 7, False)
+    # --batch-size sets every trained stage whose own option is not typed, over the recipe's values
+    assert (config.warmup.training.batch_size, config.twin.training.batch_size) == (4, 4)
+    assert config.distill.training.batch_size == 6 and config.twin.training.learning_rate == 1.3e-6  # the recipe's
+    assert _config()[1] is None
+    renamed = _config("--twin-steps", 5, "--student", "m", "--objective", "mse")[0]  # old names still work
+    assert (renamed.twin.training.max_steps, renamed.distill.student, renamed.distill.objective) == (5, "m", "mse")
 
 
 def _recipe(tmp_path: Path, text: str) -> Path:
@@ -118,41 +139,63 @@ def _recipe(tmp_path: Path, text: str) -> Path:
     return path
 
 
+TWIN_KEYS = ", ".join(keys(type(PipelineConfig().twin), ("seed", "precision")))
 BAD_RECIPES = [
     ("typo", "[twin]\nlerning_rate = 1e-5\n",
-     r"\[twin\]: unknown key 'lerning_rate'; valid here: batch_size, cael_every, enabled, eval_steps, icnce_weight, "
-     r"ictm_weight, learning_rate, max_seq_length, nce_weight, steps\.$"),
-    ("wrong type", '[twin]\nlearning_rate = "fast"\n', r"\[twin\]: learning_rate must be a number, not 'fast'\.$"),
-    ("int for a string", "corpus = 3\n", r": corpus must be a path \(string\), not 3\.$"),
-    ("bool for an int", "[warmup]\nsteps = true\n", r"\[warmup\]: steps must be a whole number, not True\.$"),
-    ("unknown stage", "[finetune]\nsteps = 3\n",
-     r": \[finetune\] is not a stage; stages: \[warmup\], \[probe\], \[twin\], \[ensemble\], \[distill\]\.$"),
-    ("another stage's key", "[warmup]\ncael_every = 2\n",
-     r"\[warmup\]: 'cael_every' belongs to \[twin\]; valid here: batch_size, eval_steps, learning_rate, "
-     r"max_seq_length, steps\.$"),
-    ("a stage key at the top", "objective = 'mse'\n", r": 'objective' belongs to \[distill\] \(a stage\); valid top-level"),
-    ("unknown top-level key", "corpuss = 'a.txt'\n", r": unknown key 'corpuss'; valid top-level keys: batch_size, corpus"),
+     rf"\[twin\]: unknown key 'lerning_rate' \(did you mean 'learning_rate'\?\); valid here: {TWIN_KEYS}\.$"),
+    ("an old key", "[twin]\nsteps = 100\n", r"\[twin\]: unknown key 'steps' \(did you mean 'max_steps'\?\)"),
+    ("wrong type", '[twin]\nlearning_rate = "fast"\n', r" \[twin\]: learning_rate must be a number, not 'fast'\.$"),
+    ("int for a string", "corpus = 3\n", r"recipe .*: corpus must be a string, not 3\.$"),
+    ("bool for an int", "[warmup]\nmax_steps = true\n", r"\[warmup\]: max_steps must be a whole number, not True\.$"),
+    ("unknown table", "[finetune]\nsteps = 3\n",
+     r": \[finetune\] is not a table; tables: \[warmup\], \[probe\], \[twin\], \[ensemble\], \[distill\]\.$"),
+    ("another table's key", "[warmup]\ncael_every = 2\n", r"\[warmup\]: 'cael_every' belongs to \[twin\]; valid here: "),
+    ("a table's key at the top", "objective = 'mse'\n", r": 'objective' belongs to \[distill\]; valid top-level keys"),
+    ("a top-level key in a table", "[twin]\nseed = 3\n",
+     r"\[twin\]: 'seed' is a top-level key \(put it before the first table\); valid here"),
+    ("unknown top-level key", "corpuss = 'a.txt'\n",
+     r": unknown key 'corpuss' \(did you mean 'corpus'\?\); valid top-level keys: tower_a, tower_b, corpus"),
     ("a list that is not", "[ensemble]\nweights = '1,2'\n", r"\[ensemble\]: weights must be an array of numbers"),
     ("repeatable", "[ensemble]\nwith = 'a'\n", r"\[ensemble\]: with must be an array of strings, not 'a'\.$"),
     ("not a table", "twin = 3\n", r": twin must be a table \(\[twin\]\), not 3\.$"),
     ("the output", "output = 'runs/x'\n", r": unknown key 'output'"),
-    ("a bad value", "[twin]\nbatch_size = 1\n", r"^batch_size must be at least 2 \(got 1\)\.$"),
-    ("a bad pooling", "pooling = 'max'\n", r"^pooling must be one of cls, mean"),
-    ("both a twin lr and a probe file", "selection_file = 's.csv'\n[twin]\nenabled = true\nlearning_rate = 1e-5\n",
-     r"^a twin learning rate was given and a selection file"),
+    ("a bad value", "[twin]\nbatch_size = 1\n", r"recipe .* \[twin\]: batch_size must be at least 2, not 1\.$"),
+    ("a bad pooling", "pooling = 'max'\n", r"recipe .*: pooling must be one of cls, mean, not 'max'\.$"),
+    ("a bad checkpoint", "[distill]\ncheckpoint = 'best'\n",
+     r"\[distill\]: checkpoint must be one of last, best-dev, not 'best'\.$"),
+    ("contradiction", "[ensemble]\nenabled = false\nwith = ['m']\n",
+     r"recipe .* \[ensemble\]: enabled = false \(--no-ensemble\) and models to ensemble with contradict"),
     ("not TOML", "[twin\n", r"is not valid TOML"),
+    ("extends what is not there", "extends = 'nowhere.toml'\n", r"^recipe not found: .*nowhere\.toml$"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("text, message", [b[1:] for b in BAD_RECIPES], ids=[b[0] for b in BAD_RECIPES])
 def test_every_mistake_in_a_recipe_is_named(text, message, tmp_path):
-    with pytest.raises(JTCSEError, match=message):
-        _context("--recipe", _recipe(tmp_path, text), "-o", tmp_path / "out")
+    with pytest.raises((JTCSEError, FileNotFoundError), match=message):
+        load_recipe(_recipe(tmp_path, text))
+
+
+def test_a_recipe_that_is_a_folder_or_extends_itself_is_named(tmp_path):
+    with pytest.raises(JTCSEError, match=f"recipe {tmp_path} is a folder; give the recipe file in it"):
+        load_recipe(tmp_path)
+    loop = _recipe(tmp_path, "extends = 'recipe.toml'\n")
+    with pytest.raises(JTCSEError, match="extends itself"):
+        load_recipe(loop)
+
+
+def test_a_value_typed_on_the_command_line_is_named_by_its_option():
+    with pytest.raises(JTCSEError, match=r"^--twin-batch-size must be at least 2, not 1\.$"):
+        _config("--twin-batch-size", 1)
+    with pytest.raises(JTCSEError, match=r"^--batch-size must be at least 2, not 1\.$"):
+        _config("--batch-size", 1)
+    with pytest.raises(JTCSEError, match=r"^--probe-learning-rates must be an array of numbers, not 'fast'\.$"):
+        _config("--probe-learning-rates", "fast")
 
 
 @pytest.mark.cli
-@pytest.mark.parametrize("text", ["[twin]\nlerning_rate = 1e-5\n", "[twin]\nsteps = 'many'\n", "[finetune]\nsteps = 3\n"],
-                         ids=["typo", "wrong type", "no such stage"])  # fmt: skip
+@pytest.mark.parametrize("text", ["[twin]\nlerning_rate = 1e-5\n", "[twin]\nmax_steps = 'many'\n", "[finetune]\nsteps = 3\n"],
+                         ids=["typo", "wrong type", "no such table"])  # fmt: skip
 def test_a_bad_recipe_is_one_error_line_and_nothing_is_written(text, tmp_path):
     recipe = _recipe(tmp_path, text)
     line = one_error_line(invoke_cli("pipeline", "--recipe", recipe, "-o", tmp_path / "out"))
@@ -162,21 +205,26 @@ def test_a_bad_recipe_is_one_error_line_and_nothing_is_written(text, tmp_path):
     assert missing == f"Error: recipe not found: {tmp_path / 'none.toml'}"
 
 
-@pytest.mark.slow
-@pytest.mark.cli
-def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data):
-    """models/ucd-minilm-l6 as a user runs it, with its real tower (the embedded MiniLM), a 40-line corpus, a short
-    dev file with the three STS-B genres and 1-2 steps a stage, given as overrides."""
+def _tiny_data(tmp_path: Path, shared_data: Path) -> tuple[Path, Path]:
     corpus, dev = tmp_path / "corpus.txt", tmp_path / "dev.csv"
     corpus.write_text("\n".join((shared_data / "wiki12k.txt").read_text(encoding="utf-8").splitlines()[:40]) + "\n",
                       encoding="utf-8")  # fmt: skip
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
     dev.write_text("\n".join(lines[:8] + lines[700:708] + lines[1200:1208]) + "\n", encoding="utf-8")
+    return corpus, dev
+
+
+@pytest.mark.slow
+@pytest.mark.cli
+def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data):
+    """models/ucd-minilm-l6 as a user runs it, with its real tower (the embedded MiniLM), a 40-line corpus, a short
+    dev file with the three STS-B genres and 1-2 steps a stage, given as overrides; every stage keeps its last
+    step."""
+    corpus, dev = _tiny_data(tmp_path, shared_data)
     out = tmp_path / "run"
     recipe = MODELS / "ucd-minilm-l6" / "recipe.toml"
-    overrides = ["--corpus", corpus, "--dev-file", dev, "--warmup-steps", 2, "--twin-steps", 2, "--distill-steps", 1,
-                 "--batch-size", 4, "--warmup-max-seq-length", 16, "--twin-max-seq-length", 16,
-                 "--distill-max-seq-length", 16, "--eval-steps", 1000]  # fmt: skip
+    overrides = ["--corpus", corpus, "--dev-file", dev, "--warmup-max-steps", 2, "--distill-max-steps", 1,
+                 "--batch-size", 4, "--warmup-max-seq-length", 16, "--distill-max-seq-length", 16, "--eval-steps", 1000]  # fmt: skip
     result = invoke_cli("pipeline", "--recipe", recipe, "-o", out, *overrides, "--device", "cpu")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "pipeline_summary.json").read_text(encoding="utf-8"))
@@ -185,11 +233,13 @@ def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data
     ]  # fmt: skip
     record = summary["recipe"]
     assert record["path"] == str(recipe) and record["sha256"] == hashlib.sha256(recipe.read_bytes()).hexdigest()
-    assert record["overrides"]["--warmup-steps"] == {"value": 2, "recipe": -1}
+    assert record["overrides"]["--warmup-max-steps"] == {"value": 2, "recipe": -1}
     assert record["overrides"]["--corpus"] == {"value": str(corpus), "recipe": "data/wiki12k.txt"}
     assert record["overrides"]["--device"] == {"value": "cpu"}
     stages = summary["stages"]
     assert "twin" not in stages and stages["warmup_a"]["settings"]["batch_size"] == 4
+    for stage in ("warmup_a", "warmup_b", "distill"):  # the CPU defaults keep the last step
+        assert stages[stage]["saved_model"] == "last step" and stages[stage]["saved_step"] == stages[stage]["steps"]
     assert stages["ensemble"]["weights"] == [1.25, 1.25, 1.0]
     assert stages["ensemble"]["members"][:2] == [str(out / "tower_a"), str(out / "tower_b")]
     assert stages["distill"]["settings"]["learning_rate"] == 2e-5  # the recipe's, not overridden
@@ -200,3 +250,33 @@ def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data
     assert (
         "| stage | main-captions ×100 (Δ vs start) |" in result.stdout and "| start | starting model" in result.stdout
     )
+
+
+@pytest.mark.slow
+@pytest.mark.cli
+def test_the_paper_recipe_keeps_the_checkpoint_that_dev_chose(tmp_path, shared_data, tiny_bert, tiny_bert_b):
+    """models/jtcse-bert-base with tiny towers, RTT pairs and a few steps: each warm-up and the twin keep the
+    checkpoint with the best dev Spearman among those saved, and say which (``best_step``, its score)."""
+    corpus, dev = _tiny_data(tmp_path, shared_data)
+    sentences = corpus.read_text(encoding="utf-8").splitlines()
+    pairs = {}
+    for name, words in (("de", 3), ("fr", 5)):  # paraphrases standing in for round trips: the sentence shortened
+        pairs[name] = tmp_path / f"pairs.{name}.tsv"
+        pairs[name].write_text("".join(f"{s}\t{' '.join(s.split()[:-words])}\n" for s in sentences if len(s.split()) > 6),
+                               encoding="utf-8")  # fmt: skip
+    out = tmp_path / "run"
+    result = invoke_cli("pipeline", "--recipe", MODELS / "jtcse-bert-base" / "recipe.toml", "-o", out,
+                        "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "--dev-file", dev,
+                        "--pairs-a", pairs["de"], "--pairs-b", pairs["fr"], "--batch-size", 8, "--eval-steps", 1,
+                        "--warmup-max-steps", 3, "--warmup-learning-rate", 1e-3, "--twin-max-steps", 3,
+                        "--twin-learning-rate", 1e-3, "--precision", "fp32", "--device", "cpu")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    stages = json.loads((out / "pipeline_summary.json").read_text(encoding="utf-8"))["stages"]
+    assert list(stages) == ["warmup_a", "warmup_b", "twin"]  # until = "twin"
+    for name, summary in stages.items():
+        by_step = {int(step): score for step, score in summary["dev_spearman_by_step"].items() if int(step) > 0}
+        assert summary["saved_model"] == "best checkpoint by dev Spearman", name
+        assert summary["best_step"] == summary["saved_step"] == max(by_step, key=by_step.get), name
+        assert summary["best_dev_spearman"] == pytest.approx(by_step[summary["best_step"]]), name
+        assert summary["final_dev_spearman"] == pytest.approx(summary["best_dev_spearman"], abs=1e-6), name
+    assert stages["warmup_a"]["data"]["paraphrase_rows"] > 0

@@ -41,7 +41,7 @@ def test_fresh_dir_records_config_and_resumes_only_with_the_same_config(tmp_path
     _checkpoint(tmp_path / "run", 12)
     plan = plan_output_dir(tmp_path / "run", config, resume=True, overwrite=False)
     assert plan.action == "resume" and plan.resume_from.endswith("checkpoint-12") and not plan.at_end
-    with pytest.raises(JTCSEError, match=r"\(batch_size, lr differ\).*--no-resume"):
+    with pytest.raises(JTCSEError, match=r"\(batch_size 8 -> 16, lr 0.001 -> 0.0001\).*--no-resume"):
         plan_output_dir(tmp_path / "run", {"lr": 1e-4, "batch_size": 16}, resume=True, overwrite=False)
     # --no-resume starts over: stale checkpoints go when the directory is opened, the new config is recorded
     plan = plan_output_dir(tmp_path / "run", {"lr": 1e-4}, resume=False, overwrite=False)
@@ -70,7 +70,7 @@ def test_incomplete_checkpoints_are_skipped_reported_and_removed(tmp_path, caplo
 
 def test_finished_run_is_refused_unless_overwrite_and_kept_until_replaced(tmp_path):
     _finish(tmp_path, {"a": 1})
-    with pytest.raises(JTCSEError, match=r"already holds a finished run, with other settings \(a differ\)"):
+    with pytest.raises(JTCSEError, match=r"already holds a finished run, with other settings \(a 1 -> 2\)"):
         plan_output_dir(tmp_path, {"a": 2}, resume=True, overwrite=False)
     plan = plan_output_dir(tmp_path, {"a": 2}, resume=True, overwrite=True)
     assert plan.action == "fresh"
@@ -99,7 +99,7 @@ def test_finished_run_with_checkpoints_continues_only_when_resuming_with_the_sam
         plan = plan_output_dir(tmp_path, {"lr": 1e-3, "max_steps": 5}, resume=True, overwrite=False)
     assert plan.resume_from.endswith("checkpoint-2") and not plan.at_end
     assert "first step after the resume runs at the rate it ended with" in caplog.text
-    with pytest.raises(JTCSEError, match=r"\(lr differ\).*pass --overwrite"):
+    with pytest.raises(JTCSEError, match=r"\(lr 0.001 -> 0.01\).*pass --overwrite"):
         plan_output_dir(tmp_path, {"lr": 1e-2, "max_steps": 5}, resume=True, overwrite=False)
     with pytest.raises(JTCSEError, match="already holds a finished run"):
         plan_output_dir(tmp_path, {"lr": 1e-3, "max_steps": 5}, resume=False, overwrite=False)

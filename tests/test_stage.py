@@ -77,7 +77,7 @@ def test_precision_flags():
     import torch
 
     from jtcse.training.arguments import precision_flags
-    from jtcse.training.stage import TrainingSettings
+    from jtcse.training.settings import TrainingSettings
 
     assert precision_flags("fp32") == {"fp16": False, "bf16": False}
     assert precision_flags("bf16", "cpu") == {"fp16": False, "bf16": True}
@@ -132,12 +132,13 @@ def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, ti
 # ------------------------------------------------------------------------------ the stage runner's rules
 
 _BAD_SETTINGS = [
-    ({"batch_size": 1}, "batch_size must be at least 2 (got 1)"),
-    ({"max_seq_length": 3}, "max_seq_length must be at least 4 (got 3)"),
+    ({"batch_size": 1}, "batch_size must be at least 2, not 1."),
+    ({"max_seq_length": 3}, "max_seq_length must be at least 4, not 3."),
     ({"learning_rate": float("nan")}, "learning_rate must be a positive number"),
     ({"max_steps": 0}, "max_steps must be a positive step count or -1"),
     ({"eval_steps": 0}, "eval_steps must be at least 1"),
     ({"precision": "fp8"}, "precision must be one of auto, fp32, fp16, bf16"),
+    ({"checkpoint": "best"}, "checkpoint must be one of last, best-dev, not 'best'."),
 ]
 
 
@@ -146,8 +147,8 @@ _BAD_SETTINGS = [
 def test_every_stage_refuses_bad_settings_by_the_same_rule(stage, bad, message, tiny_bert, tiny_bert_b, tmp_path):
     """One rule (TrainingSettings) for every stage, checked before anything is loaded or written."""
     from jtcse.training.distill import distill
+    from jtcse.training.settings import TrainingSettings
     from jtcse.training.simcse import train_simcse
-    from jtcse.training.stage import TrainingSettings
     from jtcse.training.twin import train_twin
 
     with pytest.raises(JTCSEError, match=re.escape(message)):
@@ -167,36 +168,36 @@ def test_every_stage_refuses_bad_settings_by_the_same_rule(stage, bad, message, 
 
 
 def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
-    """``settings=`` replaces a trainer's defaults, keywords go on top, a misspelt keyword is a TypeError. Each
-    trainer has its own preset (the CPU recipe's numbers, evaluation/DEFAULTS.md), and the pipeline's stages use
-    those very presets: one number, one place."""
+    """``settings=`` replaces a trainer's defaults (a whole settings object, or just its training part), keywords
+    go on top by key (a training key reaches into the training part), a misspelt keyword is a TypeError. Each
+    trainer's defaults are its settings class's (the CPU recipe's numbers, evaluation/DEFAULTS.md), and the
+    pipeline's stages are those very classes: one number, one place."""
     from dataclasses import replace
 
-    from jtcse.training.distill import DISTILL_SETTINGS
-    from jtcse.training.pipeline_settings import STAGE_DEFAULTS
-    from jtcse.training.simcse import SIMCSE_SETTINGS
-    from jtcse.training.stage import TrainingSettings
-    from jtcse.training.twin import TWIN_SETTINGS
+    from jtcse.training.pipeline import PipelineConfig
+    from jtcse.training.settings import DistillSettings, TrainingSettings, TwinSettings, WarmupSettings, resolve
 
-    base = TrainingSettings()
-    for preset in (SIMCSE_SETTINGS, TWIN_SETTINGS, DISTILL_SETTINGS):
-        assert preset != base
-    assert (SIMCSE_SETTINGS.epochs, TWIN_SETTINGS.max_steps, DISTILL_SETTINGS.epochs) == (1, 100, 2)  # the recipe's
-    assert (TWIN_SETTINGS.logging_steps, TWIN_SETTINGS.precision) == (None, "fp32")
-    assert STAGE_DEFAULTS == {"warmup": SIMCSE_SETTINGS, "twin": TWIN_SETTINGS, "distill": DISTILL_SETTINGS}
-    assert all(STAGE_DEFAULTS[s] is p for s, p in (("warmup", SIMCSE_SETTINGS), ("twin", TWIN_SETTINGS),
-                                                    ("distill", DISTILL_SETTINGS)))  # fmt: skip
+    warmup, twin, distill = WarmupSettings(), TwinSettings(), DistillSettings()
+    for preset in (warmup.training, twin.training, distill.training):
+        assert preset != TrainingSettings()
+    assert (warmup.training.epochs, twin.training.max_steps, distill.training.epochs) == (1, 100, 2)  # the recipe's
+    assert (twin.training.logging_steps, twin.training.precision, twin.cael_every) == (None, "fp32", 2)
+    pipeline = PipelineConfig()
+    assert (pipeline.warmup, pipeline.distill.training) == (warmup, distill.training)
+    assert isinstance(pipeline.twin, TwinSettings) and pipeline.twin.training == twin.training
     given = TrainingSettings(batch_size=8, seed=7)
-    assert SIMCSE_SETTINGS.given(None, {}, "train_simcse") == SIMCSE_SETTINGS
-    assert SIMCSE_SETTINGS.given(given, {}, "train_simcse") == given
-    assert SIMCSE_SETTINGS.given(given, {"max_steps": 3}, "train_simcse") == TrainingSettings(
-        batch_size=8, seed=7, max_steps=3
+    assert resolve(warmup, None, {}, "train_simcse") == warmup
+    assert resolve(warmup, given, {}, "train_simcse") == replace(warmup, training=given)
+    assert resolve(warmup, given, {"max_steps": 3}, "train_simcse").training == replace(given, max_steps=3)
+    assert resolve(twin, None, {"batch_size": 8, "cael_every": 0}, "train_twin") == replace(
+        twin, training=replace(twin.training, batch_size=8), cael_every=0
     )
-    assert SIMCSE_SETTINGS.given(None, {"batch_size": 8}, "train_simcse") == replace(SIMCSE_SETTINGS, batch_size=8)
     with pytest.raises(TypeError, match="train_simcse\\(\\) got an unexpected keyword argument 'batch_sise'"):
-        SIMCSE_SETTINGS.given(None, {"batch_sise": 8}, "train_simcse")
+        resolve(warmup, None, {"batch_sise": 8}, "train_simcse")
     with pytest.raises(JTCSEError, match="batch_size must be at least 2"):
-        TWIN_SETTINGS.given(None, {"batch_size": 1}, "train_twin")
+        resolve(twin, None, {"batch_size": 1}, "train_twin")
+    with pytest.raises(JTCSEError, match="objective must be one of mse, mse-normalized, cosine, similarity"):
+        resolve(distill, None, {"objective": "kl"}, "distill")
 
 
 SUMMARY_KEYS = {

@@ -228,7 +228,7 @@ def test_dev_file_keeps_the_best_checkpoint(tiny_bert, tmp_path, shared_data):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"temperature": 0.0}, "temperature must be positive"),
+        ({"temperature": 0.0}, "temperature must be a positive number"),
         ({"batch_size": 1}, "batch_size must be at least 2"),
         ({"corpus": ["only one sentence"]}, "at least 2 distinct training sentences"),
         ({"corpus": ["  ", ""]}, "no sentences"),

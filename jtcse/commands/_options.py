@@ -1,18 +1,16 @@
 """Every option that more than one command takes, declared once with one help text.
 
 Each function returns a fresh ``typer.Option`` (a command owns its parameter objects); a default
-that differs between commands is an argument, the meaning and the help never differ. Defaults are
-read, not repeated: a training option's default is its trainer's preset (``TWIN_SETTINGS.learning_rate``
-...) or what the trainer declares (:func:`declared_default`), read when the command is defined, so
-changing a trainer changes its command. Every command writes to ``-o/--output`` (:func:`output_option`);
-an old option name stays accepted, hidden and with a deprecation warning (:func:`alias_option`).
+that differs between commands is an argument, the meaning and the help never differ. The training
+commands' settings (``--learning-rate``, ``--twin-max-steps`` ...) are not declared here: their options are
+generated from the settings classes (:mod:`jtcse.commands._settings`). Every command writes to ``-o/--output``
+(:func:`output_option`); an old option name stays accepted, hidden and with a deprecation warning
+(:func:`alias_option`).
 """
 
 from __future__ import annotations
 
-import inspect
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,41 +71,24 @@ def processes_option():
 
 
 def checked_pooling(value: str | None) -> str | None:
-    """Callback of ``--pooling``: ``cls`` or ``mean`` (:data:`jtcse.modeling.loading.POOLING_CHOICES`), else one line."""
-    from jtcse.modeling.loading import POOLING_CHOICES
+    """Callback of ``--pooling``: the one check of a pooling name (:func:`jtcse.modeling.loading.check_pooling`)."""
+    from jtcse.modeling.loading import check_pooling
 
-    if value is not None and value not in POOLING_CHOICES:
-        raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)} (got {value!r}).")
-    return value
+    return check_pooling(value, "--pooling")
 
 
 def pooling_option(training: bool = False):
     """``--pooling cls|mean``: for an evaluation, replaces the checkpoint's pooling; for training (``training=True``:
     train, simcse, pipeline), how the towers pool, by default the starting model's own."""
-    what = (
-        "How the towers pool: cls or mean. Default: the starting model's own (a plain transformers model: cls; "
-        "a model pooling otherwise, e.g. weightedmean, must be given one)."
-        if training
-        else "Override the checkpoint's pooling: cls or mean."
+    from jtcse.modeling.loading import TOWER_POOLING_HELP, TOWER_POOLING_UNSET
+
+    if training:
+        return typer.Option(
+            None, "--pooling", callback=checked_pooling, help=TOWER_POOLING_HELP, show_default=TOWER_POOLING_UNSET
+        )
+    return typer.Option(
+        None, "--pooling", callback=checked_pooling, help="Override the checkpoint's pooling: cls or mean."
     )
-    return typer.Option(None, "--pooling", callback=checked_pooling, help=what)
-
-
-def student_pooling_option():
-    return typer.Option(
-        None, "--student-pooling",
-        help="Replace the distillation student's pooling by cls or mean. Default: keep its own (e.g. MiniLM's mean).",
-    )  # fmt: skip
-
-
-def objective_option():
-    from jtcse.training.distill import DEFAULT_OBJECTIVE
-
-    return typer.Option(
-        DEFAULT_OBJECTIVE, "--objective",
-        help="Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, "
-        "mse-normalized or mse (vectors; a training-only projection when widths differ).",
-    )  # fmt: skip
 
 
 def ensemble_weights_option(flag: str = "--weights"):
@@ -130,12 +111,6 @@ def batch_size_option(default: int):
     return typer.Option(default, "--batch-size", help="Sentences per batch (training: in-batch negatives).")
 
 
-def max_seq_length_option(default: int):
-    return typer.Option(
-        default, "--max-seq-length", help="Tokens per sentence during training; longer ones are truncated."
-    )
-
-
 # ---------------------------------------------------------------- data
 def corpus_option():
     return typer.Option(
@@ -156,7 +131,10 @@ def chunk_size_option():
 
 def dev_file_option():
     return typer.Option(
-        None, "--dev-file", help="STS-B-format dev file; the checkpoint with the best dev Spearman is kept."
+        None,
+        "--dev-file",
+        help="STS-B-format dev file, scored every --eval-steps; with --checkpoint best-dev the best checkpoint by "
+        "it is kept, else the last step.",
     )
 
 
@@ -197,130 +175,6 @@ def given_once(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> An
     return value
 
 
-def declared_default(function: Callable[..., Any], name: str) -> Any:
-    """The default ``function`` (a trainer) declares for its keyword ``name``: the option passes it on unchanged."""
-    return inspect.signature(function).parameters[name].default
-
-
-# ---------------------------------------------------------------- training schedule: defaults from the trainer's preset
-def learning_rate_option(default: float):
-    return typer.Option(default, "--learning-rate", callback=given_once, help="AdamW learning rate.")
-
-
-def lr_alias_option():
-    return alias_option("--lr", "--learning-rate")
-
-
-def epochs_option(default: float):
-    return typer.Option(default, "--epochs", help="Passes over the data (ignored when --max-steps is set).")
-
-
-def max_steps_option(default: int):
-    return typer.Option(default, "--max-steps", help="Stop after this many steps (-1: run the epochs).")
-
-
-def eval_steps_option(default: int):
-    return typer.Option(default, "--eval-steps", help="Evaluate on --dev-file (and checkpoint) every N steps.")
-
-
-def save_steps_option(default: int | None):
-    return typer.Option(default, "--save-steps", help="Checkpoint every N steps without a dev file.")
-
-
-def logging_steps_option(default: int | None):
-    return typer.Option(
-        default, "--logging-steps", help="Log the training loss every N steps (unset: about ten times per run)."
-    )
-
-
-def seed_option(default: int):
-    return typer.Option(default, "--seed", help="Random seed (data order, dropout).")
-
-
-def temperature_option(default: float):
-    return typer.Option(default, "--temperature", help="InfoNCE temperature τ (scale = 1/τ).")
-
-
-def regularizer_option():
-    from jtcse.losses.registry import REGULARIZER_HELP
-
-    return typer.Option([], "--regularizer", "-r", metavar="SPEC", help=REGULARIZER_HELP)
-
-
-def precision_option(default: str):
-    return typer.Option(
-        default,
-        "--precision",
-        help="auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16.",
-    )
-
-
-def gradient_checkpointing_option(default: bool):
-    return typer.Option(
-        default,
-        "--gradient-checkpointing",
-        help="Recompute layer activations in the backward pass: less GPU memory for ~30% more compute.",
-    )
-
-
-def training_settings(arguments: dict[str, Any]):
-    """The :class:`~jtcse.training.stage.TrainingSettings` among a training command's arguments (call with
-    ``locals()``)."""
-    from jtcse.training.stage import TrainingSettings
-
-    return TrainingSettings.from_arguments(arguments)
-
-
-# ---------------------------------------------------------------- the twin's objective (jtcse train; jtcse pipeline --twin-*)
-_TWIN_TERMS = {
-    "nce": "InfoNCE inside each tower",
-    "icnce": "ICNCE between the towers (on the primitive and the cross-attention stream)",
-    "ictm": "the tensor-modulus term ICTM",
-}
-
-
-def _twin_default(name: str) -> Any:
-    from jtcse.training.twin import train_twin
-
-    return declared_default(train_twin, name)
-
-
-def cael_every_option(prefix: str = ""):
-    """``--cael-every`` (``--twin-cael-every`` with ``prefix="twin-"``); 0 on the command line is ``cael_every=None``."""
-    return typer.Option(
-        _twin_default("cael_every") or 0, f"--{prefix}cael-every",
-        help="A cross-attention encoder layer (CAEL) every k layers of the twin (k must divide the layer count; "
-        "the last layer is always one). 0 = no cross-attention (TNCSE).",
-    )  # fmt: skip
-
-
-def twin_weight_option(term: str, prefix: str = ""):
-    """``--nce-weight``, ``--icnce-weight`` or ``--ictm-weight`` (``--twin-...`` with ``prefix="twin-"``)."""
-    return typer.Option(
-        _twin_default(f"{term}_weight"), f"--{prefix}{term}-weight",
-        help=f"Weight of {_TWIN_TERMS[term]} in the twin's loss (0 = off).",
-    )  # fmt: skip
-
-
-# ---------------------------------------------------------------- past one device (docs/distributed.md)
-def gather_across_devices_option():
-    return typer.Option(
-        False,
-        "--gather-across-devices",
-        help="Under torchrun / accelerate launch: score every rank's sentences against the candidates of all "
-        "ranks, so the in-batch negatives come from the global batch (world size × --batch-size).",
-    )
-
-
-def mini_batch_size_option():
-    return typer.Option(
-        None,
-        "--mini-batch-size",
-        help="GradCache: run the contrastive loss over the whole --batch-size but embed only N sentences at a "
-        "time (memory of a batch of N, one extra forward pass; same result). Not with --regularizer.",
-    )
-
-
 # ---------------------------------------------------------------- output
 OUTPUT = "-o/--output"
 
@@ -348,14 +202,6 @@ def resume_option():
 
 def overwrite_option():
     return typer.Option(False, "--overwrite", help="Replace a finished output instead of refusing or resuming.")
-
-
-def keep_checkpoints_option(default: bool):
-    return typer.Option(
-        default,
-        "--keep-checkpoints",
-        help="Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run further; by default they are deleted.",
-    )
 
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:

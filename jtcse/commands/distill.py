@@ -7,8 +7,11 @@ from pathlib import Path
 import typer
 
 from jtcse.commands import _options as opts
-from jtcse.training.distill import DISTILL_SETTINGS as PRESET
+from jtcse.commands._settings import Options, settings_from, with_settings
 from jtcse.training.distill import distill as run_distill
+from jtcse.training.settings import DistillSettings
+
+OPTIONS = Options(DistillSettings, DistillSettings())
 
 SHORT_HELP = "Distil a teacher (a twin, an ensemble, any encoder) into one student encoder (JTCSE-D, UCD)."
 HELP = (
@@ -20,12 +23,14 @@ HELP = (
     "may differ) and loads with plain sentence-transformers. --objective similarity (default) matches the "
     "in-batch cosine-similarity matrices, so any teacher width works; mse, mse-normalized and cosine compare "
     "vectors, through a training-only projection (not saved) when the widths differ. An interrupted run "
-    "resumes; --overwrite keeps the teacher cache.\n\n"
+    "resumes; --overwrite keeps the teacher cache. With --dev-file the dev Spearman is scored every "
+    "--eval-steps; --checkpoint best-dev keeps the best checkpoint by it, the default the last step.\n\n"
     "Example: jtcse distill --teacher runs/ensemble --student all-MiniLM-L6-v2-dir --corpus wiki1m.txt "
     "--dev-file sts-dev.csv -o runs/ucd"
 )
 
 
+@with_settings(OPTIONS)
 def distill(
     teacher: str = typer.Option(
         ..., "--teacher", "-t", help="Teacher model dir: a twin, an ensemble (jtcse ensemble) or any encoder."
@@ -41,37 +46,18 @@ def distill(
     corpus: Path | None = opts.corpus_option(),
     train_file_alias: Path | None = opts.alias_option("--train-file", "--corpus"),
     dev_file: Path | None = opts.dev_file_option(),
-    batch_size: int = opts.batch_size_option(PRESET.batch_size),
-    teacher_batch_size: int = typer.Option(
-        opts.declared_default(run_distill, "teacher_batch_size"), help="Batch size for the one-off teacher encoding."
-    ),
-    max_seq_length: int = opts.max_seq_length_option(PRESET.max_seq_length),
-    learning_rate: float = opts.learning_rate_option(PRESET.learning_rate),
-    epochs: float = opts.epochs_option(PRESET.epochs),
-    max_steps: int = opts.max_steps_option(PRESET.max_steps),
-    eval_steps: int = opts.eval_steps_option(PRESET.eval_steps),
-    save_steps: int | None = opts.save_steps_option(PRESET.save_steps),
-    logging_steps: int | None = opts.logging_steps_option(PRESET.logging_steps),
-    objective: str = opts.objective_option(),
-    student_pooling: str | None = opts.student_pooling_option(),
-    seed: int = opts.seed_option(PRESET.seed),
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
-    keep_checkpoints: bool = opts.keep_checkpoints_option(PRESET.keep_checkpoints),
     device: str | None = opts.device_option(),
-    precision: str = opts.precision_option(PRESET.precision),
-    gradient_checkpointing: bool = opts.gradient_checkpointing_option(PRESET.gradient_checkpointing),
+    **options,
 ) -> None:
     summary = run_distill(
         teacher,
         student,
         corpus,
         output,
-        settings=opts.training_settings(locals()),
+        settings=settings_from(OPTIONS, options),
         dev_file=dev_file,
-        teacher_batch_size=teacher_batch_size,
-        objective=objective,
-        student_pooling=student_pooling,
         resume=resume,
         overwrite=overwrite,
         device=device,

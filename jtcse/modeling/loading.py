@@ -22,9 +22,17 @@ import os
 from pathlib import Path
 
 from jtcse.errors import JTCSEError, ModelNotFoundError
+from jtcse.schema import check_value, one_of
 
 ROLES = ("encode", "teacher", "student", "tower")
 POOLING_CHOICES = ("cls", "mean")
+POOLING = one_of(*POOLING_CHOICES)
+"""The one check of a pooling name (:func:`check_pooling`; the settings' ``pooling`` keys)."""
+TOWER_POOLING_HELP = "How the towers pool: cls or mean."
+TOWER_POOLING_UNSET = (
+    "the starting model's own (a plain transformers model: cls; a model pooling otherwise, e.g. weightedmean, must "
+    "be given one)"
+)
 FULL_LENGTH = "max"
 EMBEDDED_NAME = "<embedded MiniLM>"
 _TRUSTED_PREFIXES = ("sentence_transformers.", "jtcse.")
@@ -275,11 +283,10 @@ def has_own_modules(source) -> bool:
         return False
 
 
-def check_pooling(pooling) -> str | None:
-    """``pooling`` when it is ``None`` or one of :data:`POOLING_CHOICES`; a ``ValueError`` naming them otherwise."""
-    if pooling is not None and pooling not in POOLING_CHOICES:
-        raise JTCSEError(f"pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
-    return pooling
+def check_pooling(pooling, name: str = "pooling") -> str | None:
+    """``pooling`` when it is ``None`` or one of :data:`POOLING_CHOICES`: the one check of a pooling name; a
+    ``ValueError`` naming them otherwise (``name``: the setting, e.g. ``student_pooling``)."""
+    return check_value(pooling, POOLING, name)
 
 
 def load_tower(
@@ -334,8 +341,7 @@ def load_student(source=None, *, pooling: str | None = None, max_seq_length=None
     MiniLM: mean pooling, normalised), unless ``pooling`` (``cls`` | ``mean``) asks for that pooling instead,
     which replaces whatever followed its Transformer (``changes`` says what). Twins and ensembles are refused.
     """
-    if pooling not in (None, *POOLING_CHOICES):
-        raise JTCSEError(f"student pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
+    check_pooling(pooling, "student_pooling")
     model = _single_encoder(source, "student", device)
     changes: list[str] = []
     if pooling is not None:
@@ -372,8 +378,7 @@ def load_model(
 
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-    if pooling is not None and pooling not in POOLING_CHOICES:
-        raise JTCSEError(f"--pooling must be one of {', '.join(POOLING_CHOICES)}, not {pooling!r}")
+    check_pooling(pooling)
     if role in ("student", "tower") and backend != "torch":
         raise ValueError(f"a {role} is trained with torch; backend={backend!r} cannot apply")
     if role == "student":

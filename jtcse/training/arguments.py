@@ -1,8 +1,9 @@
 """The ``SentenceTransformerTrainingArguments`` of a training stage: precision, checkpoint and evaluation cadence.
 
 One set of arguments for every stage (:func:`build_training_args`): checkpoints in
-``<output_dir>/checkpoints`` (:mod:`jtcse.training.run_dir`), the best one by dev Spearman
-(:data:`DEV_METRIC`) kept when there is a dev file, mixed precision by name (:func:`precision_flags`).
+``<output_dir>/checkpoints`` (:mod:`jtcse.training.run_dir`), the dev file scored when there is one, the best
+checkpoint by dev Spearman (:data:`DEV_METRIC`) kept when the stage's ``checkpoint`` is ``best-dev``, mixed
+precision by name (:func:`precision_flags`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def build_training_args(
     max_steps: int,
     seed: int,
     has_dev: bool,
+    keep_best: bool = False,
     eval_steps: int,
     save_steps: int | None = None,
     logging_steps: int = 50,
@@ -51,9 +53,10 @@ def build_training_args(
     """``SentenceTransformerTrainingArguments`` for a jtcse stage (values checked by
     :class:`~jtcse.training.stage.TrainingSettings`).
 
-    With a dev file: evaluate and save every ``eval_steps`` and keep the best checkpoint by dev
-    Spearman (``load_best_model_at_end``; the trainer keeps at most two: that checkpoint and the last). Without: save
-    every ``save_steps`` (default ``eval_steps``) so an interrupted run can resume, keeping the last. The
+    With a dev file (``has_dev``): evaluate and save every ``eval_steps``; with ``keep_best`` too, end on the
+    best checkpoint by dev Spearman (``load_best_model_at_end``; the trainer keeps at most two: that checkpoint
+    and the last), else on the last step. Without: save every ``save_steps`` (default ``eval_steps``) so an
+    interrupted run can resume, keeping the last. The
     trainer's NaN/inf log filter is off (it syncs with the host every step);
     :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
     ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
@@ -85,7 +88,7 @@ def build_training_args(
         save_steps=save_every,
         # with a dev file two, the best and the last: with a limit of 1 transformers deletes every checkpoint but
         # the best once training ends, and a finished run could not be trained further from its last step
-        save_total_limit=2 if has_dev else 1,
+        save_total_limit=2 if keep_best else 1,
         report_to="none",
         **precision_flags(precision, device),
         gradient_checkpointing=gradient_checkpointing,
@@ -95,13 +98,9 @@ def build_training_args(
     if use_no_duplicates_sampler:
         kwargs["batch_sampler"] = BatchSamplers.NO_DUPLICATES
     if has_dev:
-        kwargs.update(
-            eval_strategy="steps",
-            eval_steps=eval_steps,
-            load_best_model_at_end=True,
-            metric_for_best_model=DEV_METRIC,
-            greater_is_better=True,
-        )
+        kwargs.update(eval_strategy="steps", eval_steps=eval_steps)
+    if has_dev and keep_best:
+        kwargs.update(load_best_model_at_end=True, metric_for_best_model=DEV_METRIC, greater_is_better=True)
     else:
         kwargs.update(eval_strategy="no")
     if device == "cpu" and (kwargs["bf16"] or torch.cuda.is_available()):

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jtcse.corpus import read_training_sentences
-from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
+from jtcse.schema import check_value, one_of
+from jtcse.training.settings import OBJECTIVES, DistillSettings, TrainingSettings, resolve
 from jtcse.training.stage import (
     Stage,
-    TrainingSettings,
     dev_evaluator,
     run_stage,
     set_training_length,
@@ -63,16 +63,8 @@ def targets_dataset(sentences: Sequence[str], embeddings: np.ndarray):
     return Dataset(table).with_format("torch", columns=["label"], output_all_columns=True)
 
 
-OBJECTIVES = ("mse", "mse-normalized", "cosine", "similarity")
-DEFAULT_OBJECTIVE = "similarity"
 PROJECTION_FILE = "distill_projection.safetensors"
 """The training-only projection's weights, kept in each trainer checkpoint so a resumed run continues it."""
-
-
-def check_objective(objective: str) -> str:
-    if objective not in OBJECTIVES:
-        raise JTCSEError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}.")
-    return objective
 
 
 def distillation_loss(model, objective: str, teacher_dim: int, *, seed: int = 42):
@@ -86,7 +78,8 @@ def distillation_loss(model, objective: str, teacher_dim: int, *, seed: int = 42
 
     from jtcse.losses.distillation import NormalizedMSELoss, SimilarityMatrixLoss
 
-    if check_objective(objective) == "similarity":
+    check_value(objective, one_of(*OBJECTIVES), "objective")
+    if objective == "similarity":
         return SimilarityMatrixLoss(model)
     projection = teacher_dim if teacher_dim != model.get_embedding_dimension() else None
     with torch.random.fork_rng(devices=[]):
@@ -118,11 +111,6 @@ def _projection_checkpoints(loss, resume_from: str | None):
     return ProjectionCheckpoints()
 
 
-DISTILL_SETTINGS = TrainingSettings(batch_size=64, max_seq_length=32, learning_rate=2e-5, epochs=2, eval_steps=250)
-"""``distill``'s training settings by default, and the pipeline's distillation's: the CPU recipe measured on the
-embedded MiniLM (two passes over the corpus, better than one on the selection split; ``evaluation/DEFAULTS.md``)."""
-
-
 @locks_output("output_dir")
 def distill(
     teacher,
@@ -131,53 +119,49 @@ def distill(
     output_dir: str | Path = "runs/distill",
     *,
     dev_file: str | Path | None = None,
-    teacher_batch_size: int = 128,
-    objective: str = DEFAULT_OBJECTIVE,
-    student_pooling: str | None = None,
     resume: bool = True,
     overwrite: bool = False,
     callbacks: Sequence[Any] = (),
     device: str | None = None,
-    settings: TrainingSettings | None = None,
-    **training: Any,
+    settings: DistillSettings | TrainingSettings | None = None,
+    **keys: Any,
 ) -> dict[str, Any]:
     """Train ``student`` to reproduce ``teacher``'s embeddings and save it to ``output_dir``.
 
     ``teacher``: path or ``SentenceTransformer`` (a JTCSE twin, an ensemble, any encoder). ``student``: path,
     ``SentenceTransformer`` or ``None`` (the embedded MiniLM), kept as it is (architecture, pooling, width);
-    ``student_pooling`` (``cls`` | ``mean``) replaces its pooling, as JTCSE-D's CLS towers want (changes
-    listed in the summary). ``objective``: one of :data:`OBJECTIVES` (module docstring); a per-vector
+    How it trains: ``settings`` (a :class:`~jtcse.training.settings.DistillSettings`, or just its
+    :class:`~jtcse.training.settings.TrainingSettings`) and/or its keys as keywords (``batch_size=32,
+    max_steps=100, objective="mse"`` ...), on top of ``DistillSettings()``: ``student_pooling`` (``cls`` |
+    ``mean``) replaces the student's pooling, as JTCSE-D's CLS towers want (changes listed in the summary);
+    ``objective`` is one of :data:`~jtcse.training.settings.OBJECTIVES` (module docstring), and a per-vector
     objective with a teacher of another width trains through a projection that is not saved.
     ``train_file``: one-sentence-a-line file, list of sentences, or ``None`` (embedded prose). Teacher
-    embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) keeps
-    the checkpoint with the best dev Spearman. How long and how it trains: ``settings`` (a
-    :class:`~jtcse.training.stage.TrainingSettings`) and/or its fields as keywords (``batch_size=32,
-    max_steps=100`` ...), on top of :data:`DISTILL_SETTINGS`. An interrupted run resumes from its last
-    trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
+    embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) is scored
+    every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint with the best dev Spearman is kept. An
+    interrupted run resumes from its last trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
     precision before anything loads (:func:`~jtcse.training.stage.training_device`); the teacher encodes there too.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
-    from jtcse.modeling.loading import POOLING_CHOICES, describe_source, load_student
+    from jtcse.modeling.loading import describe_source, load_student
     from jtcse.processes import main_process_first
     from jtcse.training.distributed import pooler_parameters
-    from jtcse.training.teacher_cache import sentences_digest, teacher_fingerprint, teacher_targets
+    from jtcse.training.teacher_cache import model_fingerprint, sentences_digest, teacher_targets
 
-    settings = DISTILL_SETTINGS.given(settings, training, "distill")
-    check_objective(objective)
-    training_device(device, settings.precision)
-    if student_pooling not in (None, *POOLING_CHOICES):
-        raise JTCSEError(f"student pooling must be one of {', '.join(POOLING_CHOICES)}, not {student_pooling!r}.")
+    settings = resolve(DistillSettings(), settings, keys, "distill")  # checked: before anything is loaded
+    training, objective, student_pooling = settings.training, settings.objective, settings.student_pooling
+    training_device(device, training.precision)
     sentences, data = read_training_sentences(train_file, "training corpus")
-    evaluator = dev_evaluator(dev_file, batch_size=settings.batch_size)
+    evaluator = dev_evaluator(dev_file, training, batch_size=training.batch_size)
 
     student_source = describe_source(student)
     plan = start_stage(
         "distill",
         output_dir,
-        settings,
+        training,
         {
-            "teacher": teacher_fingerprint(teacher),
+            "teacher": model_fingerprint(teacher),
             "student": student_source,
             "data": sentences_digest(sentences)[:16],
             "objective": objective,
@@ -191,7 +175,7 @@ def distill(
         return plan.summary
 
     model, changes = load_student(student, pooling=student_pooling, device=device)
-    own_length = set_training_length(model, settings, "student")
+    own_length = set_training_length(model, training, "student")
     student_dim = model.get_embedding_dimension()
 
     # under a multi-process launch rank 0 encodes (or finds the cache) and writes it; the others then read it
@@ -200,13 +184,13 @@ def distill(
             teacher,
             sentences,
             Path(output_dir) / TEACHER_CACHE_SUBDIR,
-            batch_size=teacher_batch_size,
+            batch_size=settings.teacher_batch_size,
             fingerprint=plan.config["teacher"],
             device=device,
         )
     )
     teacher_dim = int(targets.embeddings.shape[1])
-    loss = distillation_loss(model, objective, teacher_dim, seed=settings.seed)
+    loss = distillation_loss(model, objective, teacher_dim, seed=training.seed)
     if loss.projection is not None:
         changes.append(
             f"trained through a linear projection {student_dim}->{teacher_dim}, not saved (the student keeps its width)"
@@ -221,7 +205,7 @@ def distill(
             model=model,
             loss=loss,
             train_dataset=targets_dataset(sentences, targets.embeddings),
-            settings=settings,
+            settings=training,
             evaluator=evaluator,
             model_info={
                 "teacher": describe_source(teacher),

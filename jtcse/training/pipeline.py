@@ -1,130 +1,258 @@
 """The whole JTCSE recipe, resumable: warm up two towers → train the twin → (ensemble it with other models)
 → distil into the model you started from → evaluate every model against that starting model.
 
-Each stage writes into its own folder under the pipeline's output directory and, once it has finished,
-a ``stage_done.json`` there; a rerun skips every stage that has one (and a stage that was interrupted
-resumes from its own trainer checkpoints). A finished stage asked to run again with other settings is an
-error rather than a silent skip. The last stage scores every model, and the starting model with its own
-pooling (the row to beat), on an STS-B-format dev file; one table sums up the run (``pipeline_summary.json``
-/ ``pipeline_summary.md``).
+One run is one :class:`PipelineConfig` (every setting, declared once; ``jtcse pipeline``'s options, recipe
+files and ``--dump-recipe`` are generated from it) carried out by :func:`run_pipeline` over the ordered list
+of :data:`STAGES`. Each stage writes into its own folder; a rerun skips a stage whose folder holds a finished
+run of the same settings, refuses one that finished with others, and resumes one that was interrupted. One
+rule decides (:func:`jtcse.training.run_dir.finished_run`): a trainer's folder is judged by the trainer
+itself from its ``run_summary.json``, whoever ran it (the pipeline, or ``jtcse simcse`` by hand), and the
+pipeline's own stages record theirs the same way. Each trainer starts from fingerprints of the models it
+reads, so a retrained upstream stage never leaves a stale model downstream.
 
-Stages and folders:
-
-=========  ==============  ==========================================================================
-stage      folder          what
-=========  ==============  ==========================================================================
-warmup_a   ``tower_a/``    SimCSE on tower I (positives from ``pairs_a`` when given), its own pooling kept
-warmup_b   ``tower_b/``    SimCSE on tower II (``pairs_b``; another seed), so the towers differ
-probe      ``probe/``      with a twin and ``selection_file``: short twins at each of ``probe_learning_rates``,
-                           scored on that file; the best learning rate trains the twin
-twin       ``twin/``       JTCSE twin training on the two warmed-up towers (by default not for a sentence-
-                           transformers start, whose ensemble holds the warm-ups instead)
-ensemble   ``ensemble/``   the twin (else the two warm-ups) + the starting model (on by default when that is a
-                           sentence-transformers model) and/or ``ensemble_with``, in one checkpoint (UC)
-distill    ``distilled/``  the ensemble (else the twin) teaches the student: by default the model tower I
-                           started from, with its own pooling (UCD; JTCSE-D for a twin teacher)
-eval       ``eval/``       dev Spearman (all pairs and per genre) of every model above and of the starting model(s)
-=========  ==============  ==========================================================================
-
-Defaults (:mod:`jtcse.training.pipeline_settings`: each stage's is its trainer's preset, the ensemble's weights,
-the probe's learning rates) are the CPU recipe measured in ``evaluation/DEFAULTS.md`` (``scripts/repro_default.py``);
-each stage's settings given by the caller go on top. The paper's recipes are in ``models/``. The dev file is only
-reported: every trainer keeps its last step, and what is chosen (the probe's learning rate, the ensemble's
-weights) is chosen on the selection file (:mod:`jtcse.training.selection`).
+The CPU defaults (``evaluation/DEFAULTS.md``) keep each stage's last step and only report the dev file; the
+paper's recipes (``models/``) keep the best checkpoint by dev (``checkpoint = "best-dev"``). What is chosen
+(the probe's twin learning rate, the ensemble's weights) is chosen on the selection file
+(:mod:`jtcse.training.selection`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import atomic_write_json, locks_output
+from jtcse.locking import atomic_write_json, atomic_write_text, locks_output
+from jtcse.modeling.loading import POOLING, TOWER_POOLING_HELP, TOWER_POOLING_UNSET
+from jtcse.schema import Layer, at_least, build, every, one_of, positive, section, setting, to_mapping, validate
 from jtcse.training.distill import distill
-from jtcse.training.pipeline_report import dev_scores, format_table, starting_models
-from jtcse.training.pipeline_settings import ENSEMBLE_WEIGHTS, PROBE_LEARNING_RATES, PROBE_STEPS, check_settings
-from jtcse.training.selection import choose_weights, selection_pairs
+from jtcse.training.run_dir import finished_run, finished_summary
+from jtcse.training.settings import PRECISION, DistillSettings, TwinSettings, WarmupSettings
 from jtcse.training.simcse import train_simcse
-from jtcse.training.stage import training_device
 from jtcse.training.twin import train_twin
 
 logger = logging.getLogger(__name__)
 
-STAGES = ("warmup_a", "warmup_b", "probe", "twin", "ensemble", "distill", "eval")
-FOLDERS = {
-    "warmup_a": "tower_a",
-    "warmup_b": "tower_b",
-    "probe": "probe",
-    "twin": "twin",
-    "ensemble": "ensemble",
-    "distill": "distilled",
-    "eval": "eval",
-}
-PLAN_KEY = "pipeline_plan"
-"""Key of a finished stage's marker holding the settings it ran with, compared on rerun."""
-STAGE_DONE = "stage_done.json"
+ENSEMBLE_WEIGHTS = {"warmups": (1.25, 1.25, 1.0), "twin": (2.0, 1.0)}
+"""The default ensemble's weights when no selection file chooses them, measured on the selection split
+(``evaluation/DEFAULTS.md``): (warm-up I, warm-up II, the starting model) without a twin, (the twin, the starting
+model) with one."""
+COMBINES = ("concat", "sum")
+"""How an ensemble joins its members: the portable ``Ensemble`` module's own list (``COMBINE_CHOICES``)."""
 
 
-def _stage_done(folder: Path) -> dict[str, Any] | None:
-    """The stage's summary when it has finished: its marker, or a finished trainer run without one
-    (a crash between saving the model and writing the marker)."""
-    from jtcse.training.run_dir import RUN_SUMMARY_NAME, is_finished
+# ---------------------------------------------------------------------------------------------------- stages
+def _warmup(which: str) -> Callable[[PipelineRun, Path], dict]:
+    def run(r: PipelineRun, folder: Path) -> dict:
+        c = r.config
+        tower, pairs = (c.tower_a, c.pairs_a) if which == "a" else (c.tower_b, c.pairs_b)
+        seed = c.seed if which == "a" else c.seed + 1
+        return train_simcse(tower, c.corpus, folder, pairs_file=pairs, pooling=c.pooling, device=c.device,
+                            settings=r.settings(c.warmup, seed), dev_file=r.dev_for(c.warmup))  # fmt: skip
 
-    for marker in (folder / STAGE_DONE, folder / RUN_SUMMARY_NAME):
-        if marker.is_file() and (marker.name == STAGE_DONE or is_finished(folder)):
-            return json.loads(marker.read_text(encoding="utf-8"))
-    return None
-
-
-def _mark_done(folder: Path, summary: dict[str, Any]) -> None:
-    atomic_write_json(folder / STAGE_DONE, summary)
+    return run
 
 
-def run_once(
-    folder: str | Path,
-    run: Callable[[], dict[str, Any]],
-    plan: dict[str, Any] | None = None,
-    *,
-    rerun_if_changed: bool = False,
-) -> dict[str, Any]:
-    """Run one stage into ``folder`` unless it has finished there before; mark it done.
+def _probe(r: PipelineRun, folder: Path) -> dict:
+    from jtcse.evaluation.sts import cosine_spearman
+    from jtcse.modeling.loading import load_model
 
-    ``run`` trains (through :func:`jtcse.training.stage.run_stage`, which resumes an interrupted run
-    from its checkpoints) and returns the stage summary. ``plan``: the stage's settings (JSON-able); a stage
-    that finished with another plan is an error, not a skip (or, ``rerun_if_changed``, for a stage that
-    only reads other stages' models, run again). Returns ``{"output", "status", "seconds",
-    "summary"}`` with status ``ran`` or ``skipped (done)``.
-    """
-    folder = Path(folder)
-    plan = json.loads(json.dumps(plan, default=str)) if plan is not None else None
-    done = _stage_done(folder)
-    changed_plan = done is not None and plan is not None and done.get(PLAN_KEY, plan) != plan
-    if changed_plan and rerun_if_changed:
-        done = None
-    if done is not None:
-        recorded = done.get(PLAN_KEY)
-        if changed_plan:
-            changed = sorted(k for k in set(plan) | set(recorded) if plan.get(k) != recorded.get(k))
-            raise JTCSEError(
-                f"{folder} finished with other settings ({', '.join(changed)} differ); remove that folder to "
-                "run the stage again, or use another -o/--output."
-            )
-        return {"output": str(folder), "status": "skipped (done)", "seconds": 0.0, "summary": done}
-    start = time.perf_counter()
-    summary = run()
-    seconds = round(time.perf_counter() - start, 2)
-    folder.mkdir(parents=True, exist_ok=True)
-    if plan is not None:
-        summary = {**summary, PLAN_KEY: plan}
-    _mark_done(folder, summary)
-    return {"output": str(folder), "status": "ran", "seconds": seconds, "summary": summary}
+    scores = {}
+    for lr in r.config.probe.learning_rates:
+        lr_folder = folder / f"lr_{lr:g}"
+        r.train_twin_into(lr_folder, learning_rate=lr, max_steps=r.config.probe.max_steps, plot=False)
+        scores[f"{lr:g}"] = cosine_spearman(load_model(lr_folder, role="encode", device=r.config.device), r.selection)
+    best = max(r.config.probe.learning_rates, key=lambda lr: scores[f"{lr:g}"])
+    return {"selection_spearman": scores, "learning_rate": best}
 
 
+def _twin(r: PipelineRun, folder: Path) -> dict:
+    probed = r.summaries.get("probe")
+    return r.train_twin_into(folder, **({"learning_rate": probed["learning_rate"]} if probed else {}))
+
+
+def _ensemble(r: PipelineRun, folder: Path) -> dict:
+    from jtcse.training.ensemble import save_ensemble
+    from jtcse.training.selection import choose_weights
+
+    weights, scores = r.weights, None
+    if r.choose:  # the start at 1, the trained members at the one weight best on the selection file
+        weights, scores = choose_weights(r.member_sources, r.start_index, r.selection, device=r.config.device,
+                                         combine=r.config.ensemble.combine)  # fmt: skip
+    # a folder without a finished record is left from an interrupted save: replaced
+    model = save_ensemble(r.member_sources, folder, combine=r.config.ensemble.combine, weights=weights, overwrite=True)
+    return {"members": r.members, "weights": model[0].weights, "combine": r.config.ensemble.combine,
+            "selection_spearman": {f"{w:g}": v for w, v in scores.items()} if scores else None,
+            "dimension": model.get_embedding_dimension()}  # fmt: skip
+
+
+def _distill(r: PipelineRun, folder: Path) -> dict:
+    c = r.config
+    return distill(str(r.teacher), r.student, c.corpus, folder, device=c.device, dev_file=r.dev_for(c.distill),
+                   settings=r.settings(c.distill, c.seed))  # fmt: skip
+
+
+def _eval(r: PipelineRun, folder: Path) -> dict:
+    from jtcse.evaluation.sts import ALL_GENRES
+    from jtcse.training.pipeline_report import dev_scores
+
+    models = {**r.starting, **{name: r.path(name) for name in r.evaluated}}
+    genres = dev_scores(r.config.dev_file, models, r.config.device)
+    return {"dev_file": r.config.dev_file, "dev_spearman": {label: g[ALL_GENRES] for label, g in genres.items()},
+            "dev_spearman_by_genre": {label: {k: v for k, v in g.items() if k != ALL_GENRES}
+                                      for label, g in genres.items()}}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the pipeline. ``name``: its row in the summary; ``folder``: where it writes, under the
+    run's output; ``until``: the ``--until`` value that stops after it (both warm-ups: ``warmup``) and its
+    settings' table in a recipe; ``run``: does the work into the folder and returns its summary; ``trainer``:
+    the folder is a trainer's run, which the trainer itself judges finished or not (else the pipeline records
+    the stage's summary there, and ``rerun`` says a finished one with other settings is run again rather than
+    refused)."""
+
+    name: str
+    folder: str
+    until: str
+    what: str
+    run: Callable[[PipelineRun, Path], dict]
+    trainer: bool = True
+    rerun: bool = False
+
+
+STAGES = (
+    Stage("warmup_a", "tower_a", "warmup", "SimCSE of tower I (positives from pairs_a when given)", _warmup("a")),
+    Stage("warmup_b", "tower_b", "warmup", "SimCSE of tower II (pairs_b; seed + 1), so the towers differ", _warmup("b")),
+    Stage("probe", "probe", "probe", "short twins at each probe learning rate, scored on the selection file; the "
+          "best trains the twin", _probe, trainer=False),
+    Stage("twin", "twin", "twin", "the JTCSE twin of the two warm-ups", _twin),
+    Stage("ensemble", "ensemble", "ensemble", "the twin (else the two warm-ups) with the starting model and/or "
+          "other models, one checkpoint (UC)", _ensemble, trainer=False),
+    Stage("distill", "distilled", "distill", "the ensemble (else the twin) taught to the student (UCD, JTCSE-D)",
+          _distill),
+    Stage("eval", "eval", "eval", "dev Spearman, all pairs and per genre, of every model and of the starting "
+          "model(s)", _eval, trainer=False, rerun=True),
+)  # fmt: skip
+"""The pipeline's stages, in order: the one list the folders, ``--until`` values and recipe tables come from."""
+UNTIL = tuple(dict.fromkeys(stage.until for stage in STAGES))
+
+
+# ---------------------------------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Short twins at each learning rate; the best on the selection file trains the twin."""
+
+    enabled: bool = setting(
+        False, "Probe the twin's learning rate on the selection file (probe/): its choice replaces [twin] "
+        "learning_rate.", switch=True,
+    )  # fmt: skip
+    learning_rates: tuple[float, ...] = setting((1e-5, 3e-5, 1e-4), "The twin learning rates the probe tries.",
+                                                 check=every(positive))  # fmt: skip
+    max_steps: int = setting(100, "Steps of each probe twin.", check=at_least(1))
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclass(frozen=True)
+class TwinStage(TwinSettings):
+    enabled: bool | None = setting(
+        None, "Train the JTCSE twin on the two warm-ups (twin/); without it the ensemble holds the warm-ups.",
+        switch=True, unset="off when tower I starts from a sentence-transformers model that joins the ensemble "
+        "(measured no better than its warm-ups there, evaluation/DEFAULTS.md); on from a plain transformers model",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EnsembleSettings:
+    """The teacher of the distillation: the twin (else the two warm-ups) with the starting model (UC)."""
+
+    enabled: bool | None = setting(
+        None, "Join the twin (else the two warm-ups) and the model tower I started from in an ensemble that "
+        "teaches the student (UCD).", switch=True, unset="on when tower I starts from a sentence-transformers "
+        "model and no other members are named",
+    )  # fmt: skip
+    models: tuple[str, ...] = setting(
+        (), "A model joined to the trained twin in the ensemble (JTCSE+UC), repeatable; with it the starting model "
+        "is a member only when enabled is set.", key="with", repeat=True, metavar="MODEL",
+    )  # fmt: skip
+    weights: tuple[float, ...] | None = setting(
+        None, "One positive weight per member (the twin's, else the two warm-ups', first).", check=every(positive),
+        unset="chosen on the selection file; without one 1.25,1.25,1 for (warm-up I, warm-up II, start) and "
+        "2,1 for (twin, start); else all 1",
+    )  # fmt: skip
+    combine: str = setting("concat", "How the ensemble joins its members' embeddings: concat or sum.",
+                           check=one_of(*COMBINES))  # fmt: skip
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.enabled is False and self.models:
+            raise JTCSEError("enabled = false (--no-ensemble) and models to ensemble with contradict each other.")
+
+
+@dataclass(frozen=True)
+class DistillStage(DistillSettings):
+    student: str | None = setting(None, "The distillation student, kept with its own pooling.",
+                                  unset="the model tower I started from (tower_a)")  # fmt: skip
+
+
+_SET_FOR_EVERY_STAGE = ("seed", "precision")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Every setting of one pipeline run (a recipe file holds these keys; ``jtcse pipeline --help`` lists them)."""
+
+    tower_a: str | None = setting(None, "Tower I's starting model: a sentence-transformers or transformers folder, "
+                                  "or a Hub name.", unset="the embedded MiniLM")  # fmt: skip
+    tower_b: str | None = setting(None, "Tower II's starting model.", unset="the embedded MiniLM")
+    corpus: str | None = setting(None, "UTF-8 text file, one sentence per line.", metavar="FILE",
+                                 unset="the embedded stdlib prose")  # fmt: skip
+    pairs_a: str | None = setting(None, "RTT pairs (original<TAB>paraphrase) for tower I's warm-up.",
+                                  metavar="FILE", unset="dropout views only")  # fmt: skip
+    pairs_b: str | None = setting(None, "RTT pairs for tower II's warm-up (another pivot language).",
+                                  metavar="FILE", unset="dropout views only")  # fmt: skip
+    dev_file: str | None = setting(
+        None, "STS-B-format file reported by the eval stage (all pairs and per genre), and the one a stage with "
+        "checkpoint = best-dev keeps its best checkpoint by; read only by those.", metavar="FILE", unset="none",
+    )  # fmt: skip
+    selection_file: str | None = setting(
+        None, "STS-B-format labelled file to choose on (e.g. STS-B train): the ensemble's weights, and with --probe "
+        "the twin's learning rate. Pairs it shares with the dev file are left out; a file that largely is the dev "
+        "file is refused.", metavar="FILE", unset="none: nothing is chosen while running",
+    )  # fmt: skip
+    pooling: str | None = setting(None, TOWER_POOLING_HELP, check=POOLING, unset=TOWER_POOLING_UNSET)
+    seed: int = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")
+    device: str | None = setting(None, "torch device of every stage: cpu, cuda, mps.", unset="the best here")
+    precision: str | None = setting(None, "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
+                                    check=PRECISION, unset="each stage's own")  # fmt: skip
+    until: str = setting("eval", f"Last stage to run: {', '.join(UNTIL)}.", check=one_of(*UNTIL))
+    warmup: WarmupSettings = section(WarmupSettings(), "Each tower's SimCSE warm-up (tower_a/, tower_b/).",
+                                     exclude=_SET_FOR_EVERY_STAGE)  # fmt: skip
+    probe: ProbeSettings = section(ProbeSettings(), "The twin's learning-rate probe (probe/).")
+    twin: TwinStage = section(TwinStage(), "The JTCSE twin (twin/).", exclude=_SET_FOR_EVERY_STAGE)
+    ensemble: EnsembleSettings = section(EnsembleSettings(), "The ensemble that teaches the student (ensemble/).")
+    distill: DistillStage = section(DistillStage(), "The distillation into one student (distilled/).",
+                                    exclude=_SET_FOR_EVERY_STAGE)  # fmt: skip
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any], where: str = "pipeline settings") -> PipelineConfig:
+        """A config from the values a recipe holds (``{"tower_a": ..., "twin": {"max_steps": 2}}``)."""
+        return build(cls, [Layer(values, where=where)])
+
+    def values(self) -> dict[str, Any]:
+        return to_mapping(self)
+
+
+# ---------------------------------------------------------------------------------------------------- a run
 def is_sentence_encoder(source) -> bool:
     """Whether ``source`` (``None``: the embedded MiniLM) is a pre-trained sentence encoder, i.e. a
     sentence-transformers checkpoint with its own modules, rather than a plain ``transformers`` model."""
@@ -133,334 +261,178 @@ def is_sentence_encoder(source) -> bool:
     return has_own_modules(resolve_source(source))
 
 
+class PipelineRun:
+    """One run's decisions, all made before anything is written: which stages run (the twin? an ensemble?),
+    the ensemble's members and weights, the files the stages read (a file no stage reads is not required)."""
+
+    def __init__(self, output_dir: str | Path, config: PipelineConfig):
+        from jtcse.modeling.loading import describe_source
+        from jtcse.training.pipeline_report import starting_models
+        from jtcse.training.stage import training_device
+
+        c = self.config = config
+        self.output_dir = Path(output_dir)
+        for trained_with in (c.warmup, c.twin, c.distill):  # a device or precision this machine lacks: first
+            training_device(c.device, c.precision or trained_with.training.precision)
+        encoder_start = is_sentence_encoder(c.tower_a)
+        with_start = c.ensemble.enabled if c.ensemble.enabled is not None else not c.ensemble.models and encoder_start
+        self.twin = c.twin.enabled if c.twin.enabled is not None else not (encoder_start and with_start)
+        trained = [self.path("twin")] if self.twin else [self.path("warmup_a"), self.path("warmup_b")]
+        extra = ([c.tower_a] if with_start else []) + list(c.ensemble.models)
+        self.member_sources = [str(m) for m in trained] + extra if (extra or not self.twin) else []
+        self.members = [*map(str, trained), *map(describe_source, extra)] if self.member_sources else []
+        self.start_index = len(trained)
+        self.choose = with_start and c.ensemble.weights is None and c.selection_file is not None
+        self.weights = c.ensemble.weights
+        if with_start and not c.ensemble.models and self.weights is None and not self.choose:
+            self.weights = ENSEMBLE_WEIGHTS["twin" if self.twin else "warmups"]
+        if c.probe.enabled and c.selection_file is None:
+            raise JTCSEError("the probe scores its twins on a selection file: give --selection-file, or --no-probe.")
+        included = {"probe": self.twin and c.probe.enabled, "twin": self.twin, "ensemble": bool(self.member_sources)}
+        available = [s for s in STAGES if included.get(s.name, True)]
+        self.stages = available[: _last_index(available, c.until, self)]
+        names = {s.name for s in self.stages}
+        self.evaluated = [s.name for s in self.stages if s.name not in ("probe", "eval")]
+        self.student = c.distill.student if c.distill.student is not None else c.tower_a
+        self.teacher = self.path("ensemble" if self.member_sources else "twin")
+        self.starting = starting_models(c.tower_a, c.tower_b, self.student)
+        if self.member_sources:
+            from jtcse.modeling.ensemble import check_weights
+
+            check_weights(self.weights, len(self.member_sources))  # before any training: the ensemble comes late
+        elif c.ensemble.weights is not None:
+            raise JTCSEError("ensemble weights were given without models to ensemble with ([ensemble] with).")
+        self.summaries: dict[str, dict] = {}
+        self._selection = None
+        self._check_files(names)
+
+    def _check_files(self, names: set[str]) -> None:
+        """Every file a stage of this run reads is given and there; a file none reads is not required."""
+        c = self.config
+        trained_with = {"warmup": c.warmup, "probe": c.twin, "twin": c.twin, "distill": c.distill}
+        best_dev = [s.until for s in self.stages if s.until in trained_with and trained_with[s.until].training.best_dev]
+        if c.dev_file is None and "eval" in names:
+            raise JTCSEError("the eval stage reports on a dev file: give --dev-file (dev_file, an STS-B-format file), "
+                             "or stop earlier with --until.")  # fmt: skip
+        if c.dev_file is None and best_dev:
+            table = "twin" if best_dev[0] == "probe" else best_dev[0]
+            raise JTCSEError(f"[{table}] checkpoint = best-dev keeps the best checkpoint by the dev file: give "
+                             f"--dev-file, or keep the last step (--{table}-checkpoint last).")  # fmt: skip
+        reads = {"dev file": ("eval" in names or bool(best_dev), c.dev_file),
+                 "selection file": ("probe" in names or self.choose, c.selection_file)}  # fmt: skip
+        for label, (read, path) in reads.items():
+            if read and path is not None and not Path(path).is_file():
+                raise JTCSEError(f"{label} not found: {path}")
+        if reads["selection file"][0]:
+            _ = self.selection  # read and checked against the dev file now
+
+    @property
+    def selection(self):
+        """The selection file's pairs less those of the dev file (:func:`~jtcse.training.selection.selection_pairs`)."""
+        if self._selection is None:
+            from jtcse.training.selection import selection_pairs
+
+            self._selection = selection_pairs(self.config.selection_file, self.config.dev_file)
+        return self._selection
+
+    def folder(self, stage: Stage) -> Path:
+        return self.output_dir / stage.folder
+
+    def path(self, name: str) -> Path:
+        """The folder of the stage called ``name``."""
+        return self.folder(next(s for s in STAGES if s.name == name))
+
+    def settings(self, settings: Any, seed: int) -> Any:
+        """A stage's settings with the run's seed (and precision, when one is given for every stage)."""
+        precision = self.config.precision or settings.training.precision
+        return replace(settings, training=replace(settings.training, seed=seed, precision=precision))
+
+    def dev_for(self, settings: Any) -> str | None:
+        """The dev file for a trainer that keeps its best checkpoint by it; the others keep their last step."""
+        return self.config.dev_file if settings.training.best_dev else None
+
+    def train_twin_into(self, folder: Path, **keys: Any) -> dict:
+        c = self.config
+        towers = [str(self.path("warmup_a")), str(self.path("warmup_b"))]
+        settings = self.settings(c.twin, c.seed)
+        return train_twin(*towers, c.corpus, folder, pooling=c.pooling, device=c.device, dev_file=self.dev_for(c.twin),
+                          settings=settings, **keys)  # fmt: skip
+
+    def record(self, stage: Stage) -> dict[str, Any]:
+        """The settings a stage the pipeline records itself is compared on when rerun."""
+        from jtcse.training.teacher_cache import model_fingerprint
+
+        c = self.config
+        warmups = [model_fingerprint(self.path(n), missing_ok=True) for n in ("warmup_a", "warmup_b")]
+        if stage.name == "probe":
+            twin = {k: v for k, v in to_mapping(c.twin).items() if k not in ("enabled", "learning_rate")}
+            return {"selection_file": c.selection_file, "probe": to_mapping(c.probe), "twin": twin, "towers": warmups,
+                    "corpus": c.corpus, "pooling": c.pooling, "seed": c.seed}  # fmt: skip
+        if stage.name == "ensemble":
+            return {"members": [model_fingerprint(m, missing_ok=True) if m else None for m in self.member_sources],
+                    "weights": self.weights, "combine": c.ensemble.combine,
+                    "selection_file": c.selection_file if self.choose else None}  # fmt: skip
+        models = {name: model_fingerprint(self.path(name)) for name in self.evaluated}
+        return {"dev_file": c.dev_file, "models": models, "starting": [str(m) for m in self.starting.values()]}
+
+    def execute(self, stage: Stage) -> dict[str, Any]:
+        """Run ``stage`` unless its folder holds a finished run of the same settings; its summary row."""
+        folder = self.folder(stage)
+        started = time.perf_counter()
+        if stage.trainer:  # the trainer judges its folder: the same finished run is returned as it is
+            before = finished_summary(folder)
+            summary = stage.run(self, folder)
+            done = before is not None and before == summary
+        else:
+            record = self.record(stage)
+            summary = finished_run(folder, record, model=stage.name == "ensemble", rerun=stage.rerun)
+            done = summary is not None
+            if not done:
+                folder.mkdir(parents=True, exist_ok=True)
+                summary = {"stage": stage.name, **stage.run(self, folder), "config": record}
+                atomic_write_json(folder / "run_summary.json", summary)
+        self.summaries[stage.name] = summary
+        seconds = 0.0 if done else round(time.perf_counter() - started, 2)
+        return {"stage": stage.name, "output": str(folder), "status": "skipped (done)" if done else "ran",
+                "seconds": seconds, "summary": summary}  # fmt: skip
+
+
+def _last_index(available: list[Stage], until: str, run: PipelineRun) -> int:
+    """How many of the ``available`` stages run to stop after ``until``; one line naming the valid values of
+    this run, and why a stage it lacks is off, otherwise."""
+    ends = {s.until: i + 1 for i, s in enumerate(available)}
+    if until in ends:
+        return ends[until]
+    why = {
+        "twin": "the twin is off for this run (tower I starts from a sentence-transformers model that joins the "
+        "ensemble); turn it on with --twin ([twin] enabled = true)",
+        "probe": "the probe runs with --probe (and a twin)",
+        "ensemble": "this run has no ensemble: it needs --ensemble-with or a sentence-transformers start",
+    }  # fmt: skip
+    raise JTCSEError(f"--until {until}: {why.get(until, 'not a stage')}; this run stops after one of "
+                     f"{', '.join(ends)}.")  # fmt: skip
+
+
 @locks_output("output_dir")  # one pipeline per folder; each stage's trainer also locks its own folder
-def run_pipeline(
-    output_dir: str | Path,
-    *,
-    tower_a: str | None = None,
-    tower_b: str | None = None,
-    corpus: str | Path | None = None,
-    pairs_a: str | Path | None = None,
-    pairs_b: str | Path | None = None,
-    dev_file: str | Path | None = None,
-    until: str = "eval",
-    seed: int = 42,
-    pooling: str | None = None,
-    warmup_settings: dict[str, Any] | None = None,
-    twin_settings: dict[str, Any] | None = None,
-    distill_settings: dict[str, Any] | None = None,
-    twin: bool | None = None,
-    ensemble: bool | None = None,
-    ensemble_with: Sequence[str] = (),
-    ensemble_weights: Sequence[float] | None = None,
-    ensemble_combine: str = "concat",
-    selection_file: str | Path | None = None,
-    probe_learning_rates: Sequence[float] = PROBE_LEARNING_RATES,
-    probe_steps: int = PROBE_STEPS,
-    student: str | None = None,
-    student_pooling: str | None = None,
-    device: str | None = None,
-    recipe: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Run (or finish) the pipeline in ``output_dir`` up to and including stage ``until``.
+def run_pipeline(output_dir: str | Path, config: PipelineConfig | None = None, *, recipe: dict | None = None) -> dict:
+    """Run (or finish) the pipeline of ``config`` (default: every default) in ``output_dir``, each stage of
+    :data:`STAGES` in turn up to ``config.until``; every check that needs no training comes first. ``recipe``:
+    where the settings came from (``jtcse pipeline --recipe``), recorded as it is. Returns the summary, also
+    written as ``pipeline_summary.json`` and ``.md``."""
+    from jtcse.training.pipeline_report import format_table, summary_table
 
-    ``tower_a`` / ``tower_b``: starting encoders (``None``: the embedded MiniLM). ``corpus``: one sentence a
-    line (``None``: embedded prose). ``pooling`` (``cls`` | ``mean``; ``None``: the starting model's own, CLS
-    for a plain ``transformers`` model) is kept by the warm-ups and used by the twin. ``*_settings`` go to
-    :func:`~jtcse.training.simcse.train_simcse`, :func:`~jtcse.training.twin.train_twin` and
-    :func:`~jtcse.training.distill.distill` on top of the trainers' presets
-    (:data:`~jtcse.training.pipeline_settings.STAGE_DEFAULTS`), e.g. ``{"max_steps": 100}`` (``cael_every`` and
-    the loss weights for the twin, ``objective`` for the distillation);
-    every stage's settings are checked, with ``device`` and each stage's precision
-    (:func:`~jtcse.training.stage.training_device`), before the first stage runs.
-    ``dev_file`` is only reported (the eval stage): the trainers keep their last step.
-
-    ``twin``: train the JTCSE twin on the two warm-ups. ``None``: off when the start is a pre-trained sentence
-    encoder (:func:`is_sentence_encoder`) that joins the ensemble, which then holds the two warm-ups instead
-    (on a pre-trained encoder the twin stage measured no better than the warm-ups it starts from,
-    ``evaluation/DEFAULTS.md``); on otherwise (the paper's recipe for BERT/RoBERTa, and JTCSE-D).
-    ``ensemble``: put the starting model (``tower_a``) in the ensemble that teaches the student (UCD); ``None``:
-    on for a sentence-encoder start unless ``ensemble_with`` names the members. The ensemble holds the twin (or,
-    without a twin, the two warm-ups), then the start, then ``ensemble_with``; ``ensemble=False`` with
-    ``ensemble_with`` is an error. Without a twin there is always an ensemble (the warm-ups at least).
-    ``ensemble_weights``: one per member in that order; ``None``: chosen on ``selection_file`` when given
-    (:func:`~jtcse.training.selection.choose_weights`), else :data:`ENSEMBLE_WEIGHTS` for the default members,
-    else all 1.
-    ``selection_file``: an STS-B-format labelled file (e.g. STS-B train), checked against ``dev_file``
-    (:func:`~jtcse.training.selection.selection_pairs`); with a twin, a probe stage trains one for ``probe_steps``
-    at each of ``probe_learning_rates`` and the best on this file trains the twin (not with a twin
-    ``learning_rate`` given); with an ensemble of the start, the weights are chosen on it.
-    ``student``: the distillation student (``None``: ``tower_a``, i.e. the model tower I started from), kept
-    with its own pooling unless ``student_pooling`` says otherwise. ``device``: where every stage trains and
-    evaluates (``None``: the best device here). ``recipe``: where the settings came from (``jtcse pipeline
-    --recipe``: the file, its sha256 and the options given on top), recorded in the summary as it is.
-    Returns the summary (also written as ``pipeline_summary.json`` and ``.md``).
-    """
-    from jtcse.modeling.loading import describe_source
-
-    settings = check_settings(
-        until=until, pooling=pooling, warmup_settings=warmup_settings, twin_settings=twin_settings,
-        distill_settings=distill_settings, twin=twin, ensemble=ensemble, ensemble_with=ensemble_with,
-        probe_learning_rates=probe_learning_rates, probe_steps=probe_steps, selection_file=selection_file,
-        student_pooling=student_pooling,
-    )  # fmt: skip
-    for stage_training, _ in settings.values():  # a device or precision this machine lacks: before any stage runs
-        training_device(device, stage_training.precision)
-    encoder_start = is_sentence_encoder(tower_a)
-    if ensemble is None:  # the default: the start joins, unless the caller named the members
-        ensemble = not ensemble_with and encoder_start
-    if twin is None:  # the measured default: a sentence-encoder start in the ensemble takes the twin's place
-        twin = not (encoder_start and ensemble)
-    if selection_file is not None and twin and (twin_settings or {}).get("learning_rate") is not None:
-        raise JTCSEError("a twin learning rate was given and a selection file to probe for one; give one of them.")
-    output_dir = Path(output_dir)
-    folders = {stage: output_dir / name for stage, name in FOLDERS.items()}
-    trained = [folders["twin"]] if twin else [folders["warmup_a"], folders["warmup_b"]]
-    extra = ([tower_a] if ensemble else []) + list(ensemble_with)  # the start, then the named models
-    members = [*map(str, trained), *map(describe_source, extra)] if (extra or not twin) else []
-    choose = bool(ensemble) and ensemble_weights is None and selection_file is not None
-    if ensemble and not ensemble_with and ensemble_weights is None and not choose:
-        ensemble_weights = list(ENSEMBLE_WEIGHTS["twin" if twin else "warmups"])
-
-    skip = set() if members else {"ensemble"}
-    if not twin:
-        skip |= {"probe", "twin"}
-    elif selection_file is None:
-        skip.add("probe")
-    stages = [stage for stage in STAGES if stage not in skip]
-    if until not in stages and until != "warmup":
-        hint = (
-            " (the ensemble stage needs --ensemble-with or a sentence-transformers start)"
-            if until == "ensemble"
-            else ""
-        )
-        raise JTCSEError(
-            f"--until must be one of warmup, {', '.join(s for s in stages if s != 'probe')} (got {until!r}){hint}."
-        )
-    stages = stages[: stages.index("warmup_b" if until == "warmup" else until) + 1]
-    if "eval" in stages and dev_file is None:
-        raise JTCSEError("the eval stage needs --dev-file (an STS-B-format file); or stop earlier with --until.")
-    if dev_file is not None and not Path(dev_file).is_file():
-        raise JTCSEError(f"dev file not found: {dev_file}")
-    chosen_on = selection_pairs(selection_file, dev_file) if selection_file is not None else None
-    if members:
-        from jtcse.modeling.ensemble import check_combine, check_weights
-
-        check_weights(ensemble_weights, len(members))  # both before any training: the ensemble comes late
-        check_combine(ensemble_combine)
-    elif ensemble_weights is not None:
-        raise JTCSEError("ensemble weights were given without models to ensemble with (--ensemble-with).")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    corpus_arg = str(corpus) if corpus is not None else None
-    (warmup_training, warmup_extra), (twin_training, twin_extra), (distill_training, distill_extra) = settings.values()
-    # no dev_file for the trainers: they keep their last step, the dev file is reported by the eval stage only
-    warmup = {"pooling": pooling, "device": device, **warmup_extra}
-    twin_kwargs = {"pooling": pooling, "device": device, **twin_extra}
-    distill_kwargs = {"student_pooling": student_pooling, "device": device, **distill_extra}
-    # what a finished stage is compared on (the device is not: a run may finish elsewhere)
-    recorded = {
-        name: {**{k: v for k, v in kwargs.items() if k != "device"}, **asdict(training)}
-        for name, kwargs, training in (
-            ("warmup", warmup, warmup_training),
-            ("twin", twin_kwargs, twin_training),
-            ("distill", distill_kwargs, distill_training),
-        )
-    }
-    student_source = student if student is not None else tower_a
-    teacher = folders["ensemble"] if members else folders["twin"]
-    starting = starting_models(tower_a, tower_b, student_source)
-    ensemble_plan = {
-        "members": members,
-        "weights": ensemble_weights,
-        "combine": ensemble_combine,
-        "selection_file": str(selection_file) if choose else None,
-    }
-    probe_plan = {
-        "selection_file": str(selection_file),
-        "learning_rates": list(probe_learning_rates),
-        "steps": probe_steps,
-        "corpus": corpus_arg,
-        **{k: v for k, v in recorded["twin"].items() if k != "learning_rate"},
-        "seed": seed,
-    }
-    plans = {
-        "warmup_a": {
-            "model": describe_source(tower_a),
-            "corpus": corpus_arg,
-            "pairs": pairs_a,
-            **recorded["warmup"],
-            "seed": seed,
-        },
-        "warmup_b": {
-            "model": describe_source(tower_b),
-            "corpus": corpus_arg,
-            "pairs": pairs_b,
-            **recorded["warmup"],
-            "seed": seed + 1,
-        },
-        "probe": probe_plan,
-        "twin": {"corpus": corpus_arg, **recorded["twin"], "seed": seed},
-        "ensemble": ensemble_plan,
-        "distill": {
-            "teacher": str(teacher),
-            "student": describe_source(student_source),
-            "corpus": corpus_arg,
-            **recorded["distill"],
-            "seed": seed,
-        },
-        "eval": {
-            "dev_file": str(dev_file),
-            "models": [s for s in stages if s != "eval"],
-            "starting": [describe_source(m) for m in starting.values()],
-        },
-    }
-
-    def run_warmup_a() -> dict:
-        return train_simcse(
-            tower_a, corpus_arg, folders["warmup_a"], pairs_file=pairs_a, settings=warmup_training, seed=seed, **warmup
-        )
-
-    def run_warmup_b() -> dict:
-        return train_simcse(
-            tower_b,
-            corpus_arg,
-            folders["warmup_b"],
-            pairs_file=pairs_b,
-            settings=warmup_training,
-            seed=seed + 1,
-            **warmup,
-        )
-
-    def train_twin_into(folder: Path, **overrides) -> dict:
-        return train_twin(
-            str(folders["warmup_a"]),
-            str(folders["warmup_b"]),
-            corpus_arg,
-            str(folder),
-            resume=True,
-            settings=twin_training,
-            seed=seed,
-            **{**twin_kwargs, **overrides},
-        )
-
-    def run_probe() -> dict:
-        from jtcse.evaluation.sts import cosine_spearman
-        from jtcse.modeling.loading import load_model
-
-        pairs = chosen_on
-        scores = {}
-        for lr in probe_learning_rates:
-            folder = folders["probe"] / f"lr_{lr:g}"
-            train_twin_into(folder, learning_rate=lr, max_steps=probe_steps, plot=False)
-            scores[f"{lr:g}"] = cosine_spearman(load_model(folder, role="encode", device=device), pairs)
-        best = max(probe_learning_rates, key=lambda lr: scores[f"{lr:g}"])
-        return {
-            "stage": "probe",
-            "selection_file": str(selection_file),
-            "selection_spearman": scores,
-            "learning_rate": best,
-            "steps": probe_steps,
-        }
-
-    def run_twin() -> dict:
-        probed = rows_by_stage.get("probe")
-        overrides = {"learning_rate": probed["summary"]["learning_rate"]} if probed else {}
-        return train_twin_into(folders["twin"], **overrides)
-
-    def run_ensemble() -> dict:
-        from jtcse.modeling.loading import resolve_source
-        from jtcse.training.ensemble import save_ensemble
-
-        sources = [*map(str, trained), *(str(resolve_source(m)) for m in extra)]
-        weights, scores = ensemble_weights, None
-        if choose:  # the start at 1, the trained members at the one weight best on the selection file
-            weights, scores = choose_weights(sources, len(trained), chosen_on, device=device)
-        # an ensemble folder without a stage marker is left from an interrupted save: replaced
-        model = save_ensemble(sources, folders["ensemble"], combine=ensemble_combine, weights=weights, overwrite=True)
-        return {
-            "stage": "ensemble",
-            **ensemble_plan,
-            "weights": model[0].weights,
-            "selection_spearman": {f"{w:g}": v for w, v in scores.items()} if scores else None,
-            "dimension": model.get_embedding_dimension(),
-        }
-
-    def run_distill() -> dict:
-        return distill(
-            str(teacher),
-            student_source,
-            corpus_arg,
-            folders["distill"],
-            settings=distill_training,
-            seed=seed,
-            **distill_kwargs,
-        )
-
-    def run_eval() -> dict:
-        from jtcse.evaluation.sts import ALL_GENRES
-
-        genres = dev_scores(dev_file, folders, stages, starting, device)
-        return {
-            "dev_file": str(dev_file),
-            "dev_spearman": {label: g[ALL_GENRES] for label, g in genres.items()},
-            "dev_spearman_by_genre": {
-                label: {k: v for k, v in g.items() if k != ALL_GENRES} for label, g in genres.items()
-            },
-        }
-
-    runners = {
-        "warmup_a": run_warmup_a,
-        "warmup_b": run_warmup_b,
-        "probe": run_probe,
-        "twin": run_twin,
-        "ensemble": run_ensemble,
-        "distill": run_distill,
-        "eval": run_eval,
-    }
-    rows_by_stage: dict[str, dict[str, Any]] = {}
-    for stage in stages:
-        plan = plans[stage]
-        if stage == "twin" and "probe" in rows_by_stage:
-            plan = {**plan, "learning_rate": rows_by_stage["probe"]["summary"]["learning_rate"]}
-        rows_by_stage[stage] = {
-            "stage": stage,
-            **run_once(folders[stage], runners[stage], plan, rerun_if_changed=stage == "eval"),
-        }
-    rows = list(rows_by_stage.values())
-
-    evaluated = next((row["summary"] for row in rows if row["stage"] == "eval"), {})
-    eval_scores = evaluated.get("dev_spearman", {})
-    eval_genres = evaluated.get("dev_spearman_by_genre", {})
-    table = [
-        {
-            "stage": label,
-            "status": "starting model (its own pooling)",
-            "seconds": 0.0,
-            "output": describe_source(model),
-            "dev_spearman": eval_scores.get(label),
-            "dev_genres": eval_genres.get(label),
-        }
-        for label, model in starting.items()
-        if label in eval_scores
-    ]
-    table += [
-        {
-            "stage": row["stage"],
-            "status": row["status"],
-            "seconds": row["seconds"],
-            "output": row["output"],
-            "dev_spearman": eval_scores.get(row["stage"], row["summary"].get("final_dev_spearman")),
-            "dev_genres": eval_genres.get(row["stage"]),
-        }
-        for row in rows
-    ]
+    run = PipelineRun(output_dir, config or PipelineConfig())
+    run.output_dir.mkdir(parents=True, exist_ok=True)
+    rows = [run.execute(stage) for stage in run.stages]
+    table = summary_table(rows, run.starting, run.summaries.get("eval", {}))
     result = {
-        "output_dir": str(output_dir),
-        "until": until,
-        **({"recipe": dict(recipe)} if recipe is not None else {}),
+        "output_dir": str(run.output_dir),
+        "until": run.config.until,
+        "config": run.config.values(),
+        **({"recipe": recipe} if recipe is not None else {}),
         "table": table,
         "stages": {row["stage"]: row["summary"] for row in rows},
     }
-    (output_dir / "pipeline_summary.json").write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
-    (output_dir / "pipeline_summary.md").write_text(format_table(table), encoding="utf-8")
+    atomic_write_json(run.output_dir / "pipeline_summary.json", result)
+    atomic_write_text(run.output_dir / "pipeline_summary.md", format_table(table))
     return result

@@ -3,7 +3,6 @@ pairs and per genre, and the summary table (``pipeline_summary.md``) of :func:`~
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 
@@ -19,22 +18,38 @@ def starting_models(tower_a, tower_b, student) -> dict[str, Any]:
     return out
 
 
-def dev_scores(
-    dev_file, folders: dict[str, Path], stages: list[str], starting: dict[str, Any], device=None
-) -> dict[str, dict]:
-    """Dev Spearman per genre and over all pairs (:func:`~jtcse.evaluation.sts.genre_spearman`) of each starting
-    model as it is (its own pooling) and of every model the stages built (the probe's twins aside)."""
+def dev_scores(dev_file, models: dict[str, Any], device=None) -> dict[str, dict]:
+    """Dev Spearman per genre and over all pairs (:func:`~jtcse.evaluation.sts.genre_spearman`) of each of
+    ``models`` (``{row label: model}``: the starting models as they are, with their own pooling, and the models the
+    stages built)."""
     from jtcse.evaluation.sts import genre_spearman, read_stsb_file
     from jtcse.modeling.loading import load_model
 
     pairs = read_stsb_file(dev_file)
-    scores = {}
-    for label, model in starting.items():
-        scores[label] = genre_spearman(load_model(model, role="encode", device=device), pairs)
-    for stage in stages:
-        if stage not in ("eval", "probe"):
-            scores[stage] = genre_spearman(load_model(folders[stage], role="encode", device=device), pairs)
-    return scores
+    return {
+        label: genre_spearman(load_model(model, role="encode", device=device), pairs) for label, model in models.items()
+    }
+
+
+def summary_table(rows: list[dict[str, Any]], starting: dict[str, Any], evaluated: dict[str, Any]) -> list[dict]:
+    """The summary's rows: each starting model the eval stage scored (the rows to beat), then each stage's row
+    with its dev score (the eval stage's, else the stage's own final one) and genres."""
+    from jtcse.modeling.loading import describe_source
+
+    scores = evaluated.get("dev_spearman", {})
+    genres = evaluated.get("dev_spearman_by_genre", {})
+    table = [
+        {"stage": label, "status": "starting model (its own pooling)", "seconds": 0.0, "output": describe_source(model),
+         "dev_spearman": scores.get(label), "dev_genres": genres.get(label)}
+        for label, model in starting.items()
+        if label in scores
+    ]  # fmt: skip
+    return table + [
+        {"stage": row["stage"], "status": row["status"], "seconds": row["seconds"], "output": row["output"],
+         "dev_spearman": scores.get(row["stage"], row["summary"].get("final_dev_spearman")),
+         "dev_genres": genres.get(row["stage"])}
+        for row in rows
+    ]  # fmt: skip
 
 
 def format_table(table: list[dict[str, Any]]) -> str:

@@ -47,8 +47,10 @@ def is_finished(output_dir: str | Path) -> bool:
 
 def finished_summary(output_dir: str | Path) -> dict[str, Any] | None:
     """The run summary of the finished run in ``output_dir`` (:func:`is_finished`), else ``None``."""
-    if not is_finished(output_dir):
-        return None
+    return _summary(output_dir) if is_finished(output_dir) else None
+
+
+def _summary(output_dir: str | Path) -> dict[str, Any] | None:
     try:
         return json.loads((Path(output_dir) / RUN_SUMMARY_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -126,6 +128,38 @@ def _differences(previous: dict[str, Any], config: dict[str, Any], ignore: Seque
     return sorted(k for k in (set(previous) | set(config)) - set(ignore) if previous.get(k) != config.get(k))
 
 
+def describe_changes(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[str] = ()) -> str:
+    """The settings that differ, each with the value it ran with and the one asked for now:
+    ``"learning_rate 1e-05 -> 0.0001, model 'a' -> 'b'"``."""
+
+    def shown(value: Any) -> str:
+        text = json.dumps(value, default=str)
+        return text if len(text) <= 80 else text[:77] + "..."
+
+    changed = _differences(previous, config, ignore)
+    return ", ".join(f"{k} {shown(previous.get(k))} -> {shown(config.get(k))}" for k in changed)
+
+
+def finished_run(
+    output_dir: str | Path, config: dict[str, Any], *, model: bool = True, rerun: bool = False
+) -> dict[str, Any] | None:
+    """The one rule for a finished run (:func:`plan_output_dir` applies it to a trainer's folder, the pipeline to
+    the stages it records itself): the summary in ``output_dir`` when a finished run there recorded this very
+    ``config``; ``None`` when none finished (or, ``rerun``, when one finished with other settings, to be run
+    again); a ``JTCSEError`` naming each setting that differs, old and new value, otherwise. ``model``: a finished
+    run also saved a model there."""
+    config = _as_recorded(config)
+    finished = finished_summary(output_dir) if model else _summary(output_dir)
+    if finished is None or finished.get("config") == config:
+        return finished
+    if rerun:
+        return None
+    raise JTCSEError(
+        f"{output_dir} finished with other settings ({describe_changes(finished.get('config') or {}, config)}); "
+        "remove that folder to run it again, or use another -o/--output."
+    )
+
+
 def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> OutputPlan:
     """Decide what to do with ``output_dir``; reads only (:func:`open_output_dir` writes).
 
@@ -146,12 +180,13 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
         raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the model is written to.")
     config = _as_recorded(config)
     finished = finished_summary(output_dir)
-    if finished is not None and not overwrite and finished.get("config") == config:
+    done = None if overwrite else finished_run(output_dir, config, rerun=True)
+    if done is not None:
         logger.warning(
             "%s already holds this finished run (%s steps, same settings); nothing to do. "
-            "Pass --overwrite to train it again.", output_dir, finished.get("steps"),
+            "Pass --overwrite to train it again.", output_dir, done.get("steps"),
         )  # fmt: skip
-        return OutputPlan(output_dir, config, FINISHED, summary=finished)
+        return OutputPlan(output_dir, config, FINISHED, summary=done)
     if resume and not overwrite:
         checkpoint, state, partial = newest_checkpoint(output_dir)
         if partial:
@@ -167,7 +202,7 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
         if changed and not set(changed) - set(LENGTH_KEYS):
             why = "its checkpoints were deleted, so it cannot train further (keep them with --keep-checkpoints)"
         else:
-            why = f"with other settings ({', '.join(changed)} differ)"
+            why = f"with other settings ({describe_changes(finished.get('config') or {}, config)})"
         raise JTCSEError(
             f"{output_dir} already holds a finished run, {why}. Choose another -o/--output, or pass --overwrite "
             "to replace it (the old model stays until the new one is saved)."
@@ -181,10 +216,9 @@ def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> Ou
     previous = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else None
     length_changed = False
     if previous is not None:
-        changed = _differences(previous, config, ignore=LENGTH_KEYS)
-        if changed:
+        if _differences(previous, config, ignore=LENGTH_KEYS):
             raise JTCSEError(
-                f"{output_dir} holds a run with other settings ({', '.join(changed)} differ). "
+                f"{output_dir} holds a run with other settings ({describe_changes(previous, config, LENGTH_KEYS)}). "
                 f"Rerun with the same settings to resume, or pass {'--overwrite' if finished else '--no-resume'} "
                 "to start over."
             )

@@ -41,7 +41,7 @@ def run_summary(
         "schema_version": SCHEMA_VERSION,
         "stage": stage.name,
         "output_dir": str(Path(stage.output_dir).resolve()),
-        "saved_model": "best checkpoint by dev Spearman" if stage.evaluator is not None else "last step",
+        "saved_model": "best checkpoint by dev Spearman" if s.best_dev else "last step",
         "model": stage.model_info,
         "data": stage.data,
         "loss": {"name": type(stage.loss).__name__, **_config_of(stage.loss)},
@@ -56,6 +56,7 @@ def run_summary(
         "seconds": round(progress.seconds, 2),
         "train_loss": progress.train_loss,
         **loss_history(history),
+        **_kept(trainer.state, s.best_dev),
         "loss_terms": logged_terms(last_logged),
         "dev_file": stage.evaluator.path if stage.evaluator is not None else None,
         "final_dev_spearman": final_dev,
@@ -98,6 +99,16 @@ def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
         "best_dev_spearman": devs[best_step] if devs else None,
         "best_step": best_step,
     }
+
+
+def _kept(state, best_dev: bool) -> dict[str, Any]:
+    """Which step the saved model is: the last, or with ``checkpoint="best-dev"`` the checkpoint the trainer
+    kept as best (``best_step`` and ``best_dev_spearman`` are then that checkpoint's, which only saved steps can
+    be: a dev score of an unsaved step, e.g. before the first update, does not count)."""
+    if not (best_dev and state.best_model_checkpoint):
+        return {"saved_step": state.global_step}
+    step = int(Path(state.best_model_checkpoint).name.rsplit("-", 1)[1])
+    return {"saved_step": step, "best_step": step, "best_dev_spearman": state.best_metric}
 
 
 def write_run_summary(output_dir: str | Path, summary: dict[str, Any]) -> Path:

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.corpus import read_training_sentences
-from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
+from jtcse.training.settings import TrainingSettings, WarmupSettings, resolve
 from jtcse.training.stage import (
     Stage,
-    TrainingSettings,
     dev_evaluator,
     require_negatives,
     run_stage,
@@ -65,12 +64,6 @@ def _fingerprint(texts: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-SIMCSE_SETTINGS = TrainingSettings(batch_size=32, max_seq_length=32, learning_rate=3e-5, eval_steps=125)
-"""``train_simcse``'s training settings by default, and the pipeline's warm-ups': the CPU recipe measured on the
-embedded MiniLM (one pass of SimCSE's unsupervised recipe at MiniLM scale; ``evaluation/DEFAULTS.md``). The
-paper-scale settings are in ``models/jtcse-bert-base/recipe.toml``."""
-
-
 @locks_output("output_dir")
 def train_simcse(
     model=None,
@@ -79,18 +72,14 @@ def train_simcse(
     *,
     pairs_file: str | Path | None = None,
     pooling: str | None = None,
-    temperature: float = 0.05,
     dev_file: str | Path | None = None,
     extra_losses: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
-    regularizers: Sequence[str] = (),
     resume: bool = True,
     overwrite: bool = False,
     callbacks: Sequence[Any] = (),
-    gather_across_devices: bool = False,
-    mini_batch_size: int | None = None,
     device: str | None = None,
-    settings: TrainingSettings | None = None,
-    **training: Any,
+    settings: WarmupSettings | TrainingSettings | None = None,
+    **keys: Any,
 ) -> dict[str, Any]:
     """Warm up one tower with SimCSE and save it to ``output_dir``.
 
@@ -101,34 +90,32 @@ def train_simcse(
     ``corpus``: a one-sentence-a-line file, a list of sentences, or ``None`` (the embedded prose corpus,
     unless ``pairs_file`` is given, in which case the pairs alone are the training data).
     ``pairs_file``: ``original<TAB>paraphrase`` TSV; identical pairs are counted and dropped.
-    ``dev_file``: STS-B-format file; the checkpoint with the best dev Spearman is kept.
-    How long and how it trains: ``settings`` (a :class:`~jtcse.training.stage.TrainingSettings`) and/or its
-    fields as keywords (``batch_size=32, max_steps=100`` ...), on top of :data:`SIMCSE_SETTINGS`.
-    ``extra_losses`` (``{name: fn(features) -> scalar}``) and ``regularizers`` (specs such as
-    ``"dispersion:weight=0.1"``, see :mod:`jtcse.losses.registry`) are computed on the token states of
-    the SimCSE forward itself (:class:`jtcse.losses.RegularizedLoss`); each is logged as its own term
-    next to ``simcse``. Run rules (resume, overwrite, checkpoints, summary) are the stage runner's
-    (:func:`jtcse.training.stage.run_stage`). ``gather_across_devices``: under a multi-process launch,
-    every rank's anchors meet the positives of all ranks (docs/distributed.md). ``mini_batch_size``:
-    train with sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (GradCache), this many
-    sentences per forward; not with regularisers or extra losses. ``device`` (``None``: the trainer's choice)
-    is checked with the precision before anything loads (:func:`~jtcse.training.stage.training_device`).
+    ``dev_file``: STS-B-format file, scored every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint
+    with the best dev Spearman is kept.
+    How long and how it trains: ``settings`` (a :class:`~jtcse.training.settings.WarmupSettings`, or just its
+    :class:`~jtcse.training.settings.TrainingSettings`) and/or its keys as keywords (``batch_size=32,
+    max_steps=100, temperature=0.05`` ...), on top of ``WarmupSettings()``. ``regularizers`` (specs such as
+    ``"dispersion:weight=0.1"``, see :mod:`jtcse.losses.registry`) and ``extra_losses`` (``{name: fn(features)
+    -> scalar}``) are computed on the token states of the SimCSE forward itself
+    (:class:`jtcse.losses.RegularizedLoss`); each is logged as its own term next to ``simcse``. Run rules
+    (resume, overwrite, checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`).
+    ``gather_across_devices``: under a multi-process launch, every rank's anchors meet the positives of all
+    ranks (docs/distributed.md). ``mini_batch_size``: train with sentence-transformers'
+    ``CachedMultipleNegativesRankingLoss`` (GradCache), this many sentences per forward; not with regularisers
+    or extra losses. ``device`` (``None``: the trainer's choice) is checked with the precision before anything
+    loads (:func:`~jtcse.training.stage.training_device`).
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
-    from jtcse.losses.registry import build_regularised_loss, check_mini_batch_size, parse_regularizer_spec
+    from jtcse.losses.registry import build_regularised_loss, check_mini_batch_size
     from jtcse.modeling.loading import check_pooling, describe_source, load_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
-    settings = SIMCSE_SETTINGS.given(settings, training, "train_simcse")
+    settings = resolve(WarmupSettings(), settings, keys, "train_simcse")  # checked: before anything is loaded
+    training, terms = settings.training, settings.loss
     check_pooling(pooling)
-    training_device(device, settings.precision)
-    if temperature <= 0:
-        raise JTCSEError(f"temperature must be positive (got {temperature}).")
-    regularizers = list(regularizers)
-    for spec in regularizers:  # syntax errors fail before anything is loaded or written
-        parse_regularizer_spec(spec)
-    check_mini_batch_size(mini_batch_size, regularizers, extra_losses)
+    training_device(device, training.precision)
+    check_mini_batch_size(terms.mini_batch_size, terms.regularizers, extra_losses)
 
     sentences, data = (None, {}) if corpus is None and pairs_file is not None else read_training_sentences(corpus)
     pairs = read_paraphrase_pairs(pairs_file) if pairs_file is not None else None
@@ -141,22 +128,22 @@ def train_simcse(
         pairs_dropped_identical=pairs.dropped_identical if pairs is not None else 0,
         pairs_dropped_empty=pairs.dropped_empty if pairs is not None else 0,
     )
-    evaluator = dev_evaluator(dev_file, batch_size=settings.batch_size)
+    evaluator = dev_evaluator(dev_file, training, batch_size=training.batch_size)
 
     model_source = describe_source(model)
     plan = start_stage(
         "simcse",
         output_dir,
-        settings,
+        training,
         {
             "model": model_source,
             "pooling": pooling,
             "data": _fingerprint(anchors + positives),
-            "temperature": temperature,
-            "regularizers": regularizers,
+            "temperature": terms.temperature,
+            "regularizers": list(terms.regularizers),
             "extra_losses": sorted(extra_losses or {}),
-            "gather_across_devices": gather_across_devices,
-            "mini_batch_size": mini_batch_size,
+            "gather_across_devices": terms.gather_across_devices,
+            "mini_batch_size": terms.mini_batch_size,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,
@@ -174,21 +161,24 @@ def train_simcse(
     from jtcse.training.distributed import pooler_parameters
 
     tower, pooled, pooling_changes = load_tower(model, pooling=pooling, role="tower", device=device)
-    own_length = set_training_length(tower, settings, "tower")
-    if mini_batch_size is None:
-        base = MultipleNegativesRankingLoss(tower, scale=1.0 / temperature, gather_across_devices=gather_across_devices)
+    own_length = set_training_length(tower, training, "tower")
+    scale, gather = 1.0 / terms.temperature, terms.gather_across_devices
+    if terms.mini_batch_size is None:
+        base = MultipleNegativesRankingLoss(tower, scale=scale, gather_across_devices=gather)
     else:
         base = CachedMultipleNegativesRankingLoss(
-            tower, scale=1.0 / temperature, mini_batch_size=mini_batch_size, gather_across_devices=gather_across_devices
+            tower, scale=scale, mini_batch_size=terms.mini_batch_size, gather_across_devices=gather
         )
     return run_stage(
         Stage(
             name="simcse",
             plan=plan,
             model=tower,
-            loss=build_regularised_loss(tower, base, regularizers, extra_terms=extra_losses, base_name="simcse"),
+            loss=build_regularised_loss(
+                tower, base, list(terms.regularizers), extra_terms=extra_losses, base_name="simcse"
+            ),
             train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
-            settings=settings,
+            settings=training,
             evaluator=evaluator,
             model_info={"source": model_source, "pooling": pooled, "changes": pooling_changes},
             data=data,

@@ -1,10 +1,10 @@
 """One stage runner: every trainer (twin, SimCSE warm-up, distillation) describes its run as a
 :class:`Stage` and :func:`run_stage` trains it the same way.
 
-One settings rule (:class:`TrainingSettings`), one set of trainer arguments
+One settings rule (:class:`~jtcse.training.settings.TrainingSettings`), one set of trainer arguments
 (:func:`~jtcse.training.arguments.build_training_args`), one set of output-directory rules
-(:mod:`jtcse.training.run_dir`), one checkpoint policy (best-by-dev and last while training; deleted after
-the final save unless ``keep_checkpoints``), one non-finite-loss guard (:func:`nan_guard`), one summary
+(:mod:`jtcse.training.run_dir`), one checkpoint policy (the last step, or the best by dev with ``checkpoint="best-dev"``; checkpoints deleted
+after the final save unless ``keep_checkpoints``), one non-finite-loss guard (:func:`nan_guard`), one summary
 schema (:mod:`jtcse.training.run_summary`, ``docs/runs.md``) and one curve plot (:mod:`jtcse.training.curves`).
 
 Every trainer follows the same order, so that a mistake never costs a finished model: hold the output's
@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jtcse import processes
-from jtcse.devices import PRECISIONS
 from jtcse.errors import JTCSEError
 from jtcse.locking import crash_point
 from jtcse.training.arguments import DEV_EVALUATOR_NAME, DEV_METRIC, build_training_args
@@ -38,84 +37,7 @@ from jtcse.training.run_dir import (
     remove_checkpoints,
 )
 from jtcse.training.run_summary import facts_from_run_summary, run_summary, write_run_summary
-
-MIN_BATCH_SIZE = 2
-"""In-batch negatives need a second row; the twin's cross-tower terms pair rows across the batch."""
-MIN_SEQ_LENGTH = 4
-"""Room for the special tokens and at least two word pieces."""
-
-
-_RECORDED = (
-    "batch_size",
-    "max_seq_length",
-    "learning_rate",
-    "epochs",
-    "max_steps",
-    "seed",
-    "eval_steps",
-    "warmup_ratio",
-)
-
-
-@dataclass(frozen=True)
-class TrainingSettings:
-    """How long and how a stage trains; checked once, the same way for every stage, on construction."""
-
-    batch_size: int = 64
-    max_seq_length: int = 64
-    learning_rate: float = 5e-5
-    epochs: float = 1
-    max_steps: int = -1
-    seed: int = 42
-    eval_steps: int = 100
-    save_steps: int | None = None
-    logging_steps: int | None = 50
-    warmup_ratio: float = 0.0
-    precision: str = "auto"
-    gradient_checkpointing: bool = False
-    keep_checkpoints: bool = False
-
-    def __post_init__(self) -> None:
-        def whole(name: str, minimum: int) -> None:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise JTCSEError(f"{name} must be at least {minimum} (got {value!r}).")
-
-        whole("batch_size", MIN_BATCH_SIZE)
-        whole("max_seq_length", MIN_SEQ_LENGTH)
-        whole("eval_steps", 1)
-        for name in ("save_steps", "logging_steps"):
-            if getattr(self, name) is not None:
-                whole(name, 1)
-        lr = self.learning_rate
-        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-            raise JTCSEError(f"learning_rate must be a positive number (got {lr!r}).")
-        steps = self.max_steps
-        if isinstance(steps, bool) or not isinstance(steps, int) or not (steps == -1 or steps >= 1):
-            raise JTCSEError(f"max_steps must be a positive step count or -1 (train by epochs), not {steps!r}.")
-        if self.max_steps == -1 and not self.epochs > 0:
-            raise JTCSEError(f"epochs must be positive (got {self.epochs!r}).")
-        if not 0 <= self.warmup_ratio < 1:
-            raise JTCSEError(f"warmup_ratio must be in [0, 1) (got {self.warmup_ratio!r}).")
-        if self.precision not in PRECISIONS:
-            raise JTCSEError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}.")
-
-    @classmethod
-    def from_arguments(cls, arguments: dict[str, Any]) -> TrainingSettings:
-        """The settings among a trainer's arguments (call with ``locals()`` first thing in the trainer)."""
-        return cls(**{f.name: arguments[f.name] for f in fields(cls) if f.name in arguments})
-
-    def given(self, settings: TrainingSettings | None, keywords: dict[str, Any], caller: str) -> TrainingSettings:
-        """A trainer's settings: ``settings`` (else these, the trainer's defaults) with the fields given as
-        ``keywords`` on top; a keyword that is not a field is a ``TypeError`` naming ``caller``."""
-        unknown = sorted(set(keywords) - {f.name for f in fields(self)})
-        if unknown:
-            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
-        return replace(settings or self, **keywords)
-
-    def recorded(self) -> dict[str, Any]:
-        """The settings a resumed run must share with the run it continues (lengths may grow)."""
-        return {key: getattr(self, key) for key in _RECORDED}
+from jtcse.training.settings import MIN_BATCH_SIZE, TrainingSettings
 
 
 def start_stage(
@@ -174,9 +96,16 @@ def set_training_length(model, settings: TrainingSettings, role: str) -> int | N
     return own
 
 
-def dev_evaluator(dev_file: str | Path | None, batch_size: int = 64):
-    """An :class:`~jtcse.evaluation.sts.STSDevEvaluator` for ``dev_file`` (``None`` when no file)."""
+def dev_evaluator(dev_file: str | Path | None, settings: TrainingSettings, batch_size: int = 64):
+    """An :class:`~jtcse.evaluation.sts.STSDevEvaluator` for ``dev_file`` (``None`` without one), scored every
+    ``eval_steps``; the stage keeps its best checkpoint by it when ``settings.checkpoint`` is ``best-dev``, which
+    without a dev file is an error."""
     if dev_file is None:
+        if settings.best_dev:
+            raise JTCSEError(
+                "checkpoint best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
+                "(--dev-file); or keep the last step (checkpoint last)."
+            )
         return None
     from jtcse.evaluation.sts import STSDevEvaluator
 
@@ -363,6 +292,7 @@ def _training_args(stage: Stage):
         max_steps=s.max_steps,
         seed=s.seed,
         has_dev=stage.evaluator is not None,
+        keep_best=s.best_dev,
         eval_steps=s.eval_steps,
         save_steps=s.save_steps,
         logging_steps=_logging_steps(stage),

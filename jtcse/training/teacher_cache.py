@@ -38,11 +38,15 @@ def sentences_digest(sentences: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def teacher_fingerprint(teacher) -> str:
-    """A string that changes whenever the teacher's weights may have changed (see module doc)."""
+def model_fingerprint(teacher, *, missing_ok: bool = False) -> str:
+    """A string that changes whenever a model's weights may have changed (see module doc): of a teacher, and of
+    the towers a twin starts from. A path that does not exist is an error, or with ``missing_ok`` (a Hub name)
+    the name itself."""
     if isinstance(teacher, (str, Path)):
         root = Path(teacher).resolve()
         if not root.exists():
+            if missing_ok:
+                return str(teacher)
             raise JTCSEError(f"teacher model not found: {teacher}")
         digest = hashlib.sha256(str(root).encode("utf-8"))
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
@@ -73,12 +77,12 @@ def teacher_targets(
 
     ``teacher`` is a path or a ``SentenceTransformer``; it is loaded only on a cache miss. The file is
     written atomically, so an interrupted encode leaves no half cache behind. ``fingerprint`` is
-    :func:`teacher_fingerprint` of ``teacher`` when the caller already has it. ``device``: where the teacher
+    `model_fingerprint` of ``teacher`` when the caller already has it. ``device``: where the teacher
     encodes (``None``: the best device here).
     """
     from jtcse.modeling.loading import load_model as load_sentence_transformer
 
-    fingerprint = fingerprint or teacher_fingerprint(teacher)
+    fingerprint = fingerprint or model_fingerprint(teacher)
     key = hashlib.sha256(f"{fingerprint}|{sentences_digest(sentences)}".encode()).hexdigest()[:20]
     cache_dir = Path(cache_dir)
     cache_path = cache_dir / f"teacher-{key}.npy"

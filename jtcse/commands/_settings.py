@@ -1,0 +1,162 @@
+"""Command-line options generated from declared settings (:mod:`jtcse.schema`, :mod:`jtcse.training.settings`).
+
+Each key of a settings class becomes one option: ``--KEY`` (``--max-steps``), or ``--STAGE-KEY`` for a pipeline
+stage's table (``--twin-learning-rate``); a stage's on/off switch is ``--STAGE/--no-STAGE``. The help is the
+key's help, the shown default the value of the defaults the command runs with (or what unset means). Every
+generated option defaults to "not given", so a command can lay what was typed over a recipe's values and the
+declared defaults (:func:`jtcse.schema.build`); a value that fails its check is one line naming its option.
+
+A command declares its own arguments as usual and adds the generated ones with :func:`with_settings`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+
+from jtcse.commands._options import given_once
+from jtcse.schema import Key, Layer, build, get, keys
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options of one settings table: the keys of ``cls`` (less ``exclude``), shown with the values of
+    ``defaults`` (an instance), named ``--PREFIX-KEY`` when ``prefix`` is set, in the help panel ``panel``."""
+
+    cls: type
+    defaults: Any
+    prefix: str = ""
+    exclude: tuple[str, ...] = ()
+    panel: str | None = None
+
+    @property
+    def keys(self) -> dict[str, Key]:
+        return keys(self.cls, self.exclude)
+
+    def parameter(self, name: str) -> str:
+        """The command parameter of key ``name`` (``twin_learning_rate``)."""
+        return f"{self.prefix}_{name}" if self.prefix else name
+
+    def flag(self, name: str) -> str:
+        """The option of key ``name`` as typed (``--twin-learning-rate``, ``--twin`` for a stage's switch)."""
+        key = self.keys[name]
+        if key.meta.get("switch"):
+            return f"--{self.prefix}"
+        dashed = (key.meta["flag"] or name).replace("_", "-")
+        return f"--{self.prefix}-{dashed}" if self.prefix else f"--{dashed}"
+
+    def label(self, _section: str, name: str) -> str:
+        return self.flag(name)
+
+
+def _shown(key: Key, value: Any) -> str:
+    if value is None:
+        return key.meta["unset"] or "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_shown(key, v) for v in value) if value else "none"
+    return str(value)
+
+
+def _option(options: Options, name: str, key: Key) -> inspect.Parameter:
+    flag = options.flag(name)
+    choices = getattr(key.check, "choices", None)
+    if key.kind is bool:
+        annotation: Any = bool | None
+        declared = f"{flag}/--no-{flag[2:]}"
+        metavar = None
+    elif key.sequence and key.meta["repeat"]:
+        annotation, declared = list[str] | None, flag
+        metavar = key.meta["metavar"] or "TEXT"
+    elif key.sequence:
+        annotation, declared = str | None, flag
+        item = {int: "N", float: "X", str: "TEXT"}[key.kind]
+        metavar = key.meta["metavar"] or f"{item}1,{item}2,..."
+    else:
+        annotation, declared = key.kind | None, flag
+        metavar = key.meta["metavar"] or (
+            "|".join(choices) if choices else {int: "INTEGER", float: "FLOAT"}.get(key.kind, "TEXT")
+        )
+    option = typer.Option(
+        None,
+        declared,
+        help=key.help,
+        show_default=_shown(key, get(options.defaults, key)),
+        metavar=metavar,
+        rich_help_panel=options.panel,
+        callback=given_once,
+    )
+    return inspect.Parameter(
+        options.parameter(name), inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
+    )
+
+
+def _typed(key: Key, value: Any) -> Any:
+    """A comma-separated option's text as the list it stands for (a wrong item is left for the check to name)."""
+    if not (key.sequence and isinstance(value, str)):
+        return value
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    convert = {int: int, float: float}.get(key.kind)
+    try:
+        return [convert(item) for item in items] if convert else items
+    except ValueError:
+        return value  # not numbers: the key's type check names the option and the text
+
+
+def given(options: Options, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``{key: value}`` of the options typed on the command line among a command's ``arguments``."""
+    out = {}
+    for name, key in options.keys.items():
+        value = arguments.get(options.parameter(name))
+        if value is not None:
+            out[name] = _typed(key, value)
+    return out
+
+
+def settings_from(options: Options, arguments: Mapping[str, Any]) -> Any:
+    """The settings the command runs with: ``options.defaults`` with the options typed on top, each checked."""
+    return build(options.cls, [Layer(given(options, arguments), where="", label=options.label)], base=options.defaults)
+
+
+def with_settings(*groups: Options) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add the options of ``groups`` to a typer command function, which takes them as ``**options`` beside its
+    own arguments (read them with :func:`given` / :func:`settings_from`)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        hints = typing.get_type_hints(command)  # in the command's module: its annotations may be strings
+        own = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation))
+            for p in inspect.signature(command).parameters.values()
+            if p.kind is not inspect.Parameter.VAR_KEYWORD
+        ]
+        generated = [_option(options, name, key) for options in groups for name, key in options.keys.items()]
+        names = [p.name for p in own + generated]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise TypeError(f"{command.__name__}: generated options clash with its own: {', '.join(duplicated)}")
+
+        @functools.wraps(command)
+        def wrapper(**arguments: Any) -> Any:
+            return command(**arguments)
+
+        parameters = own + generated
+        wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        del wrapper.__wrapped__  # typer reads the signature above, not the undecorated function's
+        return wrapper
+
+    return decorate
+
+
+def flags(groups: Sequence[Options]) -> dict[tuple[str, str], str]:
+    """``{(table, key): --option}`` of ``groups`` (``""``: the top-level table of an unprefixed group)."""
+    return {(options.prefix, name): options.flag(name) for options in groups for name in options.keys}

@@ -1,0 +1,221 @@
+"""Every trainer's settings, each declared once (default, help, check) with :mod:`jtcse.schema`.
+
+* :class:`TrainingSettings`: how long and how any stage trains, and which model it keeps (``checkpoint``).
+* :class:`WarmupSettings` (``jtcse simcse``, the pipeline's ``[warmup]``), :class:`TwinSettings` (``jtcse train``,
+  ``[twin]``) and :class:`DistillSettings` (``jtcse distill``, ``[distill]``): a trainer's own values on top of its
+  :class:`TrainingSettings`, whose defaults are that trainer's CPU recipe (measured on the embedded MiniLM in
+  ``evaluation/DEFAULTS.md``). The paper's settings are in ``models/*/recipe.toml``.
+
+The command-line options of ``jtcse simcse``, ``train``, ``distill`` and ``pipeline``, the recipe reader and
+``jtcse pipeline --dump-recipe`` are generated from these declarations (``jtcse/commands/_settings.py``,
+``jtcse/training/recipe.py``). A trainer takes its settings object and/or keys as keywords
+(``train_twin(..., max_steps=100, cael_every=0)``: :func:`resolve`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jtcse.devices import PRECISIONS
+from jtcse.modeling.loading import POOLING
+from jtcse.schema import at_least, every, group, one_of, positive, replace_keys, setting, validate
+
+PRECISION = one_of(*PRECISIONS)
+"""The one check of a precision name (:mod:`jtcse.devices`' list)."""
+CHECKPOINTS = ("last", "best-dev")
+"""Which model a stage keeps: its last step, or the checkpoint with the best dev-file Spearman."""
+OBJECTIVES = ("mse", "mse-normalized", "cosine", "similarity")
+"""Distillation objectives (:mod:`jtcse.training.distill`)."""
+MIN_BATCH_SIZE = 2
+"""In-batch negatives need a second row; the twin's cross-tower terms pair rows across the batch."""
+MIN_SEQ_LENGTH = 4
+"""Room for the special tokens and at least two word pieces."""
+
+
+def _steps(value: int) -> str | None:
+    return None if value == -1 or value >= 1 else "must be a positive step count or -1 (train by epochs)"
+
+
+def _below_one(value: float) -> str | None:
+    return None if 0 <= value < 1 else "must be in [0, 1)"
+
+
+def _regularizer(spec: str) -> str | None:
+    from jtcse.losses.registry import parse_regularizer_spec
+
+    try:
+        parse_regularizer_spec(spec)
+    except ValueError as err:
+        return f"is not a regulariser spec ({err})"
+    return None
+
+
+def _regularizer_help() -> str:
+    from jtcse.losses.registry import regularizer_help
+
+    return regularizer_help()
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """How long and how a stage trains, and which model it keeps; checked once, the same way for every stage."""
+
+    max_steps: int = setting(-1, "Stop after this many optimizer steps (-1: run the epochs).", check=_steps)
+    epochs: float = setting(1.0, "Passes over the data (when max_steps is -1).", check=positive)
+    learning_rate: float = setting(5e-5, "AdamW learning rate.", check=positive)
+    batch_size: int = setting(
+        64, "Sentences per batch (each one's in-batch negatives are the others).", check=at_least(MIN_BATCH_SIZE)
+    )
+    max_seq_length: int = setting(
+        64, "Tokens per sentence in training; longer ones are truncated.", check=at_least(MIN_SEQ_LENGTH)
+    )
+    warmup_ratio: float = setting(0.0, "Share of the steps over which the learning rate warms up.", check=_below_one)
+    eval_steps: int = setting(
+        100, "Checkpoint, and score the dev file when one is given, every N steps.", check=at_least(1)
+    )
+    checkpoint: str = setting(
+        "last",
+        "Which model the run keeps: last (its last step; a dev file is only reported) or best-dev (the "
+        "checkpoint with the best dev-file Spearman, scored every eval_steps: the papers' protocol; needs a "
+        "dev file).",
+        check=one_of(*CHECKPOINTS),
+    )
+    save_steps: int | None = setting(
+        None, "Checkpoint every N steps without a dev file.", check=at_least(1), unset="every eval_steps"
+    )
+    logging_steps: int | None = setting(
+        50, "Log the training loss every N steps.", check=at_least(1), unset="about ten times a run"
+    )
+    seed: int = setting(42, "Random seed (data order, dropout).")
+    precision: str = setting(
+        "auto",
+        "auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16.",
+        check=PRECISION,
+    )
+    gradient_checkpointing: bool = setting(
+        False, "Recompute layer activations in the backward pass: less GPU memory for ~30% more compute."
+    )
+    keep_checkpoints: bool = setting(
+        False,
+        "Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run "
+        "further; by default they are deleted.",
+    )
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def best_dev(self) -> bool:
+        return self.checkpoint == "best-dev"
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings a resumed (or rerun) run must share with the run it continues (lengths may grow)."""
+        keys = ("batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "eval_steps",
+                "warmup_ratio", "checkpoint")  # fmt: skip
+        return {key: getattr(self, key) for key in keys}
+
+
+@dataclass(frozen=True)
+class ContrastiveSettings:
+    """The in-batch contrastive loss of a warm-up or a twin: its temperature, token-level terms added to it,
+    negatives across devices and GradCache."""
+
+    temperature: float = setting(0.05, "InfoNCE temperature τ (scale 1/τ).", check=positive)
+    regularizers: tuple[str, ...] = setting(
+        (), _regularizer_help, check=every(_regularizer, non_empty=False), flag="regularizer", repeat=True,
+        metavar="SPEC",
+    )  # fmt: skip
+    gather_across_devices: bool = setting(
+        False,
+        "Under torchrun / accelerate launch: score every rank's sentences against the candidates of all ranks, "
+        "so the in-batch negatives come from the global batch (world size × batch size).",
+    )
+    mini_batch_size: int | None = setting(
+        None,
+        "GradCache: the contrastive loss over the whole batch, embedding only N sentences at a time (memory of "
+        "a batch of N, one extra forward pass; same result). Not with regularizers.",
+        check=at_least(1),
+        unset="no GradCache",
+    )
+
+    def __post_init__(self) -> None:
+        from jtcse.losses.registry import check_mini_batch_size
+
+        validate(self)
+        check_mini_batch_size(self.mini_batch_size, self.regularizers)
+
+
+@dataclass(frozen=True)
+class WarmupSettings:
+    """A SimCSE warm-up of one tower (``jtcse simcse``; the pipeline's ``[warmup]``): one pass of SimCSE's
+    unsupervised recipe at MiniLM scale by default."""
+
+    training: TrainingSettings = group(
+        TrainingSettings(batch_size=32, max_seq_length=32, learning_rate=3e-5, eval_steps=125)
+    )
+    loss: ContrastiveSettings = group(ContrastiveSettings())
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclass(frozen=True)
+class TwinSettings:
+    """A JTCSE twin (``jtcse train``; the pipeline's ``[twin]``). By default 100 steps at lr 1e-5: on
+    pre-trained towers the setting that measured least harmful on the selection split (higher rates move them
+    away from what they knew). The paper's (batch 64, length 64, lr 1.3e-6, one epoch) are in
+    ``models/jtcse-bert-base/recipe.toml``."""
+
+    training: TrainingSettings = group(
+        TrainingSettings(
+            batch_size=16, max_seq_length=32, learning_rate=1e-5, max_steps=100, logging_steps=None, precision="fp32"
+        )  # fmt: skip
+    )
+    cael_every: int = setting(
+        2,
+        "A cross-attention encoder layer (CAEL) every k layers of the twin (k must divide the layer count; the "
+        "last layer is always one). 0 = no cross-attention (TNCSE).",
+        check=at_least(0),
+    )
+    nce_weight: float = setting(1.0, "Weight of InfoNCE inside each tower (0 = off).", check=at_least(0))
+    icnce_weight: float = setting(
+        1.0, "Weight of ICNCE between the towers (primitive and cross-attention stream; 0 = off).", check=at_least(0)
+    )
+    ictm_weight: float = setting(0.5, "Weight of the tensor-modulus term ICTM (0 = off).", check=at_least(0))
+    loss: ContrastiveSettings = group(ContrastiveSettings())
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    """A distillation (``jtcse distill``; the pipeline's ``[distill]``): two passes over the corpus by default,
+    better than one on the selection split."""
+
+    training: TrainingSettings = group(
+        TrainingSettings(batch_size=64, max_seq_length=32, learning_rate=2e-5, epochs=2, eval_steps=250)
+    )
+    objective: str = setting(
+        "similarity",
+        "Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, mse-normalized "
+        "or mse (vectors; a training-only projection when widths differ).",
+        check=one_of(*OBJECTIVES),
+    )
+    student_pooling: str | None = setting(
+        None, "Replace the student's pooling by cls or mean.", check=POOLING, unset="the student's own"
+    )
+    teacher_batch_size: int = setting(128, "Batch size of the one-off teacher encoding.", check=at_least(1))
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+def resolve(defaults: Any, settings: Any, keywords: dict[str, Any], caller: str) -> Any:
+    """A trainer's settings: ``settings`` (else ``defaults``; a bare :class:`TrainingSettings` replaces the
+    defaults' training part) with the keys given as ``keywords`` on top; an unknown keyword is a ``TypeError``
+    naming ``caller``."""
+    if isinstance(settings, TrainingSettings):
+        settings = replace(defaults, training=settings)
+    return replace_keys(settings if settings is not None else defaults, keywords, caller)
