@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import re
@@ -56,7 +57,7 @@ def every(check: Check, *, non_empty: bool = True) -> Check:
     def each(values: Sequence[Any]) -> str | None:
         if non_empty and not values:
             return "must not be empty"
-        return next((f"{problem} (item {v!r})" for v in values if (problem := check(v))), None)
+        return next((f"has {v!r}, which {problem}" for v in values if (problem := check(v))), None)
 
     return each
 
@@ -172,6 +173,7 @@ def _type_of(annotation: Any) -> tuple[type, bool, bool]:
     return annotation, optional, False
 
 
+@functools.cache
 def _fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
     hints = typing.get_type_hints(cls)
     return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
@@ -179,6 +181,11 @@ def _fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
 
 def keys(cls: type, exclude: Sequence[str] = ()) -> dict[str, Key]:
     """The settable keys of ``cls`` in declaration order, groups flattened, sections left out."""
+    return dict(_keys(cls, tuple(exclude)))
+
+
+@functools.cache
+def _keys(cls: type, exclude: tuple[str, ...]) -> dict[str, Key]:
     out: dict[str, Key] = {}
     for field, annotation in _fields(cls):
         role, meta = _role(field)
@@ -207,20 +214,25 @@ def get(instance: Any, key: Key) -> Any:
 def validate(instance: Any) -> None:
     """Check each of ``instance``'s own values (its groups and sections check themselves), and store each as
     :meth:`Key.coerce` says (a whole number given for a float key is a float)."""
-    for field, annotation in _fields(type(instance)):
-        role, meta = _role(field)
-        if role == "setting":
-            kind, optional, sequence = _type_of(annotation)
-            key = Key(meta["key"] or field.name, (field.name,), kind, optional, sequence, field.default, meta)
-            value = getattr(instance, field.name)
-            check_value_of(key, value, key.name)
-            object.__setattr__(instance, field.name, key.coerce(value))  # frozen: set once, while constructing
+    for key in _own_keys(type(instance)):
+        value = getattr(instance, key.path[0])
+        check_value_of(key, value, key.name)
+        object.__setattr__(instance, key.path[0], key.coerce(value))  # frozen: set once, while constructing
+
+
+@functools.cache
+def _own_keys(cls: type) -> tuple[Key, ...]:
+    """The keys of ``cls``'s own fields (not of its groups)."""
+    return tuple(key for key in _keys(cls, ()).values() if len(key.path) == 1)
 
 
 def check_value_of(key: Key, value: Any, label: str) -> None:
+    """A ``JTCSEError`` ``"{label} {problem}, not {value!r}."`` when ``value`` does not fit ``key`` (a list whose
+    items fit names the item that does not instead of the whole list)."""
     problem = key.problem(value)
     if problem:
-        raise JTCSEError(f"{label} {problem}, not {value!r}.")
+        item_named = key.sequence and problem.startswith("has ")
+        raise JTCSEError(f"{label} {problem}." if item_named else f"{label} {problem}, not {value!r}.")
 
 
 def replace_keys(

@@ -225,7 +225,8 @@ def test_trainers_check_device_and_precision_before_loading_anything(tmp_path):
         lambda: distill(missing, missing, None, tmp_path / "student", precision="fp16", device="cpu"),
         lambda: run_pipeline(
             tmp_path / "pipeline",
-            PipelineConfig.from_values({"tower_a": missing, "precision": "fp16", "device": "cpu"}),
+            PipelineConfig.from_values({"tower_a": missing, "precision": "fp16"}),
+            device="cpu",
         ),
     ]
     for call in calls:

@@ -205,6 +205,7 @@ SUMMARY_KEYS = {
     "stage",
     "output_dir",
     "saved_model",
+    "saved_step",
     "model",
     "data",
     "loss",
@@ -230,8 +231,9 @@ SUMMARY_KEYS = {
 
 @pytest.mark.slow
 def test_checkpoint_policy_best_and_last_while_training_then_deleted_unless_kept(tiny_bert, tmp_path, shared_data):
-    """While training the trainer holds the best checkpoint by dev Spearman and the last one; after the
-    final save they are deleted, unless ``keep_checkpoints``. Every stage writes one summary schema."""
+    """With ``checkpoint="best-dev"`` the trainer holds the best checkpoint by dev Spearman and the last one while
+    training, and saves the best; after the final save they are deleted, unless ``keep_checkpoints``. Every stage
+    writes one summary schema."""
     from transformers import TrainerCallback
 
     from jtcse.training.simcse import train_simcse
@@ -248,7 +250,8 @@ def test_checkpoint_policy_best_and_last_while_training_then_deleted_unless_kept
             seen.append((state.global_step, ckpts, best))
 
     sentences = [f"sentence number {i} about topic {i % 5}" for i in range(32)]
-    settings = dict(dev_file=dev, batch_size=8, max_steps=8, eval_steps=2, learning_rate=1e-3, max_seq_length=16)
+    settings = dict(dev_file=dev, batch_size=8, max_steps=8, eval_steps=2, learning_rate=1e-3, max_seq_length=16,
+                    checkpoint="best-dev")  # fmt: skip
     kept = train_simcse(tiny_bert, sentences, tmp_path / "kept", keep_checkpoints=True, callbacks=[Watch()], **settings)
     for step, ckpts, best in seen:
         assert len(ckpts) <= 2, (step, ckpts)  # never more than the best and the last
@@ -260,6 +263,7 @@ def test_checkpoint_policy_best_and_last_while_training_then_deleted_unless_kept
     assert kept["checkpoints"] == str(tmp_path / "kept" / "checkpoints")
     assert set(kept) == SUMMARY_KEYS and kept["schema_version"] == SCHEMA_VERSION
     assert kept["final_dev_spearman"] == pytest.approx(kept["best_dev_spearman"], abs=1e-6)
+    assert kept["saved_step"] == kept["best_step"] and kept["saved_model"] == "best checkpoint by dev Spearman"
 
     dropped = train_simcse(tiny_bert, sentences, tmp_path / "dropped", **settings)
     assert dropped["checkpoints"] is None and not (tmp_path / "dropped" / "checkpoints").exists()

@@ -92,7 +92,7 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny_bert, tiny_ber
         max_seq_length=24,
         learning_rate=5e-5,
         eval_steps=2,
-        cael_every=None,
+        cael_every=0,
         show_progress=False,
         plot=False,
     )

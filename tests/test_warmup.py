@@ -204,25 +204,24 @@ def test_warmup_with_rtt_pairs_uses_paraphrases_as_positives(spread_bert, tmp_pa
 
 
 @pytest.mark.slow
-def test_dev_file_keeps_the_best_checkpoint(tiny_bert, tmp_path, shared_data):
+def test_the_checkpoint_setting_says_which_model_is_kept(tiny_bert, tmp_path, shared_data):
+    """With a dev file, checkpoint best-dev keeps the checkpoint with the best dev Spearman; the default (last) keeps
+    the last step and only reports the dev file."""
     dev = tmp_path / "dev.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:60]
     dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    summary = train_simcse(
-        tiny_bert,
-        default_corpus_sentences(limit=64),
-        tmp_path / "tower",
-        dev_file=dev,
-        batch_size=16,
-        max_steps=6,
-        eval_steps=2,
-        learning_rate=1e-3,
-    )
-    by_step = summary["dev_spearman_by_step"]
+    settings = dict(dev_file=dev, batch_size=16, max_steps=6, eval_steps=2, learning_rate=1e-3)
+    sentences = default_corpus_sentences(limit=64)
+    best = train_simcse(tiny_bert, sentences, tmp_path / "best", checkpoint="best-dev", **settings)
+    by_step = best["dev_spearman_by_step"]
     assert sorted(by_step) == [2, 4, 6]
-    assert summary["best_dev_spearman"] == max(by_step.values())
+    assert best["best_dev_spearman"] == max(by_step.values()) and best["saved_step"] == best["best_step"]
     # the saved model is the best checkpoint, not the last one
-    assert summary["final_dev_spearman"] == pytest.approx(summary["best_dev_spearman"], abs=1e-6)
+    assert best["final_dev_spearman"] == pytest.approx(best["best_dev_spearman"], abs=1e-6)
+    last = train_simcse(tiny_bert, sentences, tmp_path / "last", **settings)
+    assert last["dev_spearman_by_step"] == by_step  # the same run, scored alike
+    assert last["saved_model"] == "last step" and last["saved_step"] == 6
+    assert last["final_dev_spearman"] == pytest.approx(by_step[6], abs=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -298,7 +297,8 @@ def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
     result = invoke_cli("simcse", "-o", tmp_path / "out", "--regularizer", "dispersion:wieght=1")
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "Error: regulariser 'dispersion' has no option 'wieght'; options: weight, temperature, variant, layers, norm_weight"
+        "Error: --regularizer has 'dispersion:wieght=1', which is not a regulariser spec it can use: regulariser "
+        "'dispersion' has no option 'wieght'; options: weight, temperature, variant, layers, norm_weight."
     )
     assert not (tmp_path / "out").exists()  # refused before anything was written
 

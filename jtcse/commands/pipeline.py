@@ -123,6 +123,7 @@ def pipeline(
         show_default="each stage's own",
         help="Batch size of every trained stage whose --STAGE-batch-size is not given.",
     ),  # fmt: skip
+    device: str | None = opts.device_option(),
     eval_steps: int | None = typer.Option(
         None,
         "--eval-steps",
@@ -150,7 +151,7 @@ def pipeline(
         return
     if output is None:
         raise JTCSEError("give the folder to run in: -o/--output OUT (or --dump-recipe to print the settings).")
-    result = run_pipeline(output, config, recipe=record)
+    result = run_pipeline(output, config, device=device, recipe=record)
     typer.echo(format_table(result["table"]))
     typer.echo(f"Summary: {output / 'pipeline_summary.md'} and {output / 'pipeline_summary.json'}")
 

@@ -97,12 +97,11 @@ def build_training_args(
     )
     if use_no_duplicates_sampler:
         kwargs["batch_sampler"] = BatchSamplers.NO_DUPLICATES
+    kwargs["eval_strategy"] = "steps" if has_dev else "no"
     if has_dev:
-        kwargs.update(eval_strategy="steps", eval_steps=eval_steps)
+        kwargs["eval_steps"] = eval_steps
     if has_dev and keep_best:
         kwargs.update(load_best_model_at_end=True, metric_for_best_model=DEV_METRIC, greater_is_better=True)
-    else:
-        kwargs.update(eval_strategy="no")
     if device == "cpu" and (kwargs["bf16"] or torch.cuda.is_available()):
         kwargs["use_cpu"] = (
             True  # transformers runs bf16 autocast on the CPU, or ignores a visible GPU, only when told so

@@ -51,7 +51,7 @@ def _warmup(which: str) -> Callable[[PipelineRun, Path], dict]:
         c = r.config
         tower, pairs = (c.tower_a, c.pairs_a) if which == "a" else (c.tower_b, c.pairs_b)
         seed = c.seed if which == "a" else c.seed + 1
-        return train_simcse(tower, c.corpus, folder, pairs_file=pairs, pooling=c.pooling, device=c.device,
+        return train_simcse(tower, c.corpus, folder, pairs_file=pairs, pooling=c.pooling, device=r.device,
                             settings=r.settings(c.warmup, seed), dev_file=r.dev_for(c.warmup))  # fmt: skip
 
     return run
@@ -65,7 +65,7 @@ def _probe(r: PipelineRun, folder: Path) -> dict:
     for lr in r.config.probe.learning_rates:
         lr_folder = folder / f"lr_{lr:g}"
         r.train_twin_into(lr_folder, learning_rate=lr, max_steps=r.config.probe.max_steps, plot=False)
-        scores[f"{lr:g}"] = cosine_spearman(load_model(lr_folder, role="encode", device=r.config.device), r.selection)
+        scores[f"{lr:g}"] = cosine_spearman(load_model(lr_folder, role="encode", device=r.device), r.selection)
     best = max(r.config.probe.learning_rates, key=lambda lr: scores[f"{lr:g}"])
     return {"selection_spearman": scores, "learning_rate": best}
 
@@ -81,7 +81,7 @@ def _ensemble(r: PipelineRun, folder: Path) -> dict:
 
     weights, scores = r.weights, None
     if r.choose:  # the start at 1, the trained members at the one weight best on the selection file
-        weights, scores = choose_weights(r.member_sources, r.start_index, r.selection, device=r.config.device,
+        weights, scores = choose_weights(r.member_sources, r.start_index, r.selection, device=r.device,
                                          combine=r.config.ensemble.combine)  # fmt: skip
     # a folder without a finished record is left from an interrupted save: replaced
     model = save_ensemble(r.member_sources, folder, combine=r.config.ensemble.combine, weights=weights, overwrite=True)
@@ -92,7 +92,7 @@ def _ensemble(r: PipelineRun, folder: Path) -> dict:
 
 def _distill(r: PipelineRun, folder: Path) -> dict:
     c = r.config
-    return distill(str(r.teacher), r.student, c.corpus, folder, device=c.device, dev_file=r.dev_for(c.distill),
+    return distill(str(r.teacher), r.student, c.corpus, folder, device=r.device, dev_file=r.dev_for(c.distill),
                    settings=r.settings(c.distill, c.seed))  # fmt: skip
 
 
@@ -101,7 +101,7 @@ def _eval(r: PipelineRun, folder: Path) -> dict:
     from jtcse.training.pipeline_report import dev_scores
 
     models = {**r.starting, **{name: r.path(name) for name in r.evaluated}}
-    genres = dev_scores(r.config.dev_file, models, r.config.device)
+    genres = dev_scores(r.config.dev_file, models, r.device)
     return {"dev_file": r.config.dev_file, "dev_spearman": {label: g[ALL_GENRES] for label, g in genres.items()},
             "dev_spearman_by_genre": {label: {k: v for k, v in g.items() if k != ALL_GENRES}
                                       for label, g in genres.items()}}  # fmt: skip
@@ -228,7 +228,6 @@ class PipelineConfig:
     )  # fmt: skip
     pooling: str | None = setting(None, TOWER_POOLING_HELP, check=POOLING, unset=TOWER_POOLING_UNSET)
     seed: int = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")
-    device: str | None = setting(None, "torch device of every stage: cpu, cuda, mps.", unset="the best here")
     precision: str | None = setting(None, "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
                                     check=PRECISION, unset="each stage's own")  # fmt: skip
     until: str = setting("eval", f"Last stage to run: {', '.join(UNTIL)}.", check=one_of(*UNTIL))
@@ -263,17 +262,19 @@ def is_sentence_encoder(source) -> bool:
 
 class PipelineRun:
     """One run's decisions, all made before anything is written: which stages run (the twin? an ensemble?),
-    the ensemble's members and weights, the files the stages read (a file no stage reads is not required)."""
+    the ensemble's members and weights, the files the stages read (a file no stage reads is not required).
+    ``device``: where every stage trains and evaluates (``None``: the best here), checked with each stage's
+    precision first; where a run happens is not one of its settings."""
 
-    def __init__(self, output_dir: str | Path, config: PipelineConfig):
+    def __init__(self, output_dir: str | Path, config: PipelineConfig, device: str | None = None):
         from jtcse.modeling.loading import describe_source
         from jtcse.training.pipeline_report import starting_models
         from jtcse.training.stage import training_device
 
         c = self.config = config
-        self.output_dir = Path(output_dir)
+        self.output_dir, self.device = Path(output_dir), device
         for trained_with in (c.warmup, c.twin, c.distill):  # a device or precision this machine lacks: first
-            training_device(c.device, c.precision or trained_with.training.precision)
+            training_device(device, c.precision or trained_with.training.precision)
         encoder_start = is_sentence_encoder(c.tower_a)
         with_start = c.ensemble.enabled if c.ensemble.enabled is not None else not c.ensemble.models and encoder_start
         self.twin = c.twin.enabled if c.twin.enabled is not None else not (encoder_start and with_start)
@@ -355,7 +356,7 @@ class PipelineRun:
         c = self.config
         towers = [str(self.path("warmup_a")), str(self.path("warmup_b"))]
         settings = self.settings(c.twin, c.seed)
-        return train_twin(*towers, c.corpus, folder, pooling=c.pooling, device=c.device, dev_file=self.dev_for(c.twin),
+        return train_twin(*towers, c.corpus, folder, pooling=c.pooling, device=self.device, dev_file=self.dev_for(c.twin),
                           settings=settings, **keys)  # fmt: skip
 
     def record(self, stage: Stage) -> dict[str, Any]:
@@ -414,14 +415,21 @@ def _last_index(available: list[Stage], until: str, run: PipelineRun) -> int:
 
 
 @locks_output("output_dir")  # one pipeline per folder; each stage's trainer also locks its own folder
-def run_pipeline(output_dir: str | Path, config: PipelineConfig | None = None, *, recipe: dict | None = None) -> dict:
+def run_pipeline(
+    output_dir: str | Path,
+    config: PipelineConfig | None = None,
+    *,
+    device: str | None = None,
+    recipe: dict | None = None,
+) -> dict:
     """Run (or finish) the pipeline of ``config`` (default: every default) in ``output_dir``, each stage of
-    :data:`STAGES` in turn up to ``config.until``; every check that needs no training comes first. ``recipe``:
+    :data:`STAGES` in turn up to ``config.until``, on ``device`` (``None``: the best here); every check that needs no
+    training comes first. ``recipe``:
     where the settings came from (``jtcse pipeline --recipe``), recorded as it is. Returns the summary, also
     written as ``pipeline_summary.json`` and ``.md``."""
     from jtcse.training.pipeline_report import format_table, summary_table
 
-    run = PipelineRun(output_dir, config or PipelineConfig())
+    run = PipelineRun(output_dir, config or PipelineConfig(), device)
     run.output_dir.mkdir(parents=True, exist_ok=True)
     rows = [run.execute(stage) for stage in run.stages]
     table = summary_table(rows, run.starting, run.summaries.get("eval", {}))

@@ -33,6 +33,10 @@ TRAINER_STATE_FILE = "trainer_state.json"
 """Written last into a trainer checkpoint (``Trainer._save_checkpoint``): its presence marks a complete one."""
 LENGTH_KEYS = ("max_steps", "epochs")
 """Settings that may change when a run resumes: they only say how long to train."""
+LAUNCH_KEYS = ("world_size",)
+"""How a run was launched, not what it trained (its batch per process and gathering are settings of their own):
+a finished run is judged without them, so a stage trained under torchrun counts as done for one process that
+asks for the same settings; a run is only resumed by as many processes as wrote its checkpoints."""
 
 
 def checkpoints_dir(output_dir: str | Path) -> Path:
@@ -150,12 +154,13 @@ def finished_run(
     run also saved a model there."""
     config = _as_recorded(config)
     finished = finished_summary(output_dir) if model else _summary(output_dir)
-    if finished is None or finished.get("config") == config:
+    recorded = (finished or {}).get("config") or {}
+    if finished is None or not _differences(recorded, config, LAUNCH_KEYS):
         return finished
     if rerun:
         return None
     raise JTCSEError(
-        f"{output_dir} finished with other settings ({describe_changes(finished.get('config') or {}, config)}); "
+        f"{output_dir} finished with other settings ({describe_changes(recorded, config, LAUNCH_KEYS)}); "
         "remove that folder to run it again, or use another -o/--output."
     )
 
@@ -198,11 +203,11 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
         if checkpoint is not None:
             return _resume_plan(output_dir, config, checkpoint, state, tuple(partial), finished)
     if finished is not None and not overwrite:
-        changed = _differences(finished.get("config") or {}, config)
+        changed = _differences(finished.get("config") or {}, config, LAUNCH_KEYS)
         if changed and not set(changed) - set(LENGTH_KEYS):
             why = "its checkpoints were deleted, so it cannot train further (keep them with --keep-checkpoints)"
         else:
-            why = f"with other settings ({describe_changes(finished.get('config') or {}, config)})"
+            why = f"with other settings ({describe_changes(finished.get('config') or {}, config, LAUNCH_KEYS)})"
         raise JTCSEError(
             f"{output_dir} already holds a finished run, {why}. Choose another -o/--output, or pass --overwrite "
             "to replace it (the old model stays until the new one is saved)."

@@ -47,7 +47,7 @@ def _regularizer(spec: str) -> str | None:
     try:
         parse_regularizer_spec(spec)
     except ValueError as err:
-        return f"is not a regulariser spec ({err})"
+        return f"is not a regulariser spec it can use: {err}"
     return None
 
 
