@@ -305,3 +305,17 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     lr = max((1e-5, 1e-3), key=lambda lr: probe["selection_spearman"][f"{lr:g}"])
     assert probe["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
     assert probed["stages"]["twin"]["model"]["pooling"] == "cls"  # the towers' own
+
+
+def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_tables():
+    """STAGES is the one list: --until takes its values, each settings table is one of its stages', and the
+    --help of the command lists each stage with its folder."""
+    from jtcse.commands.pipeline import HELP
+    from jtcse.schema import sections
+    from jtcse.training.pipeline import STAGES, UNTIL
+
+    assert UNTIL == ("warmup", "probe", "twin", "ensemble", "distill", "eval")
+    assert set(sections(PipelineConfig)) == {stage.until for stage in STAGES} - {"eval"}
+    assert [stage.folder for stage in STAGES] == ["tower_a", "tower_b", "probe", "twin", "ensemble", "distilled", "eval"]
+    for stage in STAGES:
+        assert f"{stage.name} ({stage.folder}/)" in HELP

@@ -267,20 +267,20 @@ class PipelineRun:
     precision first; where a run happens is not one of its settings."""
 
     def __init__(self, output_dir: str | Path, config: PipelineConfig, device: str | None = None):
-        from jtcse.modeling.loading import describe_source
+        from jtcse.modeling.loading import describe_source, resolve_source
         from jtcse.training.pipeline_report import starting_models
         from jtcse.training.stage import training_device
 
         c = self.config = config
         self.output_dir, self.device = Path(output_dir), device
-        for trained_with in (c.warmup, c.twin, c.distill):  # a device or precision this machine lacks: first
-            training_device(device, c.precision or trained_with.training.precision)
+        for stage_settings in (c.warmup, c.twin, c.distill):  # a device or precision this machine lacks: first
+            training_device(device, c.precision or stage_settings.training.precision)
         encoder_start = is_sentence_encoder(c.tower_a)
         with_start = c.ensemble.enabled if c.ensemble.enabled is not None else not c.ensemble.models and encoder_start
         self.twin = c.twin.enabled if c.twin.enabled is not None else not (encoder_start and with_start)
         trained = [self.path("twin")] if self.twin else [self.path("warmup_a"), self.path("warmup_b")]
         extra = ([c.tower_a] if with_start else []) + list(c.ensemble.models)
-        self.member_sources = [str(m) for m in trained] + extra if (extra or not self.twin) else []
+        self.member_sources = [*map(str, trained), *(str(resolve_source(m)) for m in extra)] if (extra or not self.twin) else []  # fmt: skip
         self.members = [*map(str, trained), *map(describe_source, extra)] if self.member_sources else []
         self.start_index = len(trained)
         self.choose = with_start and c.ensemble.weights is None and c.selection_file is not None
@@ -361,6 +361,7 @@ class PipelineRun:
 
     def record(self, stage: Stage) -> dict[str, Any]:
         """The settings a stage the pipeline records itself is compared on when rerun."""
+        from jtcse.modeling.loading import describe_source
         from jtcse.training.teacher_cache import model_fingerprint
 
         c = self.config
@@ -370,11 +371,12 @@ class PipelineRun:
             return {"selection_file": c.selection_file, "probe": to_mapping(c.probe), "twin": twin, "towers": warmups,
                     "corpus": c.corpus, "pooling": c.pooling, "seed": c.seed}  # fmt: skip
         if stage.name == "ensemble":
-            return {"members": [model_fingerprint(m, missing_ok=True) if m else None for m in self.member_sources],
+            return {"members": [model_fingerprint(m, missing_ok=True) for m in self.member_sources],
                     "weights": self.weights, "combine": c.ensemble.combine,
                     "selection_file": c.selection_file if self.choose else None}  # fmt: skip
         models = {name: model_fingerprint(self.path(name)) for name in self.evaluated}
-        return {"dev_file": c.dev_file, "models": models, "starting": [str(m) for m in self.starting.values()]}
+        starting = [describe_source(m) for m in self.starting.values()]
+        return {"dev_file": c.dev_file, "models": models, "starting": starting}
 
     def execute(self, stage: Stage) -> dict[str, Any]:
         """Run ``stage`` unless its folder holds a finished run of the same settings; its summary row."""
