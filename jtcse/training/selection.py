@@ -1,7 +1,7 @@
 """Choices made on a labelled *selection* file (e.g. STS-B train), never on the dev file that is reported.
 
 The pipeline's twin learning-rate probe and its ensemble weights are chosen here (``evaluation/DEFAULTS.md``
-measured the same rules with ``scripts/repro_default.py``).
+measured the same rules with ``evaluation/drivers/repro_default.py``).
 """
 
 from __future__ import annotations
