@@ -155,6 +155,11 @@ class TrainingGrid:
         rho = cosine_spearman(model, self.dev if pairs is None else pairs, batch_size=64)
         return float(rho), round(time.perf_counter() - started, 2)
 
+    def speed_sentences(self) -> list[str]:
+        """What a ``speed`` row encodes: the dev sentences, then the corpus, ``cfg["speed_sentences"]`` in all."""
+        lines = self.corpus.read_text(encoding="utf-8").splitlines()
+        return (self.dev.sentences1 + self.dev.sentences2 + lines)[: self.cfg["speed_sentences"]]
+
     # -- the warm-up towers every twin starts from --------------------------------------------------
     def tower_dir(self, seed: int) -> Path:
         return self.work / f"warmup_s{seed}"

@@ -2,10 +2,11 @@
 
 Every choice is made on the **selection split** (1,500 pairs of STS-B *train*, a fixed random sample, seed 0,
 the one :mod:`evaluation.drivers.repro_ucd` used, less the 3 of its pairs that STS-B dev repeats); STS-B dev is
-scored for every model and never used to choose. The corpus is the whole of ``wiki12k.txt``. Two rows to beat: the shipped MiniLM as shipped, and the same-budget
-control, plain unsupervised SimCSE of the shipped MiniLM keeping its own modules (mean pooling + Normalize,
-sentence-transformers' ``MultipleNegativesRankingLoss`` on (s, s) pairs, batch 32, length 32, lr 3e-5, one
-pass) -- which is exactly ``train_simcse`` keeping the model's pooling, i.e. the recipe's own warm-up W_s.
+scored for every model and never used to choose. The corpus is the whole of ``wiki12k.txt``. Two rows to beat:
+the shipped MiniLM as shipped, and the same-budget control, plain unsupervised SimCSE of the shipped MiniLM keeping
+its own modules (mean pooling + Normalize, sentence-transformers' ``MultipleNegativesRankingLoss`` on (s, s) pairs,
+batch 32, length 32, lr 3e-5, one pass) -- which is exactly ``train_simcse`` keeping the model's pooling, i.e. the
+recipe's own warm-up W_s.
 
 Stages (``--stages``, in this order; each row is written to ``<work>/results/<row>.json`` as soon as it
 exists, each model's pair cosines to ``<work>/cos/``, and a rerun skips finished rows and resumes
@@ -258,9 +259,7 @@ class DefaultsRunner(TwinStages):
             return
         kind = self.teacher_kind()
         student = self.work / f"ucd_{kind}_e{self.distill_epochs(kind):g}_s{self.cfg['seeds'][0]}"
-        lines = self.corpus.read_text(encoding="utf-8").splitlines()
-        sentences = (self.dev.sentences1 + self.dev.sentences2 + lines)[: self.cfg["speed_sentences"]]
-        self.save("speed", speed_record(student, "student", sentences, self.cfg["eval_max_seq_length"]))
+        self.save("speed", speed_record(student, "student", self.speed_sentences(), self.cfg["eval_max_seq_length"]))
 
 
 def main() -> None:

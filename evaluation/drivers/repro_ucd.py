@@ -265,9 +265,7 @@ class UCDRunner(TrainingGrid):
         if self.done("speed"):
             return
         student = self.work / f"ucd_{self.best_objective()}_s{self.cfg['seeds'][0]}"
-        lines = self.corpus.read_text(encoding="utf-8").splitlines()
-        sentences = (self.dev.sentences1 + self.dev.sentences2 + lines)[: self.cfg["speed_sentences"]]
-        self.save("speed", speed_record(student, "ucd", sentences, self.cfg["eval_max_seq_length"]))
+        self.save("speed", speed_record(student, "ucd", self.speed_sentences(), self.cfg["eval_max_seq_length"]))
 
 
 def main() -> None:
