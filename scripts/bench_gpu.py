@@ -3,9 +3,9 @@
 GradCache batch that fits.
 
 * ``train``: one JTCSE step without CAEL (TNCSE) and with k=2, each against two SimCSE steps on the same
-  tower, batch and length (``scripts/bench_train.py``'s steps: forward under autocast, backward, AdamW),
-  at every precision the device runs (fp32, bf16, and fp16 on CUDA). Target on a GPU (issue 21): TNCSE step
-  <= 1.1 x two SimCSE steps.
+  tower, batch and length (``scripts/bench_train.py``'s steps, ``jtcse.testing.train_steps``: forward under
+  autocast, backward, AdamW), at every precision the device runs (fp32, bf16, and fp16 on CUDA). Target on a
+  GPU (issue 21): TNCSE step <= 1.1 x two SimCSE steps.
 * ``encode``: sentences/s of ``model.encode`` in fp32, under bf16 (and fp16) autocast, and with the weights
   cast to bf16 (and fp16); the lowest cosine to the fp32 embeddings says what the speed costs. Target on a
   GPU: bf16 >= 2 x fp32.
@@ -34,7 +34,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_train: the step builders
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TARGETS = {"jtcse_no_cael / two_simcse_steps": 1.1, "bf16_autocast / fp32 encode": 2.0}
@@ -66,7 +65,7 @@ def _precisions(wanted: str | None, device: str) -> list[str]:
 
 
 def bench_train(args, tower: str, precisions: list[str]) -> dict:
-    from bench_train import make_steps, step_ratios, time_rounds
+    from jtcse.testing.train_steps import make_steps, step_ratios, time_rounds
 
     sentences = _sentences(args.batch_size)
     out = {}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,10 +29,7 @@ def main() -> None:
     from jtcse.rtt.cache import TranslationCache
     from jtcse.rtt.googletrans_backend import GoogletransTranslator
     from jtcse.rtt.runner import run_rtt
-
-    # The stand-in server is a test helper (tests/helpers/), not part of the package.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from helpers.stub_server import StubTranslateServer, make_self_signed_cert
+    from jtcse.testing.translate_stub import StubTranslateServer, make_self_signed_cert
 
     if Path(args.corpus).is_file():
         lines = [s.strip() for s in Path(args.corpus).read_text("utf-8").splitlines() if s.strip()]

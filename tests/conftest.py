@@ -111,7 +111,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def stub_cert(tmp_path_factory) -> tuple[str, str]:
     """A throw-away certificate/key pair for the stand-in server."""
-    from helpers.stub_server import make_self_signed_cert
+    from jtcse.testing.translate_stub import make_self_signed_cert
 
     return make_self_signed_cert(tmp_path_factory.mktemp("tls"))
 
@@ -119,7 +119,7 @@ def stub_cert(tmp_path_factory) -> tuple[str, str]:
 @pytest.fixture
 def stub(stub_cert):
     """A fresh stand-in server per test (its request log is the test's), no added latency."""
-    from helpers.stub_server import StubTranslateServer
+    from jtcse.testing.translate_stub import StubTranslateServer
 
     with StubTranslateServer(*stub_cert) as server:
         yield server

@@ -1,8 +1,10 @@
 """The house rules of docs/architecture.md, checked: the import-linter contracts in pyproject.toml (floors,
-no circle but the documented one), no module over 500 lines, no catch-all module names."""
+no circle but the documented one), no module over 500 lines, no catch-all module names, and scripts and
+reproduction drivers that import jtcse and their own package only (no script imports another, nor tests/)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "jtcse"
+SCRIPTS = REPO / "scripts"
+DRIVERS = REPO / "evaluation" / "drivers"
 MAX_LINES = 500
 CATCH_ALL_NAMES = {"common", "utils", "util", "helpers", "misc"}
 
@@ -42,7 +46,7 @@ def test_the_circle_contract_catches_the_documented_circle_when_it_is_not_excuse
 
 
 def test_no_module_is_over_500_lines_or_named_for_no_concern():
-    modules = sorted(PACKAGE.rglob("*.py"))
+    modules = sorted([*PACKAGE.rglob("*.py"), *SCRIPTS.glob("*.py"), *DRIVERS.glob("*.py")])
     too_long = {
         str(p.relative_to(REPO)): n
         for p in modules
@@ -51,3 +55,24 @@ def test_no_module_is_over_500_lines_or_named_for_no_concern():
     assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
     catch_all = [str(p.relative_to(REPO)) for p in PACKAGE.rglob("*") if p.stem in CATCH_ALL_NAMES]
     assert not catch_all, f"modules or packages named for no concern: {catch_all}"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The top-level names of every module ``path`` imports (absolute imports, at any depth)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module and not node.level
+    }
+    return {name.split(".")[0] for name in names}
+
+
+def test_no_script_or_driver_imports_a_script_or_the_tests():
+    """Scripts and drivers share code through jtcse or the drivers' package, never through ``sys.path``."""
+    scripts = {p.stem for p in SCRIPTS.glob("*.py")}
+    test_modules = {"helpers", "conftest", "tests"}
+    for path in sorted([*SCRIPTS.glob("*.py"), *DRIVERS.glob("*.py")]):
+        wrong = _imported_modules(path) & (scripts | test_modules)
+        assert not wrong, f"{path.relative_to(REPO)} imports {sorted(wrong)}"
+    for path in DRIVERS.glob("*.py"):
+        assert "sys.path" not in path.read_text(encoding="utf-8"), f"{path.relative_to(REPO)} edits sys.path"

@@ -20,13 +20,13 @@ from helpers.cli import invoke_cli, one_error_line, run_cli, run_python, start_c
 from helpers.files import snapshot
 from helpers.rtt import google
 from helpers.shared import built_once
-from helpers.stub_server import StubTranslateServer, fake_translate
 
 from jtcse.locking import lock_path_for
 from jtcse.rtt.cache import TranslationCache
 from jtcse.rtt.pairs import read_pairs
 from jtcse.rtt.runner import run_rtt
 from jtcse.search.encode import meta_path_for, rows_path_for
+from jtcse.testing.translate_stub import StubTranslateServer, fake_translate
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 

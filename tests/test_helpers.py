@@ -159,5 +159,6 @@ def test_plain_tests_are_not_marked_network_stub(request):
     assert request.node.get_closest_marker("network_stub") is None
 
 
-def test_the_stand_in_server_is_not_part_of_the_package():
+def test_the_stand_in_server_lives_with_the_test_tools_not_the_rtt_backends():
     assert importlib.util.find_spec("jtcse.rtt.stub_server") is None
+    assert importlib.util.find_spec("jtcse.testing.translate_stub") is not None

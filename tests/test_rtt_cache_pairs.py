@@ -129,9 +129,8 @@ def test_cached_translator_requests_only_misses(stub, tmp_path):
 
 
 def test_failures_are_not_cached(stub, tmp_path):
-    from helpers.stub_server import StubReply
-
     from jtcse.rtt.base import TranslationFailure
+    from jtcse.testing.translate_stub import StubReply
 
     stub.script = lambda request, n: StubReply(status=400) if n == 0 else None
     with TranslationCache(tmp_path / "c.sqlite") as cache, google(stub) as backend:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from helpers.rtt import google
-from helpers.stub_server import StubReply, StubTranslateServer, fake_translate
 
 from jtcse.errors import JTCSEError
 from jtcse.rtt.base import TranslationFailure
 from jtcse.rtt.googletrans_backend import AsyncRateLimiter, ServiceFailingError, ServiceUnreachableError
+from jtcse.testing.translate_stub import StubReply, StubTranslateServer, fake_translate
 
 
 def test_translates_through_googletrans_request_format(stub):

@@ -7,13 +7,13 @@ import json
 import pytest
 from helpers.cli import invoke_cli, one_error_line
 from helpers.rtt import google
-from helpers.stub_server import StubReply, fake_translate
 
 from jtcse.errors import JTCSEError
 from jtcse.rtt.cache import TranslationCache
 from jtcse.rtt.pairs import read_pairs
 from jtcse.rtt.replay import ReplayTranslator
 from jtcse.rtt.runner import run_rtt
+from jtcse.testing.translate_stub import StubReply, fake_translate
 
 
 def _expected(text: str, pivot: str) -> str:

@@ -1,7 +1,7 @@
 """Choices made on a labelled *selection* file (e.g. STS-B train), never on the dev file that is reported.
 
 The pipeline's twin learning-rate probe and its ensemble weights are chosen here (``evaluation/DEFAULTS.md``
-measured the same rules with ``scripts/repro_default.py``).
+measured the same rules with ``evaluation/drivers/repro_default.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +50,13 @@ def selection_pairs(selection_file, dev_file):
     return kept
 
 
+def concat_cosine(cosines: Sequence, weights: Sequence[float]):
+    """The cosines of the concat of L2-normalised members weighted ``weights``, from each member's own ``cosines``
+    (arrays over the same pairs): ``cos = Σ w_i² cos_i / Σ w_i²``, exact without encoding anything again."""
+    total = sum(w * w for w in weights)
+    return sum(w * w * c for w, c in zip(weights, cosines, strict=True)) / total
+
+
 def choose_weights(
     members: Sequence[str | Path], start_index: int, pairs, grid: Sequence[float] = WEIGHT_GRID, device=None
 ):
@@ -59,7 +66,6 @@ def choose_weights(
     A concat of L2-normalised members has ``cos = Σ w_i² cos_i / Σ w_i²``, so each member encodes the pairs once
     and every weight is scored exactly from the members' cosines.
     """
-    import numpy as np
     from scipy.stats import spearmanr
 
     from jtcse.evaluation.sts import encode_unique, paired_cosine
@@ -71,8 +77,7 @@ def choose_weights(
     ]
     scores = {}
     for w in grid:
-        weights = np.array([1.0 if i == start_index else w for i in range(len(members))])
-        cos = sum(x * x * c for x, c in zip(weights, cosines, strict=True)) / float((weights**2).sum())
-        scores[w] = float(spearmanr(cos, pairs.scores).statistic)
+        weights = [1.0 if i == start_index else w for i in range(len(members))]
+        scores[w] = float(spearmanr(concat_cosine(cosines, weights), pairs.scores).statistic)
     best = max(grid, key=lambda w: scores[w])
     return [1.0 if i == start_index else best for i in range(len(members))], scores

@@ -5,8 +5,9 @@
   interpreter is not the point) and ``one_error_line`` for refused commands;
 - ``shared``: ``built_once``, an artefact (tower, twin, trained run) made once per test run and shared by the
   pytest-xdist workers (the session fixtures of conftest.py);
-- ``stub_server``: a local https stand-in for Google Translate (fixtures ``stub``, ``stub_cert``);
-  ``rtt.google`` points the googletrans backend at it;
+- ``rtt``: ``google`` points the googletrans backend at the local https stand-in for Google Translate
+  (``jtcse.testing.translate_stub``, shared with ``scripts/bench_rtt.py``; fixtures ``stub``, ``stub_cert``);
+- ``file_server``: a local HTTP file server for the download tests (``jtcse.testing.server_thread``);
 - ``spread_towers``: tiny towers whose CLS vectors differ between sentences (trainable in a few steps).
 
 Markers (registered in pytest.ini, ``--strict-markers``): ``slow`` (trains, starts a child process that

@@ -15,7 +15,7 @@ import socket
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from helpers.server_thread import ServerThread
+from jtcse.testing.server_thread import ServerThread
 
 
 @dataclass

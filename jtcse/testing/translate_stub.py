@@ -26,10 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-try:
-    from helpers.server_thread import ServerThread
-except ModuleNotFoundError:  # run as a script: python tests/helpers/stub_server.py
-    from server_thread import ServerThread
+from jtcse.testing.server_thread import ServerThread
 
 
 @dataclass
@@ -208,7 +205,7 @@ class StubTranslateServer(ServerThread):
 
 
 def main() -> None:  # pragma: no cover - manual use
-    """``python tests/helpers/stub_server.py DIR [PORT] [LATENCY]``: serve until Ctrl-C; prints the CA path."""
+    """``python -m jtcse.testing.translate_stub DIR [PORT] [LATENCY]``: serve until Ctrl-C; prints the CA path."""
     import sys
 
     directory = sys.argv[1] if len(sys.argv) > 1 else "."

@@ -1,4 +1,5 @@
-"""The life cycle the tests' local servers share: an ``http.server`` answering from a daemon thread."""
+"""The life cycle the local servers of the tests and benchmarks share: an ``http.server`` answering from a daemon
+thread."""
 
 from __future__ import annotations
 
