@@ -32,7 +32,7 @@ def documented_commands(page: Path) -> list[str]:
             pending = pending.rstrip()[:-1] + " "
             continue
         text, pending = pending.strip(), ""
-        match = re.search(r"(?:^|\s)(?:-m )?jtcse\s+(\S.*)$", text)
+        match = re.match(r"^(?:\w+=\S*\s+)*jtcse\s+(\S.*)$", text) or re.search(r"\s-m jtcse\s+(\S.*)$", text)
         if match and not text.startswith("#"):
             command = re.sub(r"\s#\s.*$", "", match.group(1))
             commands.append(re.sub(r"\$\{?(\w+)\}?", lambda m: f"placeholder/{m.group(1).lower()}", command))
@@ -58,6 +58,8 @@ def test_every_documented_command_line_parses(page, command, monkeypatch):
 
     monkeypatch.chdir(REPO)  # recipe paths are written relative to the repository root
     args = shlex.split(command)
+    ends = [i for i, arg in enumerate(args) if arg in {">", ">>", "|", "&&", ";", "&"}]
+    args = args[: ends[0]] if ends else args  # the command itself, not what the shell does with its output
     click_command = typer.main.get_command(app)
     path = []
     while hasattr(click_command, "commands") and args and args[0] in click_command.commands:
