@@ -316,6 +316,7 @@ def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_ta
 
     assert UNTIL == ("warmup", "probe", "twin", "ensemble", "distill", "eval")
     assert set(sections(PipelineConfig)) == {stage.until for stage in STAGES} - {"eval"}
-    assert [stage.folder for stage in STAGES] == ["tower_a", "tower_b", "probe", "twin", "ensemble", "distilled", "eval"]
+    folders = ["tower_a", "tower_b", "probe", "twin", "ensemble", "distilled", "eval"]
+    assert [stage.folder for stage in STAGES] == folders
     for stage in STAGES:
         assert f"{stage.name} ({stage.folder}/)" in HELP
