@@ -82,13 +82,15 @@ def setting(
     repeat: bool = False,
     metavar: str | None = None,
     switch: bool = False,
+    short: str | None = None,
 ) -> Any:
     """A declared value. ``unset``: what ``None`` means (shown as the default); ``key``: its name in recipes and
     on the command line when the attribute cannot have it (``with``); ``flag``: its option's name when that
     differs from the key (``--regularizer`` for ``regularizers``); ``repeat``: a list given by repeating the
-    option (else comma-separated); ``switch``: a table's on/off (``[twin] enabled`` is ``--twin/--no-twin``)."""
+    option (else comma-separated); ``switch``: a table's on/off (``[twin] enabled`` is ``--twin/--no-twin``);
+    ``short``: a one-letter option name too (``-r``), where the option has no table prefix."""
     meta = {"help": help, "check": check, "unset": unset, "key": key, "flag": flag, "repeat": repeat,
-            "metavar": metavar, "switch": switch}  # fmt: skip
+            "metavar": metavar, "switch": switch, "short": short}  # fmt: skip
     return dataclasses.field(default=default, metadata={_KIND: ("setting", meta)})
 
 
@@ -97,10 +99,13 @@ def group(default: Any) -> Any:
     return dataclasses.field(default=default, metadata={_KIND: ("group", {})})
 
 
-def section(default: Any, help: str, *, exclude: Sequence[str] = ()) -> Any:
+def section(default: Any, help: str, *, exclude: Sequence[str] = (), base: str | None = None) -> Any:
     """A nested settings instance that is a table of its own (``[twin]``) whose ``exclude`` keys are not set
-    there (the owner sets them, e.g. a pipeline's seed)."""
-    return dataclasses.field(default=default, metadata={_KIND: ("section", {"help": help, "exclude": tuple(exclude)})})
+    there (the owner sets them, e.g. a pipeline's seed). With ``base`` (an earlier table of the same class) the
+    table holds only what differs from that one: every key it does not set is the base table's
+    (``[warmup_b]``: warm-up II's settings, those of ``[warmup]`` but for what it says)."""
+    meta = {"help": help, "exclude": tuple(exclude), "base": base}
+    return dataclasses.field(default=default, metadata={_KIND: ("section", meta)})
 
 
 @dataclass(frozen=True)
@@ -311,9 +316,13 @@ def build(cls: type, layers: Sequence[Layer], base: Any = None) -> Any:
                     raise _unknown(cls, layer, name, key, values[key])
             nested[name].append(dataclasses.replace(layer, values=values, label=_in_section(layer, name)))
     instance = base if base is not None else cls()
-    for name, section_layers in nested.items():
-        if section_layers:
-            changes[(name,)] = _build_section(getattr(instance, name), section_layers, tables[name][1]["exclude"], name)
+    built: dict[str, Any] = {}
+    for name, section_layers in nested.items():  # in declaration order: a table's base is built before it
+        meta = tables[name][1]
+        start = built[meta["base"]] if meta["base"] else getattr(instance, name)
+        built[name] = _build_section(start, section_layers, meta["exclude"], name) if section_layers else start
+        if section_layers or meta["base"]:
+            changes[(name,)] = built[name]
     try:
         return _replace(instance, changes)
     except JTCSEError as err:
@@ -367,12 +376,18 @@ def _unknown(cls: type, layer: Layer, section: str, key: str, value: Any) -> JTC
 
 # ---------------------------------------------------------------------------------------------------- writing
 def to_mapping(instance: Any) -> dict[str, Any]:
-    """``{key: value, section: {key: value}}`` of ``instance`` (the values a recipe would give)."""
+    """``{key: value, section: {key: value}}`` of ``instance`` (the values a recipe would give: a table with a base
+    holds only its differences from it)."""
     out: dict[str, Any] = {name: get(instance, key) for name, key in keys(type(instance)).items()}
     for name, (section_cls, meta) in sections(type(instance)).items():
-        inner = getattr(instance, name)
-        out[name] = {k: get(inner, key) for k, key in keys(section_cls, meta["exclude"]).items()}
+        out[name] = _table_values(instance, name, section_cls, meta)
     return out
+
+
+def _table_values(instance: Any, name: str, section_cls: type, meta: Mapping[str, Any]) -> dict[str, Any]:
+    inner, base = getattr(instance, name), getattr(instance, meta["base"]) if meta["base"] else None
+    values = {k: get(inner, key) for k, key in keys(section_cls, meta["exclude"]).items()}
+    return values if base is None else {k: v for k, v in values.items() if get(base, keys(section_cls)[k]) != v}
 
 
 def toml_value(value: Any) -> str:
@@ -392,11 +407,13 @@ def toml_value(value: Any) -> str:
 
 def to_toml(instance: Any, header: str = "") -> str:
     """``instance`` as a commented TOML file: each key under its help, an unset key (``None``) commented out with
-    what unset means; the tables after the top-level keys."""
+    what unset means; the tables after the top-level keys (a table with a base: only what differs from it)."""
     lines = [f"# {line}".rstrip() for line in header.splitlines()]
 
-    def write(cls: type, owner: Any, exclude: Sequence[str]) -> None:
+    def write(cls: type, owner: Any, exclude: Sequence[str], only: Mapping[str, Any] | None = None) -> None:
         for name, key in keys(cls, exclude).items():
+            if only is not None and name not in only:
+                continue
             value = get(owner, key)
             lines.append("")
             lines.extend(f"# {line}" for line in _wrap(_first_sentence(key.help)))
@@ -409,7 +426,10 @@ def to_toml(instance: Any, header: str = "") -> str:
     write(type(instance), instance, ())
     for name, (section_cls, meta) in sections(type(instance)).items():
         lines += ["", "", f"[{name}]", *(f"# {line}" for line in _wrap(meta["help"]))]
-        write(section_cls, getattr(instance, name), meta["exclude"])
+        only = _table_values(instance, name, section_cls, meta) if meta["base"] else None
+        if only == {}:
+            lines.append(f"# (nothing differs from [{meta['base']}])")
+        write(section_cls, getattr(instance, name), meta["exclude"], only)
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

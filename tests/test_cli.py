@@ -267,7 +267,9 @@ def test_the_pipelines_options_show_its_configs_defaults_and_run_them_when_none_
             param = params[options.parameter(name)]
             value = get(options.defaults, key)
             assert param.default is None, param.name
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if options.same_as:  # [warmup_b]: tower I's value unless given
+                assert param.show_default == f"as --{options.same_as}-{param.opts[0].split('-', 4)[-1]}", param.name
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 assert param.show_default == (f"{value:g}" if isinstance(value, float) else str(value)), param.name
     assert params["twin_learning_rate"].show_default == "1e-05" and params["warmup_batch_size"].show_default == "32"
     for weights in ENSEMBLE_WEIGHTS.values():  # both defaults, with and without a twin

@@ -119,7 +119,7 @@ def assert_one_ddp_run(tmp_path: Path, out: Path, steps: list[int], *, find_unus
     assert printed.count(f"{what} saved to") == 1 and DDP_FALSE_ALARM not in printed
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["steps"] == steps[-1]
-    saved_step = summary["best_step"] or steps[-1]  # with a dev file, the best checkpoint is saved
+    saved_step = summary["saved_step"]  # the last step, or with checkpoint best-dev the best checkpoint
     assert summary["settings"]["world_size"] == 2 and summary["config"]["world_size"] == 2
     assert summary["settings"]["global_batch_size"] == 2 * summary["settings"]["batch_size"]
     # the saved model is the trained one, and it loads and encodes
@@ -248,7 +248,7 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
     again = torchrun(tmp_path, *args, "--seed", "7", probe=False)
     assert again.returncode != 0
     errors = [line for line in rank_output(tmp_path, 0).splitlines() if line.startswith("Error")]
-    assert len(errors) == 1 and "already holds a finished run, with other settings (seed differ)" in errors[0], errors
+    assert len(errors) == 1 and "already holds a finished run, with other settings (seed 42 -> 7)" in errors[0], errors
     assert rank_output(tmp_path, 1) == "" and snapshot([out]) == before
 
 

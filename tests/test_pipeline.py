@@ -152,6 +152,7 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
         "pipeline", "-o", out, "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus_file,
         "--dev-file", dev, "--batch-size", 8, "--eval-steps", 2,
         "--warmup-max-steps", 2, "--warmup-learning-rate", 1e-3, "--warmup-max-seq-length", 12,
+        "--warmup-b-positives", "deletion", "--warmup-b-learning-rate", 2e-3,
         "--twin-max-steps", 3, "--twin-learning-rate", 2e-4, "--twin-batch-size", 4, "--twin-max-seq-length", 16,
         "--twin-cael-every", 0, "--twin-ictm-weight", 0.25, "--twin-icnce-weight", 0.5,
         "--ensemble-with", tiny_bert, "--ensemble-weights", "1,0.5",
@@ -165,8 +166,12 @@ def test_cli_stage_options_reach_the_trainers_and_the_ensemble_is_distilled_into
     assert [row["stage"] for row in summary["table"]] == [
         "start", "start_b", "warmup_a", "warmup_b", "twin", "ensemble", "distill", "eval"
     ]  # fmt: skip
-    warm = stages["warmup_b"]["settings"]
-    assert (warm["max_steps"], warm["learning_rate"], warm["max_seq_length"], warm["batch_size"]) == (2, 1e-3, 12, 8)
+    warm = stages["warmup_b"]["settings"]  # [warmup]'s but for what [warmup_b] says
+    assert (warm["max_steps"], warm["learning_rate"], warm["max_seq_length"], warm["batch_size"]) == (2, 2e-3, 12, 8)
+    assert (
+        stages["warmup_b"]["data"]["positives"] == "deletion" and stages["warmup_a"]["data"]["positives"] == "dropout"
+    )
+    assert stages["warmup_a"]["settings"]["learning_rate"] == 1e-3
     twin = stages["twin"]
     assert (twin["steps"], twin["settings"]["learning_rate"], twin["settings"]["batch_size"]) == (3, 2e-4, 4)
     assert twin["settings"]["max_seq_length"] == 16 and twin["model"]["cael_every"] is None
@@ -305,6 +310,16 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     lr = max((1e-5, 1e-3), key=lambda lr: probe["selection_spearman"][f"{lr:g}"])
     assert probe["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
     assert probed["stages"]["twin"]["model"]["pooling"] == "cls"  # the towers' own
+    # the same run on to the ensemble, the twin's towers as two members chosen on the selection file with the start
+    towers = run_pipeline(
+        tmp_path / "twin", config(**common, until="ensemble", probe=probe, ensemble={"twin_towers": True})
+    )
+    assert [row["status"] for row in towers["table"] if row["stage"] != "ensemble"] == ["skipped (done)"] * 4
+    ens = towers["stages"]["ensemble"]
+    twin = tmp_path / "twin" / "twin"
+    assert ens["members"] == [f"{twin}/tower_1", f"{twin}/tower_2", tiny_bert]
+    assert ens["weights"][2] == 1.0 and ens["weights"][0] == ens["weights"][1] and len(ens["selection_spearman"]) > 1
+    assert ens["dimension"] == 3 * 32
 
 
 def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_tables():
@@ -315,7 +330,8 @@ def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_ta
     from jtcse.training.pipeline import STAGES, UNTIL
 
     assert UNTIL == ("warmup", "probe", "twin", "ensemble", "distill", "eval")
-    assert set(sections(PipelineConfig)) == {stage.until for stage in STAGES} - {"eval"}
+    assert set(sections(PipelineConfig)) == {stage.table for stage in STAGES} - {None}
+    assert {stage.until for stage in STAGES} == set(UNTIL)
     folders = ["tower_a", "tower_b", "probe", "twin", "ensemble", "distilled", "eval"]
     assert [stage.folder for stage in STAGES] == folders
     for stage in STAGES:

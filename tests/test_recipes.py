@@ -148,7 +148,8 @@ BAD_RECIPES = [
     ("int for a string", "corpus = 3\n", r"recipe .*: corpus must be a string, not 3\.$"),
     ("bool for an int", "[warmup]\nmax_steps = true\n", r"\[warmup\]: max_steps must be a whole number, not True\.$"),
     ("unknown table", "[finetune]\nsteps = 3\n",
-     r": \[finetune\] is not a table; tables: \[warmup\], \[probe\], \[twin\], \[ensemble\], \[distill\]\.$"),
+     r": \[finetune\] is not a table; tables: \[warmup\], \[warmup_b\], \[probe\], \[twin\], \[ensemble\], "
+     r"\[distill\]\.$"),
     ("another table's key", "[warmup]\ncael_every = 2\n", r"\[warmup\]: 'cael_every' belongs to \[twin\]; valid here: "),
     ("a table's key at the top", "objective = 'mse'\n", r": 'objective' belongs to \[distill\]; valid top-level keys"),
     ("a top-level key in a table", "[twin]\nseed = 3\n",

@@ -136,3 +136,22 @@ def test_the_pipelines_dump_reads_back_to_the_same_config_for_every_recipe():
     for path in sorted((REPO / "models").glob("*/recipe.toml")):
         config = load_recipe(path)
         assert PipelineConfig.from_values(tomllib.loads(dump_recipe(config))) == config, path
+
+
+@dataclass(frozen=True)
+class Twice:
+    first: Table = section(Table(), "The first table.")
+    second: Table = section(Table(), "What differs for the second.", base="first")
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+def test_a_table_with_a_base_holds_only_what_differs_from_it():
+    built = build(Twice, [Layer({"first": {"steps": 5, "mode": "b"}, "second": {"mode": "a"}})])
+    assert (built.second.inner.steps, built.second.mode) == (5, "a")  # the first's steps, its own mode
+    assert build(Twice, [Layer({"first": {"steps": 6}})]).second.inner.steps == 6  # follows the first
+    assert to_mapping(built)["second"] == {"mode": "a"}
+    text = to_toml(built)
+    assert text.split("[second]")[1].count(" = ") == 1 and build(Twice, [Layer(tomllib.loads(text))]) == built
+    assert "(nothing differs from [first])" in to_toml(build(Twice, []))

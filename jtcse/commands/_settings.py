@@ -27,13 +27,15 @@ from jtcse.schema import Key, Layer, build, get, keys
 @dataclass(frozen=True)
 class Options:
     """The options of one settings table: the keys of ``cls`` (less ``exclude``), shown with the values of
-    ``defaults`` (an instance), named ``--PREFIX-KEY`` when ``prefix`` is set, in the help panel ``panel``."""
+    ``defaults`` (an instance), named ``--PREFIX-KEY`` when ``prefix`` is set, in the help panel ``panel``. A table
+    whose keys default to another table's (``same_as``: that table's prefix) shows ``as --OTHER-KEY``."""
 
     cls: type
     defaults: Any
     prefix: str = ""
     exclude: tuple[str, ...] = ()
     panel: str | None = None
+    same_as: str | None = None
 
     @property
     def keys(self) -> dict[str, Key]:
@@ -49,7 +51,7 @@ class Options:
         if key.meta.get("switch"):
             return f"--{self.prefix}"
         dashed = (key.meta["flag"] or name).replace("_", "-")
-        return f"--{self.prefix}-{dashed}" if self.prefix else f"--{dashed}"
+        return f"--{self.prefix.replace('_', '-')}-{dashed}" if self.prefix else f"--{dashed}"
 
     def label(self, _section: str, name: str) -> str:
         return self.flag(name)
@@ -86,11 +88,17 @@ def _option(options: Options, name: str, key: Key) -> inspect.Parameter:
         metavar = key.meta["metavar"] or (
             "|".join(choices) if choices else {int: "INTEGER", float: "FLOAT"}.get(key.kind, "TEXT")
         )
+    short = () if options.prefix or not key.meta.get("short") else (key.meta["short"],)
     option = typer.Option(
         None,
         declared,
+        *short,
         help=key.help,
-        show_default=_shown(key, get(options.defaults, key)),
+        show_default=(
+            f"as --{options.same_as}-{(key.meta['flag'] or name).replace('_', '-')}"
+            if options.same_as
+            else _shown(key, get(options.defaults, key))
+        ),
         metavar=metavar,
         rich_help_panel=options.panel,
         callback=given_once,

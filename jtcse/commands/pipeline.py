@@ -43,12 +43,11 @@ HELP = (
 
 TOP = Options(PipelineConfig, PipelineConfig(), panel="The run")
 STAGE_OPTIONS = tuple(
-    Options(
-        cls, getattr(PipelineConfig(), name), prefix=name, exclude=meta["exclude"], panel=f"[{name}] {meta['help']}"
-    )
+    Options(cls, getattr(PipelineConfig(), name), prefix=name, exclude=meta["exclude"],
+            panel=f"[{name}] {meta['help']}", same_as=meta["base"])
     for name, (cls, meta) in sections(PipelineConfig).items()
-)
-EVERY_STAGE = ("warmup", "twin", "distill")
+)  # fmt: skip
+EVERY_STAGE = ("warmup", "warmup_b", "twin", "distill")
 """The stages ``--batch-size`` and ``--eval-steps`` set at once."""
 
 

@@ -19,6 +19,7 @@ paper's recipes (``models/``) keep the best checkpoint by dev (``checkpoint = "b
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -37,10 +38,10 @@ from jtcse.training.twin import train_twin
 
 logger = logging.getLogger(__name__)
 
-ENSEMBLE_WEIGHTS = {"warmups": (1.25, 1.25, 1.0), "twin": (2.0, 1.0)}
+ENSEMBLE_WEIGHTS = {"warmups": (1.25, 1.25, 1.0), "twin": (2.0, 1.0), "twin_towers": (1.25, 1.25, 1.0)}
 """The default ensemble's weights when no selection file chooses them, measured on the selection split
 (``evaluation/DEFAULTS.md``): (warm-up I, warm-up II, the starting model) without a twin, (the twin, the starting
-model) with one."""
+model) with one, (tower I, tower II, the starting model) with the twin's towers as members."""
 COMBINES = ("concat", "sum")
 """How an ensemble joins its members: the portable ``Ensemble`` module's own list (``COMBINE_CHOICES``)."""
 
@@ -50,9 +51,9 @@ def _warmup(which: str) -> Callable[[PipelineRun, Path], dict]:
     def run(r: PipelineRun, folder: Path) -> dict:
         c = r.config
         tower, pairs = (c.tower_a, c.pairs_a) if which == "a" else (c.tower_b, c.pairs_b)
-        seed = c.seed if which == "a" else c.seed + 1
+        seed, settings = (c.seed, c.warmup) if which == "a" else (c.seed + 1, c.warmup_b)
         return train_simcse(tower, c.corpus, folder, pairs_file=pairs, pooling=c.pooling, device=r.device,
-                            settings=r.settings(c.warmup, seed), dev_file=r.dev_for(c.warmup))  # fmt: skip
+                            settings=r.settings(settings, seed), dev_file=r.dev_for(settings))  # fmt: skip
 
     return run
 
@@ -79,12 +80,18 @@ def _ensemble(r: PipelineRun, folder: Path) -> dict:
     from jtcse.training.ensemble import save_ensemble
     from jtcse.training.selection import choose_weights
 
-    weights, scores = r.weights, None
-    if r.choose:  # the start at 1, the trained members at the one weight best on the selection file
-        weights, scores = choose_weights(r.member_sources, r.start_index, r.selection, device=r.device,
-                                         combine=r.config.ensemble.combine)  # fmt: skip
-    # a folder without a finished record is left from an interrupted save: replaced
-    model = save_ensemble(r.member_sources, folder, combine=r.config.ensemble.combine, weights=weights, overwrite=True)
+    with tempfile.TemporaryDirectory() as towers:  # the twin's towers as members: exported, then copied in
+        sources = r.member_sources
+        if r.config.ensemble.twin_towers and r.twin:
+            from jtcse.modeling.loading import load_model
+
+            sources = load_model(r.path("twin"), device=r.device)[0].export_towers(towers) + sources[2:]
+        weights, scores = r.weights, None
+        if r.choose:  # the start at 1, the trained members at the one weight best on the selection file
+            weights, scores = choose_weights(sources, r.start_index, r.selection, device=r.device,
+                                             combine=r.config.ensemble.combine)  # fmt: skip
+        # a folder without a finished record is left from an interrupted save: replaced
+        model = save_ensemble(sources, folder, combine=r.config.ensemble.combine, weights=weights, overwrite=True)
     return {"members": r.members, "weights": model[0].weights, "combine": r.config.ensemble.combine,
             "selection_spearman": {f"{w:g}": v for w, v in scores.items()} if scores else None,
             "dimension": model.get_embedding_dimension()}  # fmt: skip
@@ -110,8 +117,9 @@ def _eval(r: PipelineRun, folder: Path) -> dict:
 @dataclass(frozen=True)
 class Stage:
     """One step of the pipeline. ``name``: its row in the summary; ``folder``: where it writes, under the
-    run's output; ``until``: the ``--until`` value that stops after it (both warm-ups: ``warmup``) and its
-    settings' table in a recipe; ``run``: does the work into the folder and returns its summary; ``trainer``:
+    run's output; ``until``: the ``--until`` value that stops after it (both warm-ups: ``warmup``); ``table``: its
+    settings' table in a recipe (the eval stage has none); ``run``: does the work into the folder and returns its
+    summary; ``trainer``:
     the folder is a trainer's run, which the trainer itself judges finished or not (else the pipeline records
     the stage's summary there, and ``rerun`` says a finished one with other settings is run again rather than
     refused)."""
@@ -119,6 +127,7 @@ class Stage:
     name: str
     folder: str
     until: str
+    table: str | None
     what: str
     run: Callable[[PipelineRun, Path], dict]
     trainer: bool = True
@@ -126,16 +135,18 @@ class Stage:
 
 
 STAGES = (
-    Stage("warmup_a", "tower_a", "warmup", "SimCSE of tower I (positives from pairs_a when given)", _warmup("a")),
-    Stage("warmup_b", "tower_b", "warmup", "SimCSE of tower II (pairs_b; seed + 1), so the towers differ", _warmup("b")),
-    Stage("probe", "probe", "probe", "short twins at each probe learning rate, scored on the selection file; the "
-          "best trains the twin", _probe, trainer=False),
-    Stage("twin", "twin", "twin", "the JTCSE twin of the two warm-ups", _twin),
-    Stage("ensemble", "ensemble", "ensemble", "the twin (else the two warm-ups) with the starting model and/or "
-          "other models, one checkpoint (UC)", _ensemble, trainer=False),
-    Stage("distill", "distilled", "distill", "the ensemble (else the twin) taught to the student (UCD, JTCSE-D)",
-          _distill),
-    Stage("eval", "eval", "eval", "dev Spearman, all pairs and per genre, of every model and of the starting "
+    Stage("warmup_a", "tower_a", "warmup", "warmup", "SimCSE of tower I (positives from pairs_a when given)",
+          _warmup("a")),
+    Stage("warmup_b", "tower_b", "warmup", "warmup_b", "SimCSE of tower II (pairs_b; seed + 1; [warmup_b]: what "
+          "differs from tower I's), so the towers differ", _warmup("b")),
+    Stage("probe", "probe", "probe", "probe", "short twins at each probe learning rate, scored on the selection "
+          "file; the best trains the twin", _probe, trainer=False),
+    Stage("twin", "twin", "twin", "twin", "the JTCSE twin of the two warm-ups", _twin),
+    Stage("ensemble", "ensemble", "ensemble", "ensemble", "the twin (else the two warm-ups) with the starting "
+          "model and/or other models, one checkpoint (UC)", _ensemble, trainer=False),
+    Stage("distill", "distilled", "distill", "distill", "the ensemble (else the twin) taught to the student (UCD, "
+          "JTCSE-D)", _distill),
+    Stage("eval", "eval", "eval", None, "dev Spearman, all pairs and per genre, of every model and of the starting "
           "model(s)", _eval, trainer=False, rerun=True),
 )  # fmt: skip
 """The pipeline's stages, in order: the one list the folders, ``--until`` values and recipe tables come from."""
@@ -183,11 +194,15 @@ class EnsembleSettings:
     )  # fmt: skip
     weights: tuple[float, ...] | None = setting(
         None, "One positive weight per member (the twin's, else the two warm-ups', first).", check=every(positive),
-        unset="chosen on the selection file; without one 1.25,1.25,1 for (warm-up I, warm-up II, start) and "
-        "2,1 for (twin, start); else all 1",
+        unset="chosen on the selection file; without one 1.25,1.25,1 for (warm-up I, warm-up II, start) or (tower "
+        "I, tower II, start) and 2,1 for (twin, start); else all 1",
     )  # fmt: skip
     combine: str = setting("concat", "How the ensemble joins its members' embeddings: concat or sum.",
                            check=one_of(*COMBINES))  # fmt: skip
+    twin_towers: bool = setting(
+        False, "With a twin: its two towers are two members (each weighted like the warm-ups), not its summed "
+        "embedding; ICTM pulls the towers apart, which an ensemble wants.",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         validate(self)
@@ -233,6 +248,10 @@ class PipelineConfig:
     until: str = setting("eval", f"Last stage to run: {', '.join(UNTIL)}.", check=one_of(*UNTIL))
     warmup: WarmupSettings = section(WarmupSettings(), "Each tower's SimCSE warm-up (tower_a/, tower_b/).",
                                      exclude=_SET_FOR_EVERY_STAGE)  # fmt: skip
+    warmup_b: WarmupSettings = section(
+        WarmupSettings(), "What differs for tower II's warm-up (tower_b/): a key left out is [warmup]'s.",
+        exclude=_SET_FOR_EVERY_STAGE, base="warmup",
+    )  # fmt: skip
     probe: ProbeSettings = section(ProbeSettings(), "The twin's learning-rate probe (probe/).")
     twin: TwinStage = section(TwinStage(), "The JTCSE twin (twin/).", exclude=_SET_FOR_EVERY_STAGE)
     ensemble: EnsembleSettings = section(EnsembleSettings(), "The ensemble that teaches the student (ensemble/).")
@@ -273,20 +292,22 @@ class PipelineRun:
 
         c = self.config = config
         self.output_dir, self.device = Path(output_dir), device
-        for stage_settings in (c.warmup, c.twin, c.distill):  # a device or precision this machine lacks: first
+        for stage_settings in (c.warmup, c.warmup_b, c.twin, c.distill):  # a device or precision this machine lacks
             training_device(device, c.precision or stage_settings.training.precision)
         encoder_start = is_sentence_encoder(c.tower_a)
         with_start = c.ensemble.enabled if c.ensemble.enabled is not None else not c.ensemble.models and encoder_start
         self.twin = c.twin.enabled if c.twin.enabled is not None else not (encoder_start and with_start)
-        trained = [self.path("twin")] if self.twin else [self.path("warmup_a"), self.path("warmup_b")]
+        towers = self.twin and c.ensemble.twin_towers
+        trained = [self.path("twin")] * (2 if towers else 1) if self.twin else [self.path("warmup_a"), self.path("warmup_b")]  # fmt: skip
         extra = ([c.tower_a] if with_start else []) + list(c.ensemble.models)
         self.member_sources = [*map(str, trained), *(str(resolve_source(m)) for m in extra)] if (extra or not self.twin) else []  # fmt: skip
-        self.members = [*map(str, trained), *map(describe_source, extra)] if self.member_sources else []
+        labels = [f"{self.path('twin')}/{t}" for t in ("tower_1", "tower_2")] if towers else list(map(str, trained))
+        self.members = [*labels, *map(describe_source, extra)] if self.member_sources else []
         self.start_index = len(trained)
         self.choose = with_start and c.ensemble.weights is None and c.selection_file is not None
         self.weights = c.ensemble.weights
         if with_start and not c.ensemble.models and self.weights is None and not self.choose:
-            self.weights = ENSEMBLE_WEIGHTS["twin" if self.twin else "warmups"]
+            self.weights = ENSEMBLE_WEIGHTS["twin_towers" if towers else "twin" if self.twin else "warmups"]
         if c.probe.enabled and c.selection_file is None:
             raise JTCSEError("the probe scores its twins on a selection file: give --selection-file, or --no-probe.")
         included = {"probe": self.twin and c.probe.enabled, "twin": self.twin, "ensemble": bool(self.member_sources)}
@@ -310,15 +331,22 @@ class PipelineRun:
     def _check_files(self, names: set[str]) -> None:
         """Every file a stage of this run reads is given and there; a file none reads is not required."""
         c = self.config
-        trained_with = {"warmup": c.warmup, "probe": c.twin, "twin": c.twin, "distill": c.distill}
-        best_dev = [s.until for s in self.stages if s.until in trained_with and trained_with[s.until].training.best_dev]
+        trained_with = {
+            "warmup": c.warmup,
+            "warmup_b": c.warmup_b,
+            "probe": c.twin,
+            "twin": c.twin,
+            "distill": c.distill,
+        }
+        best_dev = [s.table for s in self.stages if s.table in trained_with and trained_with[s.table].training.best_dev]
         if c.dev_file is None and "eval" in names:
             raise JTCSEError("the eval stage reports on a dev file: give --dev-file (dev_file, an STS-B-format file), "
                              "or stop earlier with --until.")  # fmt: skip
         if c.dev_file is None and best_dev:
             table = "twin" if best_dev[0] == "probe" else best_dev[0]
+            flag = table.replace("_", "-")
             raise JTCSEError(f"[{table}] checkpoint = best-dev keeps the best checkpoint by the dev file: give "
-                             f"--dev-file, or keep the last step (--{table}-checkpoint last).")  # fmt: skip
+                             f"--dev-file, or keep the last step (--{flag}-checkpoint last).")  # fmt: skip
         reads = {"dev file": ("eval" in names or bool(best_dev), c.dev_file),
                  "selection file": ("probe" in names or self.choose, c.selection_file)}  # fmt: skip
         for label, (read, path) in reads.items():
@@ -372,7 +400,7 @@ class PipelineRun:
                     "corpus": c.corpus, "pooling": c.pooling, "seed": c.seed}  # fmt: skip
         if stage.name == "ensemble":
             return {"members": [model_fingerprint(m, missing_ok=True) for m in self.member_sources],
-                    "weights": self.weights, "combine": c.ensemble.combine,
+                    "twin_towers": c.ensemble.twin_towers, "weights": self.weights, "combine": c.ensemble.combine,
                     "selection_file": c.selection_file if self.choose else None}  # fmt: skip
         models = {name: model_fingerprint(self.path(name)) for name in self.evaluated}
         starting = [describe_source(m) for m in self.starting.values()]

@@ -20,6 +20,7 @@ from typing import Any
 from jtcse.devices import PRECISIONS
 from jtcse.modeling.loading import POOLING
 from jtcse.schema import at_least, every, group, one_of, positive, replace_keys, setting, validate
+from jtcse.training.positives import POSITIVES, part_problem
 
 PRECISION = one_of(*PRECISIONS)
 """The one check of a precision name (:mod:`jtcse.devices`' list)."""
@@ -124,7 +125,7 @@ class ContrastiveSettings:
     temperature: float = setting(0.05, "InfoNCE temperature τ (scale 1/τ).", check=positive)
     regularizers: tuple[str, ...] = setting(
         (), _regularizer_help, check=every(_regularizer, non_empty=False), flag="regularizer", repeat=True,
-        metavar="SPEC",
+        metavar="SPEC", short="-r",
     )  # fmt: skip
     gather_across_devices: bool = setting(
         False,
@@ -154,6 +155,18 @@ class WarmupSettings:
     training: TrainingSettings = group(
         TrainingSettings(batch_size=32, max_seq_length=32, learning_rate=3e-5, eval_steps=125)
     )
+    positives: str = setting(
+        "dropout",
+        "A corpus sentence's positive: dropout (the sentence itself, the two dropout passes being the views: "
+        "SimCSE), deletion (10% of its words dropped), cutoff (a span of 10% of its words cut), repetition (up to "
+        "32% of its words repeated, ESimCSE) or reorder (two words swapped). A pair of a pairs file keeps its "
+        "paraphrase.",
+        check=one_of(*POSITIVES),
+    )
+    corpus_part: str = setting(
+        "all", "The part of the corpus it trains on: all, or K/N, the K-th of N equal contiguous parts (e.g. 1/2).",
+        check=part_problem,
+    )  # fmt: skip
     loss: ContrastiveSettings = group(ContrastiveSettings())
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
+from jtcse.training.positives import corpus_part, positive_of
 from jtcse.training.settings import TrainingSettings, WarmupSettings, resolve
 from jtcse.training.stage import (
     Stage,
@@ -37,23 +38,27 @@ from jtcse.training.stage import (
 )
 
 
-def simcse_rows(sentences: Sequence[str] | None, pairs=None) -> tuple[list[str], list[str], dict[str, int]]:
+def simcse_rows(
+    sentences: Sequence[str] | None, pairs=None, positives: str = "dropout", seed: int = 42
+) -> tuple[list[str], list[str], dict[str, int]]:
     """Training rows (anchors, positives) and their counts.
 
-    Every usable paraphrase pair is one row; every corpus sentence without a pair is one
-    (sentence, sentence) row (dropout views). Repeated corpus sentences are kept once.
+    Every usable paraphrase pair is one row; every corpus sentence without a pair is one row whose positive is
+    the sentence itself (``positives="dropout"``: the dropout views) or the sentence changed as ``positives``
+    says (:func:`jtcse.training.positives.positive_of`, drawn from ``seed``). Repeated corpus sentences are kept
+    once.
     """
     anchors: list[str] = list(pairs.originals) if pairs is not None else []
-    positives: list[str] = list(pairs.paraphrases) if pairs is not None else []
+    augmented: list[str] = list(pairs.paraphrases) if pairs is not None else []
     paired = set(anchors)
     dropout_only = 0
     for sentence in dict.fromkeys(sentences or []):
         if sentence not in paired:
             anchors.append(sentence)
-            positives.append(sentence)
+            augmented.append(positive_of(sentence, positives, seed))
             dropout_only += 1
     counts = {"rows": len(anchors), "paraphrase_rows": len(anchors) - dropout_only, "dropout_only_rows": dropout_only}
-    return anchors, positives, counts
+    return anchors, augmented, counts
 
 
 def _fingerprint(texts: Sequence[str]) -> str:
@@ -118,11 +123,15 @@ def train_simcse(
     check_mini_batch_size(terms.mini_batch_size, terms.regularizers, extra_losses)
 
     sentences, data = (None, {}) if corpus is None and pairs_file is not None else read_training_sentences(corpus)
+    if sentences is not None:
+        sentences = corpus_part(sentences, settings.corpus_part)
     pairs = read_paraphrase_pairs(pairs_file) if pairs_file is not None else None
-    anchors, positives, counts = simcse_rows(sentences, pairs)
+    anchors, positives, counts = simcse_rows(sentences, pairs, settings.positives, training.seed)
     require_negatives(len(anchors), "SimCSE")
     data.update(
         counts,
+        positives=settings.positives,
+        corpus_part=settings.corpus_part,
         pairs_file=str(pairs_file) if pairs_file else None,
         pairs_used=len(pairs) if pairs is not None else 0,
         pairs_dropped_identical=pairs.dropped_identical if pairs is not None else 0,
