@@ -83,18 +83,21 @@ def places(args: argparse.Namespace, results: str, writeup: str) -> Places:
     return Places(work, out, report if not args.quick and args.out is None and report.exists() else None)
 
 
-def refresh_tables(report: Path, tables: str) -> None:
-    """Replace what stands between ``<!-- TABLES START -->`` and ``<!-- TABLES END -->`` in the write-up
-    ``report`` with ``tables`` (the generated part of ``evaluation/*.md``)."""
+def refresh_tables(report: Path, tables: str, marker: str = "TABLES") -> None:
+    """Replace what stands between ``<!-- {marker} START -->`` and ``<!-- {marker} END -->`` in the write-up
+    ``report`` with ``tables`` (the generated part of ``evaluation/*.md``; a write-up holding two drivers' tables
+    marks each with its own ``marker``)."""
     text = report.read_text(encoding="utf-8")
-    text = _TABLES.sub(lambda _: f"<!-- TABLES START -->\n{tables}<!-- TABLES END -->", text)
+    pattern = _TABLES if marker == "TABLES" else re.compile(rf"<!-- {marker} START -->.*<!-- {marker} END -->", re.S)
+    text = pattern.sub(lambda _: f"<!-- {marker} START -->\n{tables}<!-- {marker} END -->", text)
     report.write_text(text, encoding="utf-8")
 
 
-def publish(where: Places, results: dict, tables: str) -> None:
-    """Write ``results.json`` and ``tables.md`` into ``where.out`` and the tables into the write-up."""
+def publish(where: Places, results: dict, tables: str, marker: str = "TABLES") -> None:
+    """Write ``results.json`` and ``tables.md`` into ``where.out`` and the tables into the write-up (between its
+    ``marker`` comments)."""
     where.out.mkdir(parents=True, exist_ok=True)
     (where.out / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     (where.out / "tables.md").write_text(tables, encoding="utf-8")
     if where.writeup is not None:
-        refresh_tables(where.writeup, tables)
+        refresh_tables(where.writeup, tables, marker)

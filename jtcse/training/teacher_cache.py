@@ -4,8 +4,9 @@ The cache file is ``teacher-<key>.npy`` (float32, one row per sentence, corpus o
 ``.json`` note. The key hashes the teacher's identity and the exact sentence list, so a changed
 teacher or corpus never reuses stale targets:
 
-* a teacher given as a path → its resolved path plus the name, size and mtime of every file in it
-  (retraining into the same directory changes the key) — and the teacher is not even loaded on a hit;
+* a teacher given as a path → the name, size and mtime of every file in it (retraining into the same directory
+  changes the key; moving the folder, or copying it with its files' times, does not) — and the teacher is not even
+  loaded on a hit;
 * a teacher given as a model object → a hash of its weights.
 """
 
@@ -48,11 +49,11 @@ def model_fingerprint(teacher, *, missing_ok: bool = False) -> str:
             if missing_ok:
                 return str(teacher)
             raise JTCSEError(f"teacher model not found: {teacher}")
-        digest = hashlib.sha256(str(root).encode("utf-8"))
+        digest = hashlib.sha256()
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
             stat = path.stat()
             digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-        return f"path:{root}:{digest.hexdigest()[:16]}"
+        return f"files:{digest.hexdigest()[:16]}"  # not the folder's path: a folder moved (or copied with its times) is the same model
     import torch
 
     digest = hashlib.sha256(type(teacher).__name__.encode())

@@ -1,0 +1,263 @@
+"""Members that differ (issue 31): which sources of difference between the two warm-ups make the default ensemble
+gain over its members, measured as the pipeline runs them. CPU-sized, resumable.
+
+Every choice is made on the **selection split** (the 1,497 STS-B *train* pairs of ``evaluation/DEFAULTS.md``);
+STS-B dev is scored for every model and never used to choose. The corpus is the whole of ``wiki12k.txt``; every
+warm-up is ``train_simcse`` of the shipped MiniLM with the pipeline's settings, so ``jtcse pipeline`` finds these
+folders done. An ensemble kind is the pipeline's: the shipped MiniLM (weight 1) + warm-up I (seed s) + warm-up II
+(seed s + 1), the two differing as the kind says (:data:`~evaluation.drivers.members_settings.KINDS`); their weight
+is chosen on the selection split, exactly from the members' cached cosines.
+
+Stages (``--stages``, in this order; rows in ``<work>/results/``, cosines in ``<work>/cos/``, selection-split
+embeddings in ``<work>/emb/``):
+
+``shipped``    the shipped MiniLM as shipped (the row to beat)
+``warmups``    every warm-up the kinds need, each variant at the seeds it is used with
+``ensembles``  every kind for every seed: weights chosen on the selection split, the gain over its best member, and
+               how differently its two warm-ups err (rank-error agreement, linear CKA; jtcse.evaluation.diversity)
+``twin``       the twin of the best kind's two warm-ups with a real signal (128 sentences a step through
+               CachedJTCSELoss), scored summed and as two separate towers, each in an ensemble with the start
+``pipeline``   ``jtcse pipeline`` (the library call) for each seed with the best kind's settings, and with today's
+               defaults, reusing the warm-ups above; the distilled students scored like every other row
+
+``--report-only`` rebuilds ``evaluation/members/`` and the members tables of ``evaluation/DEFAULTS.md``
+(:mod:`evaluation.drivers.members_report`). Run from the repository root:
+``python -m evaluation.drivers.members --data ../shared/data --threads 2``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from pathlib import Path
+
+from evaluation.drivers.cli import driver_parser, places, publish, run_stages
+from evaluation.drivers.grid import load_shipped
+from evaluation.drivers.members_settings import FULL, KINDS, PIPELINE_KEYS, QUICK, SHIPPED, STAGES, VARIANTS
+from evaluation.drivers.repro_default_scores import ScoredGrid
+from jtcse.training.selection import concat_cosine
+
+
+class MembersRunner(ScoredGrid):
+    """The members driver's stages on :class:`~evaluation.drivers.repro_default_scores.ScoredGrid` (rows scored on
+    dev and the selection split, per genre, from cached cosines), plus selection-split embeddings for CKA."""
+
+    def __init__(self, work: Path, cfg: dict, threads: int, data: Path):
+        super().__init__(work, cfg, threads, data)
+        self.data = data
+        (work / "emb").mkdir(parents=True, exist_ok=True)
+
+    # -- the two diversity measures --------------------------------------------------------------------
+    def embeddings(self, name: str, load=None):
+        """The selection split's sentences (sorted) embedded by row ``name``'s model, cached (``load`` it once)."""
+        import numpy as np
+
+        path = self.work / "emb" / f"{name}.npy"
+        if not path.exists():
+            model = load()
+            model.max_seq_length = self.cfg["eval_max_seq_length"]
+            sentences = sorted(set(self.select.sentences1 + self.select.sentences2))
+            np.save(path, model.encode(sentences, batch_size=64, convert_to_numpy=True))
+        return np.load(path)
+
+    def diversity(self, a: str, b: str) -> dict:
+        """How differently rows ``a`` and ``b`` err on the selection split and how alike they embed it."""
+        import numpy as np
+
+        from jtcse.evaluation.diversity import error_agreement, linear_cka
+
+        gold = np.asarray(self.select.scores)
+        return {
+            "error_agreement": error_agreement(self.cosines(a, "select"), self.cosines(b, "select"), gold),
+            "cka": linear_cka(self.embeddings(a), self.embeddings(b)),
+        }
+
+    def scored(self, name: str, load, **record) -> dict:
+        row = self.score(name, load, **record)
+        self.embeddings(name, load)
+        return row
+
+    # -- stages --------------------------------------------------------------------------------------
+    def shipped(self) -> None:
+        self.scored(SHIPPED, load_shipped, group="baseline")
+
+    def needed(self) -> list[tuple[str, int]]:
+        """``(variant, seed)`` of every warm-up a kind needs: warm-up I at seed s, warm-up II at seed s + 1."""
+        seeds = self.cfg["seeds"]
+        need = {(a, s) for a, _ in KINDS.values() for s in seeds} | {
+            (b, s + 1) for _, b in KINDS.values() for s in seeds
+        }
+        return sorted(need, key=lambda vs: (vs[1], list(VARIANTS).index(vs[0])))
+
+    def warmup(self, variant: str, seed: int) -> str:
+        from jtcse.modeling.loading import load_model
+        from jtcse.training.simcse import train_simcse
+
+        name, out = f"{variant}_s{seed}", self.work / f"{variant}_s{seed}"
+        if not self.done(name) or not (self.work / "emb" / f"{name}.npy").exists():
+            self.trained(name, lambda: train_simcse(None, self.corpus, out, seed=seed, **self.cfg["simcse"],
+                                                    **VARIANTS[variant]),
+                         lambda: load_model(out, device="cpu"), group="warmup", variant=variant, seed=seed)  # fmt: skip
+            self.embeddings(name, lambda: load_model(out, device="cpu"))
+        return name
+
+    def warmups(self) -> None:
+        for variant, seed in self.needed():
+            self.warmup(variant, seed)
+
+    def members_of(self, kind: str, seed: int) -> list[str]:
+        a, b = KINDS[kind]
+        return [SHIPPED, f"{a}_s{seed}", f"{b}_s{seed + 1}"]
+
+    def ensemble(self, name: str, members: list[str], pair: tuple[str, str], **record) -> dict | None:
+        """Row ``name``: the concat ensemble of ``members`` (the first, the start, at weight 1; the others at the one
+        weight of the grid best on the selection split), its gain over its best member and the ``pair``'s
+        diversity."""
+        if self.done(name):
+            return self.row(name)
+        if any(self.row(m) is None for m in members):
+            return None
+        grid = {}
+        for w in self.cfg["weight_grid"]:
+            weights = [1.0] + [w] * (len(members) - 1)
+            cos = {
+                split: concat_cosine([self.cosines(m, split) for m in members], weights) for split in ("dev", "select")
+            }
+            grid[w] = self.scores_from(cos)
+        best = max(grid, key=lambda w: grid[w]["select_spearman"])
+        rows = [self.row(m) for m in members]
+        return self.save(name, {
+            "group": "ensemble", "members": members, "weights": [1.0] + [best] * (len(members) - 1), **grid[best],
+            "best_member_select": max(r["select_spearman"] for r in rows),
+            "best_member_dev": max(r["dev_spearman"] for r in rows),
+            "gain_select": grid[best]["select_spearman"] - max(r["select_spearman"] for r in rows),
+            "gain_dev": grid[best]["dev_spearman"] - max(r["dev_spearman"] for r in rows),
+            "pair": list(pair), **self.diversity(*pair),
+            "grid": [{"weight": w, "select": v["select_spearman"], "dev": v["dev_spearman"]} for w, v in grid.items()],
+            **record,
+        })  # fmt: skip
+
+    def ensembles(self) -> None:
+        for kind in KINDS:
+            for seed in self.cfg["seeds"]:
+                members = self.members_of(kind, seed)
+                self.ensemble(f"ens_{kind}_s{seed}", members, (members[1], members[2]), kind=kind, seed=seed)
+
+    def mean_row(self, pattern: str) -> dict | None:
+        """A kind's rows over the seeds: the mean selection score and each selection genre's worst seed."""
+        rows = [self.row(pattern.format(seed=s)) for s in self.cfg["seeds"]]
+        if any(r is None for r in rows):
+            return None
+        return {
+            "select_spearman": statistics.fmean(r["select_spearman"] for r in rows),
+            "select_genres": {g: min(r["select_genres"][g] for r in rows) for g in rows[0]["select_genres"]},
+        }
+
+    def best_of(self, patterns: dict[str, str]) -> str:
+        """The key of ``patterns`` (key -> row name with ``{seed}``) best on the selection split (mean over seeds)
+        among those whose every seed keeps each selection genre within ``genre_margin`` of the shipped MiniLM's."""
+        merged = {k: self.mean_row(p) for k, p in patterns.items()}
+        missing = [k for k, row in merged.items() if row is None]
+        if missing:
+            raise SystemExit(f"rows missing for {missing}: run the earlier stages first")
+        shipped, margin = self.row(SHIPPED)["select_genres"], self.cfg["genre_margin"]
+        safe = [k for k, r in merged.items() if all(r["select_genres"][g] >= v - margin for g, v in shipped.items())]
+        return max(safe or list(merged), key=lambda k: merged[k]["select_spearman"])
+
+    def best_kind(self) -> str:
+        return self.best_of({kind: f"ens_{kind}_s{{seed}}" for kind in KINDS})
+
+    def twin(self) -> None:
+        """The twin of the best kind's warm-ups, 128 sentences a step (GradCache), summed and as two towers."""
+        from jtcse.modeling.loading import load_model
+        from jtcse.training.twin import train_twin
+
+        kind = self.best_kind()
+        for seed in self.cfg["seeds"]:
+            _, a, b = self.members_of(kind, seed)
+            name, out = f"twin_{kind}_s{seed}", self.work / f"twin_{kind}_s{seed}"
+            self.trained(name, lambda: train_twin(str(self.work / a), str(self.work / b), self.corpus, out, seed=seed,
+                                                  logging_steps=5, show_progress=False, **self.cfg["twin"]),
+                         lambda: load_model(out, device="cpu"), group="twin", kind=kind, seed=seed)  # fmt: skip
+            self.embeddings(name, lambda: load_model(out, device="cpu"))
+            towers = self.work / f"{name}_towers"
+            if not (towers / "tower_2" / "modules.json").is_file():
+                load_model(out, device="cpu")[0].export_towers(towers)
+            for i in (1, 2):
+                folder = towers / f"tower_{i}"
+                self.scored(f"{name}_t{i}", lambda: load_model(folder, device="cpu"), group="tower", kind=kind, seed=seed)  # fmt: skip
+            self.ensemble(f"ens_twin_{kind}_s{seed}", [SHIPPED, name], (a, b), kind=f"twin:{kind}", seed=seed)
+            self.ensemble(f"ens_towers_{kind}_s{seed}", [SHIPPED, f"{name}_t1", f"{name}_t2"],
+                          (f"{name}_t1", f"{name}_t2"), kind=f"towers:{kind}", seed=seed)  # fmt: skip
+
+    def default_choice(self) -> str:
+        """The new default: the best on the selection split of the kinds, and of the best kind's twin summed and
+        as towers (``twin:KIND``, ``towers:KIND``)."""
+        kind = self.best_kind()
+        return self.best_of({
+            kind: f"ens_{kind}_s{{seed}}", f"twin:{kind}": f"ens_twin_{kind}_s{{seed}}",
+            f"towers:{kind}": f"ens_towers_{kind}_s{{seed}}",
+        })  # fmt: skip
+
+    def pipeline_values(self, choice: str, seed: int) -> dict:
+        """The pipeline settings of ``choice`` (a kind, ``twin:KIND`` or ``towers:KIND``) for ``seed``."""
+        kind = choice.split(":")[-1]
+        tables = PIPELINE_KEYS[kind]
+        values = {"corpus": str(self.corpus), "seed": seed, "until": "distill", "warmup_b": tables["warmup_b"],
+                  "warmup": {**self.cfg["simcse"], **tables["warmup"]}, "distill": self.cfg["distill"]}  # fmt: skip
+        if choice != kind:
+            values["twin"] = {"enabled": True, **self.cfg["twin"]}
+            values["ensemble"] = {"enabled": True, "twin_towers": choice.startswith("towers:")}
+        return values
+
+    def pipeline(self) -> None:
+        """``jtcse pipeline`` for each seed with the new default's settings and today's, the warm-ups (and twins)
+        above copied in so only what follows them runs; the students scored."""
+        from sentence_transformers import SentenceTransformer
+
+        from jtcse.training.pipeline import PipelineConfig, run_pipeline
+
+        for choice in dict.fromkeys([self.default_choice(), "dropout"]):
+            tag = choice.replace(":", "-")
+            for seed in self.cfg["seeds"]:
+                name, out = f"student_{tag}_s{seed}", self.work / f"pipeline_{tag}_s{seed}"
+                _, a, b = self.members_of(choice.split(":")[-1], seed)
+                copies = {"tower_a": a, "tower_b": b}
+                if choice != choice.split(":")[-1]:
+                    copies["twin"] = f"twin_{choice.split(':')[-1]}_s{seed}"
+                for folder, row in copies.items():
+                    if not (out / folder).exists():
+                        shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
+                config = PipelineConfig.from_values(self.pipeline_values(choice, seed))
+                self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"]["distill"],
+                             lambda: SentenceTransformer(str(out / "distilled"), device="cpu"),
+                             group="student", choice=choice, seed=seed)  # fmt: skip
+                self.ensemble_time(name, out)
+
+    def ensemble_time(self, name: str, out: Path) -> None:
+        """The pipeline's own seconds for the stages after the warm-ups, on the student's row."""
+        import json
+
+        summary = json.loads((out / "pipeline_summary.json").read_text(encoding="utf-8"))
+        row = self.row(name)
+        if "stage_seconds" not in row:
+            stages = {r["stage"]: r["seconds"] for r in summary["table"] if r["status"] in ("ran", "skipped (done)")}
+            self.save(name, {**{k: v for k, v in row.items() if k not in ("name", "threads")}, "stage_seconds": stages})
+
+
+def main() -> None:
+    from evaluation.drivers.members_report import build_report
+
+    args = driver_parser(__doc__, STAGES, threads=2).parse_args()
+    cfg = QUICK if args.quick else FULL
+    where = places(args, "members", "DEFAULTS.md")
+    runner = MembersRunner(where.work, cfg, args.threads, args.data)
+    if not args.report_only:
+        run_stages(runner, args, STAGES, "members")
+    results, tables = build_report(where.work, cfg)
+    publish(where, results, tables, marker="MEMBERS")
+    print(tables)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The members driver's report: ``evaluation/members/results.json`` and the tables between the ``MEMBERS`` markers
+of ``evaluation/DEFAULTS.md`` (every number from the row files of :mod:`evaluation.drivers.members`)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from evaluation.drivers.formatting import mean_std, mean_std_text, percent
+from evaluation.drivers.grid import read_rows
+from evaluation.drivers.members_settings import KINDS, SHIPPED, VARIANT_LABELS
+from evaluation.drivers.repro_default_settings import genre_label
+
+
+def _table(title: str, header: list[str], lines: list[list[str]]) -> str:
+    out = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    out += ["| " + " | ".join(line) + " |" for line in lines]
+    return "\n".join(out) + "\n\n"
+
+
+def _seeded(rows: dict, names: list[str]) -> list[dict]:
+    return [rows[n] for n in names if n in rows]
+
+
+def _genres(found: list[dict], split: str) -> list[str]:
+    genres = sorted(found[0][f"{split}_genres"]) if found else []
+    return [mean_std_text([r[f"{split}_genres"][g] for r in found]) for g in genres]
+
+
+def _plain(values: list[float], digits: int = 2) -> str:
+    if not values:
+        return "–"
+    m, sd = mean_std(values)
+    return f"{m:.{digits}f}" + (f" ± {sd:.{digits}f}" if sd is not None else "")
+
+
+def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
+    """``(results, tables)`` from ``<work>/results``: the rows as they are, and the Markdown tables."""
+    rows = read_rows(work)
+    seeds = cfg["seeds"]
+    shipped = rows.get(SHIPPED)
+    tables = ""
+    genre_names = [genre_label(g) for g in sorted(shipped["dev_genres"])] if shipped else []
+    select_genres = [genre_label(g) for g in sorted(shipped["select_genres"])] if shipped else []
+
+    # -- every warm-up variant as a member on its own
+    lines = []
+    if shipped:
+        lines.append(["**shipped MiniLM (row to beat)**", "1", percent(shipped["select_spearman"]),
+                      *[percent(v) for _, v in sorted(shipped["select_genres"].items())],
+                      percent(shipped["dev_spearman"]), *[percent(v) for _, v in sorted(shipped["dev_genres"].items())],
+                      "–"])  # fmt: skip
+    for variant, label in VARIANT_LABELS.items():
+        found = [r for n, r in rows.items() if r.get("group") == "warmup" and r.get("variant") == variant]
+        if found:
+            lines.append([label, str(len(found)), mean_std_text([r["select_spearman"] for r in found]),
+                          *_genres(found, "select"), mean_std_text([r["dev_spearman"] for r in found]),
+                          *_genres(found, "dev"), f"{statistics.fmean(r['train_seconds'] for r in found):.0f}"])  # fmt: skip
+    for name in ("twin", "tower"):
+        found = [r for r in rows.values() if r.get("group") == name]
+        if found:
+            label = "the twin (summed towers)" if name == "twin" else "one of the twin's towers"
+            lines.append([f"{label}, {found[0]['kind']} warm-ups", str(len(found)),
+                          mean_std_text([r["select_spearman"] for r in found]), *_genres(found, "select"),
+                          mean_std_text([r["dev_spearman"] for r in found]), *_genres(found, "dev"),
+                          f"{statistics.fmean(r.get('train_seconds') or 0 for r in found):.0f}"])  # fmt: skip
+    tables += _table(
+        "Members on their own (Spearman ×100, mean ± std over seeds; selection split = 1,497 STS-B *train* pairs)",
+        ["member", "seeds", "selection", *[f"sel. {g}" for g in select_genres], "dev",
+         *[f"dev {g}" for g in genre_names], "train s"],
+        lines,
+    )  # fmt: skip
+
+    # -- the ensembles: how differently their trained members err, and what the ensemble gains over its best one
+    lines = []
+    kinds = [(k, f"ens_{k}_s{{}}") for k in KINDS] + sorted(
+        {(r["kind"], f"ens_{r['kind'].split(':')[0]}_{r['kind'].split(':')[1]}_s{{}}") for r in rows.values()
+         if r.get("group") == "ensemble" and ":" in r.get("kind", "")})  # fmt: skip
+    for kind, pattern in kinds:
+        found = _seeded(rows, [pattern.format(s) for s in seeds])
+        if not found:
+            continue
+        a, b = KINDS[kind.split(":")[-1]]
+        members = {"twin": "start + twin", "towers": "start + tower I + tower II"}.get(kind.split(":")[0],
+                                                                                      f"start + {a} + {b}")  # fmt: skip
+        lines.append([f"{kind}" + (" (today's default)" if kind == "dropout" else ""), members,
+                      _plain([r["error_agreement"] for r in found]), _plain([r["cka"] for r in found]),
+                      mean_std_text([r["select_spearman"] for r in found]),
+                      mean_std_text([r["gain_select"] for r in found]), mean_std_text([r["dev_spearman"] for r in found]),
+                      mean_std_text([r["gain_dev"] for r in found]), *_genres(found, "dev"),
+                      "; ".join(f"{r['weights'][1]:g}" for r in found)])  # fmt: skip
+    tables += _table(
+        "Ensembles and how their members differ (the start at weight 1, the trained members at the weight best on the "
+        "selection split; error agreement: Spearman of the two trained members' rank errors on the selection split, "
+        "1 = they err alike; CKA: linear CKA of their selection-split embeddings; gain: over the ensemble's best "
+        "member)",
+        ["kind", "members", "error agreement", "CKA", "selection", "gain (selection)", "dev", "gain (dev)",
+         *[f"dev {g}" for g in genre_names], "trained members' weight per seed"],
+        lines,
+    )  # fmt: skip
+
+    # -- the students the pipeline distils from the chosen kind and from today's default
+    lines = []
+    for choice in sorted({r["choice"] for r in rows.values() if r.get("group") == "student"}):
+        found = [r for r in rows.values() if r.get("group") == "student" and r["choice"] == choice]
+        warmups = [rows.get(f"{v}_s{r['seed'] + i}", {}).get("train_seconds") or 0 for r in found
+                   for i, v in enumerate(KINDS[choice.split(":")[-1]])]  # fmt: skip
+        after = [sum(v for k, v in r.get("stage_seconds", {}).items() if not k.startswith("warmup")) for r in found]
+        lines.append([choice + (" (today's default)" if choice == "dropout" else ""), str(len(found)),
+                      mean_std_text([r["select_spearman"] for r in found]), *_genres(found, "select"),
+                      mean_std_text([r["dev_spearman"] for r in found]), *_genres(found, "dev"),
+                      f"{(sum(warmups) + sum(after)) / max(1, len(found)) / 60:.1f}"])  # fmt: skip
+    if lines:
+        tables += _table(
+            "Students of `jtcse pipeline` (3 seeds; the warm-ups above reused, the ensemble and the distillation run "
+            "by the pipeline; minutes: the warm-ups' training plus the pipeline's later stages, this machine)",
+            ["pipeline", "seeds", "selection", *[f"sel. {g}" for g in select_genres], "dev",
+             *[f"dev {g}" for g in genre_names], "minutes a run"],
+            lines,
+        )  # fmt: skip
+    return {"rows": rows, "config": cfg}, tables
