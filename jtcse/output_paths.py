@@ -35,13 +35,17 @@ def _same_file(a: Path, b: Path) -> bool:
         return a == b
 
 
-def check_output_apart(outputs: PathLike | Iterable[PathLike], inputs: Iterable[PathLike | None]) -> None:
-    """Raise :class:`JTCSEError` when an output is one of ``inputs`` or a folder holding one (``None`` inputs are
-    skipped). ``outputs``: the output, or every path it is made of (``OUT.npy`` and its ``OUT.npy.json`` ...)."""
+def check_output_apart(outputs: PathLike | Iterable[PathLike], inputs: Iterable[object]) -> None:
+    """Raise :class:`JTCSEError` when an output is one of ``inputs`` or a folder holding one. ``outputs``: the
+    output, or every path it is made of (``OUT.npy`` and its ``OUT.npy.json`` ...). ``inputs``: what the command
+    reads; what is not an existing path (``None``, a Hub model name, a loaded model) cannot be harmed and is
+    skipped."""
     if isinstance(outputs, (str, os.PathLike)):
         outputs = [outputs]
     outputs = list(outputs)
-    for source in (s for s in inputs if s is not None):
+    for source in inputs:
+        if not isinstance(source, (str, os.PathLike)) or not Path(source).expanduser().exists():
+            continue
         read = resolved(source)
         for output in outputs:
             written = resolved(output)

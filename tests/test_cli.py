@@ -3,6 +3,7 @@ names (hidden, warned about, still working), one-line errors."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers.cli import invoke_cli, one_error_line, run_python
 
@@ -300,3 +301,43 @@ def test_the_pipelines_stage_defaults_are_its_trainers_presets_shown_in_help():
     stages = check_settings(**{k: arguments[k] for k in ("warmup_settings", "twin_settings", "distill_settings")})
     assert {stage: settings for stage, (settings, _) in stages.items()} == STAGE_DEFAULTS
     assert arguments["ensemble"] is None and arguments["twin"] is None and arguments["pooling"] is None  # by the start
+
+
+def _the_input_as_output(tmp_path, tiny_bert) -> dict[str, tuple[list, str]]:
+    """Per command, a call whose output is (or holds) its own input: ``(argv, message)``."""
+    import shutil
+
+    from jtcse.search.lines import iter_chunks
+    from jtcse.search.sinks import PartWriter
+
+    text = "".join(f"Sentence {i} of the corpus.\n" for i in range(6))
+    (tmp_path / "corpus.npy").write_text(text, encoding="utf-8")  # a text file a user named .npy
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "texts.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "shards").mkdir()
+    chunk = next(iter_chunks(tmp_path / "idx" / "texts.txt", 6))
+    PartWriter(tmp_path / "shards", 4, "float32", {"model": "m", "normalized": False}).write(0, chunk, np.ones((6, 4)))
+    shutil.copytree(tiny_bert, tmp_path / "models" / "bert")
+    (tmp_path / "rtt").mkdir()
+    (tmp_path / "rtt" / "pairs.de.tsv").write_text(text, encoding="utf-8")
+    same, holds = "is the input", "holds the input"
+    return {
+        "encode": (["encode", tiny_bert, "-i", "corpus.npy", "-o", "corpus.npy", "--overwrite", "--no-progress"], same),
+        "index-build": (["index", "build", tiny_bert, "-i", "idx/texts.txt", "-o", "idx", "--no-progress"], holds),
+        "index-embeddings": (["index", "build", "--embeddings", "shards", "-o", "shards", "--overwrite"], same),
+        "export": (["export", "models/bert", "-o", "models", "--overwrite"], holds),
+        "rtt": (["rtt", "--input", "rtt/pairs.de.tsv", "--pivots", "de", "--backend", "replay", "-o", "rtt"], holds),
+    }
+
+
+@pytest.mark.parametrize("command", ["encode", "index-build", "index-embeddings", "export", "rtt"])
+def test_an_output_that_is_or_holds_the_input_is_refused_before_anything_is_touched(command, tmp_path, tiny_bert):
+    """`encode -i X -o X --overwrite` deleted X; `index build -i idx/texts.txt -o idx` emptied it; `export M -o
+    PARENT --overwrite` would delete the model: one check (jtcse.output_paths) in every command that reads and writes."""
+    from helpers.files import snapshot
+
+    argv, message = _the_input_as_output(tmp_path, tiny_bert)[command]
+    before = snapshot([tmp_path])
+    line = one_error_line(invoke_cli(*argv, cwd=tmp_path))
+    assert message in line and ("Give another -o" in line or "Give an -o/--output outside it" in line), line
+    assert snapshot([tmp_path]) == before

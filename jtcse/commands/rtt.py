@@ -103,6 +103,7 @@ def rtt(
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
+    from jtcse.output_paths import check_output_apart
     from jtcse.rtt.backends import GoogletransSettings, ReplaySettings, Seq2SeqSettings, make_translator
     from jtcse.rtt.cache import TranslationCache
     from jtcse.rtt.runner import run_rtt
@@ -117,6 +118,7 @@ def rtt(
         if limit < 1:
             raise JTCSEError(f"--limit must be at least 1, got {limit}")
         sentences = sentences[:limit]
+    check_output_apart(output, (input, replay_pairs))  # (run_rtt checks it too) before the cache is made in it
     cache_path = cache or (output / "rtt_cache.sqlite")
     if backend is Backend.replay and cache is not None and not cache.is_file():
         raise JTCSEError(f"Replay cache not found: {cache}")
@@ -144,7 +146,7 @@ def rtt(
             with translator:
                 summary = run_rtt(
                     sentences, pivot_list, translator, output,
-                    source=source, cache=store, chunk_size=chunk_size, progress=progress,
+                    source=source, cache=store, chunk_size=chunk_size, progress=progress, inputs=(input, replay_pairs),
                 )  # fmt: skip
         except KeyboardInterrupt:
             typer.secho(

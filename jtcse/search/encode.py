@@ -35,6 +35,7 @@ from typing import Any
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, crash_point, output_lock
+from jtcse.output_paths import check_output_apart
 from jtcse.search.lines import count_rows, iter_chunks, plan_chunks
 from jtcse.search.sinks import (
     SHARD_META_FILE,
@@ -202,6 +203,7 @@ def encode_file(
         check_request(model, fmt, device, workers)
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
+    check_output_apart([*output_files(output), parts_folder(output)], [input_path, model])
     identity = model_name_of(model, model_name)
     wanted = _run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
 
