@@ -341,3 +341,28 @@ def test_an_output_that_is_or_holds_the_input_is_refused_before_anything_is_touc
     line = one_error_line(invoke_cli(*argv, cwd=tmp_path))
     assert message in line and ("Give another -o" in line or "Give an -o/--output outside it" in line), line
     assert snapshot([tmp_path]) == before
+
+
+def test_no_option_help_loses_words_to_rich_markup():
+    """typer renders help as rich markup, which drops "[...]" silently: `eval mteb --tasks` said "task names ." (its
+    "[default: STS17 ...]" eaten), and rtt's "[googletrans]" labels vanished."""
+    from rich.text import Text
+
+    eaten = [
+        (name, param.name, param.help)
+        for name, command in _leaf_commands()
+        for param in command.params
+        if getattr(param, "help", None) and Text.from_markup(param.help).plain != param.help.replace("\\[", "[")
+    ]
+    assert eaten == []
+    shown = " ".join(invoke_cli("eval", "mteb", "--help", COLUMNS=400).stdout.split())
+    assert "Comma-separated MTEB task names. Default: STS17 (en-en), STS22.v2 (en)" in shown
+
+
+def test_batch_size_help_names_in_batch_negatives_only_where_training_has_them():
+    """`--batch-size` of encode and eval mteb said "(training: in-batch negatives)"."""
+    helps = {name: {p.name: p.help for p in command.params}.get("batch_size") for name, command in _leaf_commands()}
+    for name, help in helps.items():
+        if help is not None:
+            assert ("in-batch negatives" in help) == (name in {"train", "simcse", "distill"}), (name, help)
+    assert helps["encode"] == helps["eval mteb"] == "Sentences encoded per batch (more: faster, more memory)."

@@ -130,6 +130,12 @@ def batch_size_option(default: int):
     return typer.Option(default, "--batch-size", help="Sentences per batch (training: in-batch negatives).")
 
 
+def inference_batch_size_option(default: int, what: str = "encoded"):
+    """``--batch-size`` of a command that runs a model without training it (encode, index, eval, diagnose, rtt):
+    there, a batch is only a unit of work."""
+    return typer.Option(default, "--batch-size", help=f"Sentences {what} per batch (more: faster, more memory).")
+
+
 def max_seq_length_option(default: int):
     return typer.Option(
         default, "--max-seq-length", help="Tokens per sentence during training; longer ones are truncated."
