@@ -168,6 +168,21 @@ def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_pa
     assert out.read_bytes() == (tmp_path / "fresh.parquet").read_bytes()  # the first run's result is whole
 
 
+def test_ctrl_c_says_what_was_kept_and_how_to_resume(tiny_bert, corpus, tmp_path):
+    """SIGINT (Ctrl-C) ended `jtcse encode` with status 130 and not a word."""
+    out = tmp_path / "v.parquet"
+    args = (*_encode_args(tiny_bert, corpus), "-o", out)
+    proc = _start_frozen(args, "encode-chunk:2")  # two chunks on disk
+    os.kill(proc.pid, signal.SIGINT)  # delivered as it wakes up
+    stopped = _resume(proc)
+    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        f"Interrupted: the finished work in {out} is kept; run the same command again to resume."
+    )
+    rerun = invoke_cli(*args)
+    assert rerun.returncode == 0 and "Resumed after row 10." in rerun.stderr, rerun.stderr
+
+
 def test_encode_output_that_is_a_folder_or_under_a_file(tiny_bert, corpus, tmp_path):
     folder = tmp_path / "vectors.npy"
     folder.mkdir()
