@@ -327,10 +327,14 @@ def _the_input_as_output(tmp_path, tiny_bert) -> dict[str, tuple[list, str]]:
         "index-embeddings": (["index", "build", "--embeddings", "shards", "-o", "shards", "--overwrite"], same),
         "export": (["export", "models/bert", "-o", "models", "--overwrite"], holds),
         "rtt": (["rtt", "--input", "rtt/pairs.de.tsv", "--pivots", "de", "--backend", "replay", "-o", "rtt"], holds),
+        "ensemble": (["ensemble", "models/bert", tiny_bert, "-o", "models", "--overwrite"], holds),
+        "ensemble-cwd": (["ensemble", tiny_bert, tiny_bert, "-o", ".", "--overwrite"], "is the working directory"),
     }
 
 
-@pytest.mark.parametrize("command", ["encode", "index-build", "index-embeddings", "export", "rtt"])
+@pytest.mark.parametrize(
+    "command", ["encode", "index-build", "index-embeddings", "export", "rtt", "ensemble", "ensemble-cwd"]
+)
 def test_an_output_that_is_or_holds_the_input_is_refused_before_anything_is_touched(command, tmp_path, tiny_bert):
     """`encode -i X -o X --overwrite` deleted X; `index build -i idx/texts.txt -o idx` emptied it; `export M -o
     PARENT --overwrite` would delete the model: one check (jtcse.output_paths) in every command that reads and writes."""
@@ -339,7 +343,7 @@ def test_an_output_that_is_or_holds_the_input_is_refused_before_anything_is_touc
     argv, message = _the_input_as_output(tmp_path, tiny_bert)[command]
     before = snapshot([tmp_path])
     line = one_error_line(invoke_cli(*argv, cwd=tmp_path))
-    assert message in line and ("Give another -o" in line or "Give an -o/--output outside it" in line), line
+    assert message in line and ("Give another -o" in line or "outside it" in line or "give a new folder" in line), line
     assert snapshot([tmp_path]) == before
 
 
