@@ -1,12 +1,12 @@
 """Where an output may go, checked before anything is written (``docs/runs.md``, "Nothing lost on a wrong path").
 
 * :func:`check_output_apart`: an output is never one of the command's inputs, nor a folder holding one. Every
-  command that reads files and writes another (``encode``, ``index build``, ``rtt``, ``export``, ``data fetch``)
-  calls it from its library entry point, so that ``--overwrite`` (or a plain write) can never delete what the
-  command was asked to read.
-* :func:`check_replaceable_folder`: a folder that a command replaces whole (``data fetch``, ``export``) is empty,
-  or was made by that command (it holds the command's marker file), and never the working directory, a folder
-  holding it, the home folder or the root.
+  command that reads files and writes another (``encode``, ``index build``, ``rtt``, ``export``, ``ensemble``,
+  ``data fetch``) calls it from its library entry point, so that ``--overwrite`` (or a plain write) can never
+  delete what the command was asked to read.
+* :func:`check_replaceable_folder`: a folder that a command replaces whole (``data fetch``, ``export``,
+  ``ensemble``) is empty or was made by that command (it holds the command's marker file), and never the
+  working directory, a folder holding it, the home folder or the root.
 
 Paths are compared after resolving ``~``, ``.``, ``..`` and links; two names of one file (a hard link) are the
 same file.
