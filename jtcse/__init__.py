@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from jtcse.processes import die_with_parent as _die_with_parent
+
+_die_with_parent()  # in a pool worker that is starting (JTCSE_POOL_PARENT set): die with the process that started it
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "build_twin", "TwinTowers"]

@@ -3,12 +3,14 @@
 Every command module exposes ``register(app)`` and is imported here by name (a broken command is an
 import error, never a silently missing command). Options shared between commands are declared once,
 in ``jtcse.commands._options``. Heavy imports (torch, transformers) happen inside the command bodies
-so that ``jtcse --help`` answers instantly.
+so that ``jtcse --help`` answers instantly. Every command answers Ctrl-C with one line on what was kept
+(:func:`_say_what_is_kept`).
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import os
 
@@ -32,6 +34,42 @@ for _command in COMMANDS:
     _command.register(app)
 
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+RESUMED_BY_RERUN = {"train", "simcse", "distill", "pipeline", "rtt", "encode", "index build", "data fetch", "eval mteb"}
+"""The commands that keep their finished work when interrupted and go on from it when run again (docs/runs.md)."""
+
+
+def _registered(typer_app: typer.Typer, path: tuple[str, ...] = ()):
+    """``(name, CommandInfo)`` of every command of ``typer_app`` and its sub-apps (``"index build"``, ...)."""
+    for info in typer_app.registered_commands:
+        yield " ".join((*path, info.name or info.callback.__name__)), info
+    for group in typer_app.registered_groups:
+        yield from _registered(group.typer_instance, (*path, group.name))
+
+
+def _say_what_is_kept(name: str, callback):
+    """``callback`` that answers Ctrl-C (SIGINT) with one line on what was kept and what to do, then exit status 130
+    (typer's own answer is the status alone). A command that says it itself (rtt) exits before this sees it."""
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            output = kwargs.get("output")
+            where = f" in {output}" if output is not None else ""
+            if name in RESUMED_BY_RERUN:
+                said = f"Interrupted: the finished work{where} is kept; run the same command again to resume."
+            else:
+                said = "Interrupted before it finished; run the same command again to start over."
+            typer.secho(said, fg=typer.colors.YELLOW, err=True)
+            raise typer.Exit(130) from None
+
+    return run
+
+
+for _name, _info in _registered(app):
+    _info.callback = _say_what_is_kept(_name, _info.callback)
 
 
 def main() -> None:

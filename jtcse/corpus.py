@@ -23,14 +23,16 @@ class Corpus:
 
 
 def decode_line(raw: bytes, path: str | Path, line_no: int) -> str:
-    """``raw`` as UTF-8 text; a :class:`JTCSEError` naming the file, line, byte and column otherwise."""
+    """``raw`` as UTF-8 text; a :class:`JTCSEError` naming the file, line, byte and column otherwise. Line 1 loses a
+    leading byte order mark (editors on Windows write one), which would otherwise start its first sentence."""
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise JTCSEError(
             f"{path}: line {line_no} is not valid UTF-8 (byte {raw[err.start]:#04x} at column "
             f"{err.start + 1}). Re-encode the file as UTF-8."
         ) from None
+    return text.removeprefix("\ufeff") if line_no == 1 else text
 
 
 def utf8_lines(path: str | Path) -> Iterator[tuple[int, str]]:

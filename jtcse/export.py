@@ -26,6 +26,7 @@ from pathlib import Path
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_folder, output_lock
+from jtcse.output_paths import check_output_apart, check_replaceable_folder
 
 FORMATS = ("onnx", "openvino")
 QUANTIZATIONS = ("none", "int8")
@@ -230,7 +231,9 @@ def export_model(
     ``calibration``: a text file, one sentence per line, for OpenVINO int8 (required offline). Checks
     every input before writing anything, holds the output's lock while writing, and writes under a
     temporary name renamed at the end (removed if anything fails). The result loads with
-    ``SentenceTransformer(output_dir, backend=format)``.
+    ``SentenceTransformer(output_dir, backend=format)``. The output is never the model or calibration file, a
+    folder holding them, the working directory or a folder holding it; a non-empty one is replaced only with
+    ``overwrite`` and only when an earlier export made it (its ``export.json``): :mod:`jtcse.output_paths`.
     """
     quantize = check_options(format, quantize, calibration)
     source = check_single_tower(model_path)
@@ -238,11 +241,11 @@ def export_model(
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise JTCSEError(f"Output {output_dir} is a file; give a folder.")
-    if output_dir.resolve() == source.resolve():
-        raise JTCSEError("The output folder must differ from the model folder.")
+    check_output_apart(output_dir, [source, calibration])
+    check_replaceable_folder(output_dir, marker=EXPORT_FILE, made_by="jtcse export")
     with output_lock(output_dir):
         if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-            raise JTCSEError(f"{output_dir} is not empty; pass --overwrite to replace it.")
+            raise JTCSEError(f"{output_dir} holds an earlier export; pass --overwrite to replace it.")
         check_backend(format)
         with atomic_folder(output_dir) as tmp:
             _convert(source, tmp, format, quantize, sentences)

@@ -238,7 +238,8 @@ def crash_point(name: str) -> None:
     sends SIGCONT); otherwise it costs one dictionary lookup. Crash tests use it to stop a real
     subprocess at a chosen, reproducible moment. Points: ``encode-chunk`` (a chunk's vectors and
     progress are on disk), ``rtt-translation`` (one translation committed to the cache),
-    ``rtt-pivot`` (a pivot's pairs and drop files written), ``checkpoint-save`` (inside a trainer
+    ``rtt-pivot`` (a pivot's pairs and drop files written), ``pool-start`` (the encoding pool's parent, pickling
+    the model for a worker it starts), ``checkpoint-save`` (inside a trainer
     checkpoint save: weights, optimizer and RNG states written, ``trainer_state.json`` not yet),
     ``final-save`` (a trainer's final model saved, its run summary not yet written).
 

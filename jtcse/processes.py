@@ -16,11 +16,17 @@ around the training happens once, on rank 0, and the other ranks take its result
 
 An error on rank 0 is passed to the other ranks, which stop with it (:class:`MainProcessFailed`) instead of
 waiting forever. Importing this module is cheap (no torch) so that the CLI can call :func:`quiet_replica` first.
+
+A worker process that must not outlive the process that started it (the encoding pool's,
+:mod:`jtcse.search.pool`) is started with ``JTCSE_POOL_PARENT=<that PID>`` in its environment: importing
+``jtcse`` there calls :func:`die_with_parent` first.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -28,6 +34,10 @@ from typing import Any, TypeVar
 from jtcse.errors import JTCSEError
 
 T = TypeVar("T")
+
+POOL_PARENT_ENV = "JTCSE_POOL_PARENT"
+"""Set (to its PID) by a process while it starts worker processes that must die with it."""
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 DDP_TIMEOUT_SECONDS = 1800
 """How long a rank waits for the others (transformers' ``ddp_timeout`` default)."""
@@ -147,3 +157,21 @@ def main_process_first(fn: Callable[[], T]) -> T:
         return run_on_main(fn)
     run_on_main(lambda: None)
     return fn()
+
+
+def die_with_parent() -> None:
+    """In a process started with ``JTCSE_POOL_PARENT=PID``: have the kernel SIGKILL it the moment PID dies
+    (Linux ``prctl(PR_SET_PDEATHSIG)``), and exit at once if PID is already gone. Elsewhere, nothing.
+
+    The variable is removed, so that processes this one starts are not tied to PID. Without ``prctl`` (not Linux)
+    only the exit applies; the pool's watchdog (:mod:`jtcse.search.pool`) covers the rest.
+    """
+    parent = os.environ.pop(POOL_PARENT_ENV, None)
+    if not parent:
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(parent):  # it died before the line above: no signal will come
+        os._exit(1)

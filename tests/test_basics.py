@@ -64,3 +64,24 @@ def test_cosine_spearman_matches_direct_computation(tmp_path):
     ea, eb = model.encode(pairs.sentences1), model.encode(pairs.sentences2)
     cos = (ea * eb).sum(1) / np.linalg.norm(ea, axis=1) / np.linalg.norm(eb, axis=1)
     assert cosine_spearman(model, pairs) == pytest.approx(spearmanr(cos, pairs.scores).statistic)
+
+
+def test_a_byte_order_mark_does_not_start_the_first_sentence(tmp_path):
+    """Every sentence file is read by jtcse.corpus.decode_line: a BOM (U+FEFF, which str.strip keeps) stayed in the
+    first text encode stored, the first corpus sentence and the first STS-B genre."""
+    from jtcse.evaluation.mteb_runner import _read_local_pairs
+    from jtcse.search.lines import iter_chunks, plan_chunks
+
+    bom = "\ufeff".encode()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(bom + b"First sentence.\nSecond one.\n")
+    assert read_corpus(corpus).sentences == ["First sentence.", "Second one."]
+    assert next(iter_chunks(corpus, 8)).texts == ["First sentence.", "Second one."]
+    spans, _ = plan_chunks(corpus, 1)
+    assert spans[0].read(corpus).texts == ["First sentence."] and spans[0].start_byte == 0
+    stsb = tmp_path / "sts.csv"
+    stsb.write_bytes(bom + b"main-news\tf\t2012\t0001\t4.0\tA cat.\tA dog.\n")
+    assert read_stsb_file(stsb).genres == ["main-news"]
+    local = tmp_path / "local.tsv"
+    local.write_bytes(bom + b"sentence1\tsentence2\tscore\nA cat.\tA dog.\t4.0\n")
+    assert _read_local_pairs(local) == (["A cat."], ["A dog."], [4.0])

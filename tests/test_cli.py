@@ -3,6 +3,7 @@ names (hidden, warned about, still working), one-line errors."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers.cli import invoke_cli, one_error_line, run_python
 
@@ -158,7 +159,7 @@ def test_a_training_commands_settings_are_options_generated_from_its_settings_cl
     defaults = cls()
     for name, key in keys(cls).items():
         param = params[name]
-        assert param.default is None and param.help == key.help, name
+        assert param.default is None and param.help == key.help.replace("[", "\\["), name  # rich markup escaped
         value = get(defaults, key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             assert param.show_default == (f"{value:g}" if isinstance(value, float) else str(value)), name
@@ -278,3 +279,72 @@ def test_the_pipelines_options_show_its_configs_defaults_and_run_them_when_none_
     config, record = pipeline_config(context.params)
     assert config == PipelineConfig() and record is None
     assert config.ensemble.enabled is None and config.twin.enabled is None and config.pooling is None  # by the start
+
+
+def _the_input_as_output(tmp_path, tiny_bert) -> dict[str, tuple[list, str]]:
+    """Per command, a call whose output is (or holds) its own input: ``(argv, message)``."""
+    import shutil
+
+    from jtcse.search.lines import iter_chunks
+    from jtcse.search.sinks import PartWriter
+
+    text = "".join(f"Sentence {i} of the corpus.\n" for i in range(6))
+    (tmp_path / "corpus.npy").write_text(text, encoding="utf-8")  # a text file a user named .npy
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "texts.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "shards").mkdir()
+    chunk = next(iter_chunks(tmp_path / "idx" / "texts.txt", 6))
+    PartWriter(tmp_path / "shards", 4, "float32", {"model": "m", "normalized": False}).write(0, chunk, np.ones((6, 4)))
+    shutil.copytree(tiny_bert, tmp_path / "models" / "bert")
+    (tmp_path / "rtt").mkdir()
+    (tmp_path / "rtt" / "pairs.de.tsv").write_text(text, encoding="utf-8")
+    same, holds = "is the input", "holds the input"
+    return {
+        "encode": (["encode", tiny_bert, "-i", "corpus.npy", "-o", "corpus.npy", "--overwrite", "--no-progress"], same),
+        "index-build": (["index", "build", tiny_bert, "-i", "idx/texts.txt", "-o", "idx", "--no-progress"], holds),
+        "index-embeddings": (["index", "build", "--embeddings", "shards", "-o", "shards", "--overwrite"], same),
+        "export": (["export", "models/bert", "-o", "models", "--overwrite"], holds),
+        "rtt": (["rtt", "--input", "rtt/pairs.de.tsv", "--pivots", "de", "--backend", "replay", "-o", "rtt"], holds),
+        "ensemble": (["ensemble", "models/bert", tiny_bert, "-o", "models", "--overwrite"], holds),
+        "ensemble-cwd": (["ensemble", tiny_bert, tiny_bert, "-o", ".", "--overwrite"], "is the working directory"),
+    }
+
+
+@pytest.mark.parametrize(
+    "command", ["encode", "index-build", "index-embeddings", "export", "rtt", "ensemble", "ensemble-cwd"]
+)
+def test_an_output_that_is_or_holds_the_input_is_refused_before_anything_is_touched(command, tmp_path, tiny_bert):
+    """`encode -i X -o X --overwrite` deleted X; `index build -i idx/texts.txt -o idx` emptied it; `export M -o
+    PARENT --overwrite` would delete the model: one check (jtcse.output_paths) in every command that reads and writes."""
+    from helpers.files import snapshot
+
+    argv, message = _the_input_as_output(tmp_path, tiny_bert)[command]
+    before = snapshot([tmp_path])
+    line = one_error_line(invoke_cli(*argv, cwd=tmp_path))
+    assert message in line and ("Give another -o" in line or "outside it" in line or "give a new folder" in line), line
+    assert snapshot([tmp_path]) == before
+
+
+def test_no_option_help_loses_words_to_rich_markup():
+    """typer renders help as rich markup, which drops "[...]" silently: `eval mteb --tasks` said "task names ." (its
+    "[default: STS17 ...]" eaten), and rtt's "[googletrans]" labels vanished."""
+    from rich.text import Text
+
+    eaten = [
+        (name, param.name, param.help)
+        for name, command in _leaf_commands()
+        for param in command.params
+        if getattr(param, "help", None) and Text.from_markup(param.help).plain != param.help.replace("\\[", "[")
+    ]
+    assert eaten == []
+    shown = " ".join(invoke_cli("eval", "mteb", "--help", COLUMNS=400).stdout.split())
+    assert "Comma-separated MTEB task names. Default: STS17 (en-en), STS22.v2 (en)" in shown
+
+
+def test_batch_size_help_names_in_batch_negatives_only_where_training_has_them():
+    """`--batch-size` of encode and eval mteb said "(training: in-batch negatives)"."""
+    helps = {name: {p.name: p.help for p in command.params}.get("batch_size") for name, command in _leaf_commands()}
+    for name, help in helps.items():
+        if help is not None:
+            assert ("in-batch negatives" in help) == (name in {"train", "simcse", "distill"}), (name, help)
+    assert helps["encode"] == helps["eval mteb"] == "Sentences encoded per batch (more: faster, more memory)."

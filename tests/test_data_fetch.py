@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -204,22 +205,60 @@ def test_http_errors_are_one_line_and_leave_nothing(tmp_path, server):
     assert leftovers(tmp_path) == []
 
 
-def test_a_non_empty_folder_holding_something_else_is_refused_unless_overwrite(tmp_path, server):
+def test_a_folder_no_fetch_made_is_never_replaced_another_fetchs_only_with_overwrite(tmp_path, server):
     manifest = corpus_manifest(tmp_path, server)
     out = tmp_path / "corpus"
     out.mkdir()
     (out / "notes.txt").write_text("mine", encoding="utf-8")
     before = snapshot([out])
-    with pytest.raises(JTCSEError, match=r"corpus is not empty \(notes.txt\) .*pass --overwrite to replace it"):
-        fetch_dataset("corpus", out, manifest=manifest, progress=False)
+    for overwrite in (False, True):
+        with pytest.raises(JTCSEError, match=r"corpus holds files that jtcse data fetch did not write \(notes.txt\)"):
+            fetch_dataset("corpus", out, manifest=manifest, overwrite=overwrite, progress=False)
     assert snapshot([out]) == before and server.log == []
 
-    fetch_dataset("corpus", out, manifest=manifest, overwrite=True, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == ["corpus.txt", MARKER]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / MARKER).write_text(json.dumps({"dataset": "stsb", "files": []}), encoding="utf-8")  # another fetch's
+    with pytest.raises(JTCSEError, match=r"other is not empty .* pass --overwrite to replace that earlier fetch"):
+        fetch_dataset("corpus", other, manifest=manifest, progress=False)
+    fetch_dataset("corpus", other, manifest=manifest, overwrite=True, progress=False)
+    assert sorted(p.name for p in other.iterdir()) == ["corpus.txt", MARKER]
 
     empty = tmp_path / "empty"
     empty.mkdir()
     assert fetch_dataset("corpus", empty, manifest=manifest, progress=False).status == "fetched"
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        (".", r"Error: \. is the working directory \(.*/work/here\); jtcse data fetch replaces its output"),
+        ("..", r"Error: \.\. is a folder holding the working directory \(.*/work\)"),
+        ("../..", r"Error: \.\./\.\. is a folder holding the working directory"),
+        ("~", r"Error: ~ is your home folder \(.*/home\)"),
+        ("../mine", r"Error: \.\./mine holds files that jtcse data fetch did not write \(notes.txt\)"),
+        ("../fetched", r"Error: The output folder \.\./fetched holds the input .*fetched/manifest.toml"),
+    ],
+    ids=["cwd", "parent", "grandparent", "home", "foreign", "holds-manifest"],
+)
+def test_overwrite_never_empties_the_working_directory_home_or_a_folder_of_the_users(tmp_path, server, output, message):
+    """Each of these emptied a folder of the user's (`-o .` failed on an empty name): one line, nothing touched."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    (work / "here").mkdir(parents=True)  # the working directory: empty
+    (work / "mine").mkdir()
+    (work / "mine" / "notes.txt").write_text("mine", encoding="utf-8")
+    (work / "fetched").mkdir()  # made by a fetch, and the user keeps their manifest in it
+    (work / "fetched" / MARKER).write_text(json.dumps({"dataset": "corpus", "files": []}), encoding="utf-8")
+    manifest = corpus_manifest(work / "fetched", server)
+    home.mkdir()
+    (home / ".bashrc").write_text("# mine", encoding="utf-8")
+    before = snapshot([tmp_path])
+    result = invoke_cli("data", "fetch", "corpus", "-o", output, "--overwrite", "--manifest", manifest,
+                        "--no-progress", cwd=work / "here", HOME=home)  # fmt: skip
+    assert re.match(message, one_error_line(result)), one_error_line(result)
+    assert snapshot([tmp_path]) == before and sorted(p.name for p in tmp_path.iterdir()) == ["home", "work"]
+    assert server.log == []
 
 
 def test_an_unpinned_file_needs_allow_unpinned_and_reports_its_sha256(tmp_path, server):
@@ -312,7 +351,9 @@ def test_cli_fetch_reports_done_then_nothing_to_do_and_refuses_a_foreign_folder(
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x").write_text("x", encoding="utf-8")
     refused = invoke_cli("data", "fetch", "corpus", "-o", tmp_path / "other", "--manifest", manifest)
-    assert one_error_line(refused).startswith(f"Error: {tmp_path / 'other'} is not empty (x)")
+    assert one_error_line(refused).startswith(
+        f"Error: {tmp_path / 'other'} holds files that jtcse data fetch did not write (x)"
+    )
 
 
 @pytest.mark.cli

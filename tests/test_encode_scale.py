@@ -376,6 +376,47 @@ def test_unfinished_changed_or_foreign_shards_are_refused(tiny_bert, corpus, tmp
     assert (lone.manifest.model, lone.manifest.dim, lone.manifest.rows) == ("m16", 16, 3)
 
 
+def _cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+# (output, what is damaged, how, the error it makes, rows kept, chunks encoded again)
+DAMAGE = [
+    ("shards", "part-000000000004.parquet", _cut, r"part-000000000004\.parquet is damaged .*\(Parquet magic", 4, 1),
+    ("shards", "part-000000000012.parquet", Path.unlink, r"shards has no part holding row 12 \(the next is", 12, 1),
+    ("v.npy", "v.npy", _cut, r"v\.npy is damaged or missing \(mmap length", 0, 8),
+    ("v.parquet", "v.parquet", _cut, r"v\.parquet is damaged or not a parquet file", 0, 8),
+]
+
+
+@pytest.mark.parametrize("name, damaged, damage, error, kept, again", DAMAGE, ids=["cut", "deleted", "npy", "parquet"])
+def test_a_damaged_or_missing_part_is_named_and_the_same_encode_mends_just_it(
+    name, damaged, damage, error, kept, again, tiny_bert, corpus, tmp_path
+):
+    """A shard cut short made index build say "Parquet magic bytes not found in footer" (no file named); a deleted
+    one made it say "run again", and the encode run again answered "already complete". Now the file is named
+    with what to do, and doing it re-encodes just the rows missing: the output is then byte for byte the first."""
+    out = tmp_path / name
+    encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
+    files = (
+        sorted(out.iterdir())
+        if out.is_dir()
+        else [out, out.with_name(out.stem + ".rows.npy")][: 1 + (out.suffix == ".npy")]
+    )
+    first = {path.name: path.read_bytes() for path in files}
+    damage(tmp_path / name / damaged if out.is_dir() else tmp_path / damaged)
+    with pytest.raises(
+        JTCSEError, match=error + r".*; run the `jtcse encode` that wrote it again \(the same command\)"
+    ):
+        build_index_from_embeddings(out, tmp_path / "idx")
+    mended = encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
+    assert (mended.resumed_from, mended.chunks_encoded) == (kept, again)
+    assert {path.name: path.read_bytes() for path in files} == first
+    assert build_index_from_embeddings(out, tmp_path / "idx").manifest.rows == 29
+    with pytest.raises(JTCSEError, match="is already complete"):
+        encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
+
+
 def test_cli_index_build_from_embeddings(tiny_bert, corpus, tmp_path):
     from typer.testing import CliRunner
 

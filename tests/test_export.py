@@ -84,11 +84,15 @@ def test_cli_bad_inputs_are_one_line_and_write_nothing(tmp_path, tiny_bert, twin
     line = one_error_line(invoke_cli("export", ensemble_dir, "-o", out))
     assert "is an ensemble; export takes single towers" in line and "member_1" in line
     assert _nothing_written(out)
-    # An existing non-empty output is kept unless --overwrite.
+    # A folder that no export made is never replaced, --overwrite or not.
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    line = one_error_line(invoke_cli("export", tiny_bert, "-o", out))
-    assert "is not empty; pass --overwrite" in line and (out / "keep.txt").read_text() == "mine"
+    for overwrite in ([], ["--overwrite"]):
+        line = one_error_line(invoke_cli("export", tiny_bert, "-o", out, *overwrite))
+        assert (
+            "holds files that jtcse export did not write (keep.txt)" in line
+            and (out / "keep.txt").read_text() == "mine"
+        )
     assert sorted(p.name for p in tmp_path.glob("out*")) == ["out"]  # no lock or temporary folder left
 
 
@@ -161,7 +165,7 @@ def test_library_refuses_output_that_is_a_file_or_the_model(tmp_path, tiny_bert)
     target.write_text("x")
     with pytest.raises(JTCSEError, match="is a file"):
         export_model(tiny_bert, target)
-    with pytest.raises(JTCSEError, match="must differ"):
+    with pytest.raises(JTCSEError, match=r"The output .* is the input"):
         export_model(tiny_bert, tiny_bert, overwrite=True)
     assert target.read_text() == "x"
 

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,17 @@ def _processes_tagged(tag: str) -> list[int]:
     return found
 
 
+def _left_after(tag: str, seconds: float) -> list[int]:
+    """The processes tagged ``tag`` still alive ``seconds`` from now (sooner if none is); those are killed, so as not
+    to outlive a failed test."""
+    deadline = time.monotonic() + seconds
+    while (left := _processes_tagged(tag)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
 def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_workers(tiny_bert, corpus, tmp_path):
     args = (*_encode_args(tiny_bert, corpus), "--processes", 2)
@@ -110,8 +122,8 @@ def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_wo
     tag = f"pool-{os.getpid()}-{tmp_path.name}"
     killed = run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:2", JTCSE_TEST_TAG=tag)
     assert killed.returncode == -signal.SIGKILL
-    # run_cli returned, so nothing holds the child's stdout any more: the watchdog took the pool workers down
-    assert _processes_tagged(tag) == []
+    # run_cli returned, so nothing holds the child's stdout any more: the pool workers died with their parent
+    assert _left_after(tag, seconds=5) == []  # (and the watchdog, which wakes every 0.5 s, saw it and exited)
     assert json.loads(meta_path_for(out).read_text())["rows_done"] == 10
 
     rerun = invoke_cli(*args, "-o", out)  # in this process (its pool workers are fresh ones all the same)
@@ -123,6 +135,19 @@ def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_wo
     assert parts == sorted(p.name for p in (tmp_path / "fresh").glob("part-*")) and len(parts) == 5
     for name in parts:
         assert (out / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
+def test_pooled_encode_killed_while_its_pool_starts_leaves_no_process_behind(tiny_bert, corpus, tmp_path):
+    """Killed after its first worker started and before the second (the watchdog is not up yet): the worker, which
+    loads the model and then waits on its queue, and multiprocessing's resource tracker once lived on (PPID 1)."""
+    tag = f"pool-start-{os.getpid()}-{tmp_path.name}"
+    args = (*_encode_args(tiny_bert, corpus), "--processes", 2, "-o", tmp_path / "out")
+    killed = start_cli(*args, JTCSE_CRASH_AT="pool-start:2", JTCSE_TEST_TAG=tag)
+    assert killed.wait(timeout=300) == -signal.SIGKILL
+    left = _left_after(tag, seconds=30)  # a worker still importing torch exits at its first `import jtcse`
+    killed.communicate()
+    assert left == []
 
 
 def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_path):
@@ -141,6 +166,21 @@ def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_pa
     assert finished.returncode == 0, finished.stderr
     assert invoke_cli(*args, "-o", tmp_path / "fresh.parquet").returncode == 0
     assert out.read_bytes() == (tmp_path / "fresh.parquet").read_bytes()  # the first run's result is whole
+
+
+def test_ctrl_c_says_what_was_kept_and_how_to_resume(tiny_bert, corpus, tmp_path):
+    """SIGINT (Ctrl-C) ended `jtcse encode` with status 130 and not a word."""
+    out = tmp_path / "v.parquet"
+    args = (*_encode_args(tiny_bert, corpus), "-o", out)
+    proc = _start_frozen(args, "encode-chunk:2")  # two chunks on disk
+    os.kill(proc.pid, signal.SIGINT)  # delivered as it wakes up
+    stopped = _resume(proc)
+    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        f"Interrupted: the finished work in {out} is kept; run the same command again to resume."
+    )
+    rerun = invoke_cli(*args)
+    assert rerun.returncode == 0 and "Resumed after row 10." in rerun.stderr, rerun.stderr
 
 
 def test_encode_output_that_is_a_folder_or_under_a_file(tiny_bert, corpus, tmp_path):

@@ -107,8 +107,10 @@ def parse_weights(text: str | None, flag: str = "--weights") -> list[float] | No
         raise JTCSEError(f"{flag} must be comma-separated numbers such as 1,0.5; got {text!r}.") from None
 
 
-def batch_size_option(default: int):
-    return typer.Option(default, "--batch-size", help="Sentences per batch (training: in-batch negatives).")
+def inference_batch_size_option(default: int, what: str = "encoded"):
+    """``--batch-size`` of a command that runs a model without training it (encode, index, eval, diagnose, rtt):
+    there, a batch is only a unit of work."""
+    return typer.Option(default, "--batch-size", help=f"Sentences {what} per batch (more: faster, more memory).")
 
 
 # ---------------------------------------------------------------- data

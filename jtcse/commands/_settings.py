@@ -69,6 +69,11 @@ def _shown(key: Key, value: Any) -> str:
     return str(value)
 
 
+def _text(text: str) -> str:
+    """``text`` as typer shows it: it reads help as rich markup, where ``[twin]`` would vanish."""
+    return text.replace("[", "\\[")
+
+
 def _option(options: Options, name: str, key: Key) -> inspect.Parameter:
     flag = options.flag(name)
     choices = getattr(key.check, "choices", None)
@@ -93,14 +98,14 @@ def _option(options: Options, name: str, key: Key) -> inspect.Parameter:
         None,
         declared,
         *short,
-        help=key.help,
+        help=_text(key.help),
         show_default=(
             f"as --{options.same_as}-{(key.meta['flag'] or name).replace('_', '-')}"
             if options.same_as
             else _shown(key, get(options.defaults, key))
         ),
         metavar=metavar,
-        rich_help_panel=options.panel,
+        rich_help_panel=_text(options.panel) if options.panel else None,
         callback=given_once,
     )
     return inspect.Parameter(

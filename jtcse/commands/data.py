@@ -23,7 +23,9 @@ def _manifest_option():
 def fetch(
     name: str = typer.Argument(..., help="Dataset: wiki1m, senteval-sts or stsb (`jtcse data list` shows them all)."),
     output: Path = opts.output_option("the dataset (also --to DIR)", also=("--to",)),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a folder that holds something else."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace a folder that an earlier fetch made (a folder of yours never is)."
+    ),
     allow_unpinned: bool = typer.Option(
         False,
         "--allow-unpinned",
@@ -48,8 +50,10 @@ def fetch(
     manifest's is deleted and the command fails, leaving DIR as it was.
     senteval-sts and stsb have no published sha256 yet: --allow-unpinned
     fetches them and prints the digest to pin. A DIR that already holds the
-    same dataset is left alone; a non-empty DIR holding anything else is
-    refused unless --overwrite.
+    same dataset is left alone; one holding another fetch is replaced only
+    with --overwrite. A folder that no fetch made (no jtcse_data.json), the
+    working directory, a folder holding it and the home folder are never
+    replaced.
 
     Example: jtcse data fetch wiki1m -o data/wiki1m
     """

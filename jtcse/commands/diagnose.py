@@ -12,7 +12,7 @@ from jtcse.commands import _options as opts
 def diagnose(
     model: str = opts.model_argument(required=True),
     sentences: Path | None = typer.Option(
-        None, "--sentences", help="One sentence per line [default: 512 sentences of the embedded stdlib prose]."
+        None, "--sentences", help="One sentence per line. Default: 512 sentences of the embedded stdlib prose."
     ),
     output: Path = opts.output_option("report.json and the PNGs"),
     out_alias: Path | None = opts.old_output_option("--out"),
@@ -28,7 +28,7 @@ def diagnose(
     seq_len: int = typer.Option(128, "--seq-len", help="Sequence length at which MACs are counted."),
     max_length: int = typer.Option(128, "--max-length", help="Truncate sentences to this many tokens."),
     attention_size: int = typer.Option(24, "--attention-size", help="Positions shown in the attention heat maps."),
-    batch_size: int = opts.batch_size_option(32),
+    batch_size: int = opts.inference_batch_size_option(32),
     device: str | None = opts.device_option(),
 ) -> None:
     """Alignment/uniformity, CLS energy per layer, attention-sink heat maps, condensation, MACs.

@@ -22,7 +22,7 @@ def encode(
     output: Path = opts.output_option(
         "the embeddings: FILE.npy, FILE.parquet, or a folder without a suffix for parquet shards", folder=False
     ),
-    batch_size: int = opts.batch_size_option(64),
+    batch_size: int = opts.inference_batch_size_option(64),
     chunk_size: int = opts.chunk_size_option(),
     normalize: bool = typer.Option(False, "--normalize/--no-normalize", help="Scale every vector to unit length."),
     fp16: bool = typer.Option(False, "--fp16", help="Store float16 instead of float32 (half the size)."),

@@ -53,7 +53,7 @@ def sts(
     max_seq_length: int | None = typer.Option(
         None,
         "--max-seq-length",
-        help="Truncate inputs to this many tokens [default: the model's position capacity, no truncation].",
+        help="Truncate inputs to this many tokens. Default: the model's position capacity (no truncation).",
     ),
     tasks: str = typer.Option(
         "STS12,STS13,STS14,STS15,STS16,STSB,SICKR", "--tasks", help="Comma-separated subset of the seven tasks."
@@ -61,7 +61,7 @@ def sts(
     task_dir: list[str] = typer.Option(
         [], "--task-dir", help="TASK=PATH: read TASK from PATH instead of the SentEval layout (repeatable)."
     ),
-    batch_size: int = opts.batch_size_option(64),
+    batch_size: int = opts.inference_batch_size_option(64),
     device: str | None = opts.device_option(),
     backend: str = typer.Option(
         "jtcse", "--backend", help="'jtcse' (built in) or 'senteval' (needs the senteval package)."
@@ -147,7 +147,7 @@ def mteb_command(
     tasks: str | None = typer.Option(
         None,
         "--tasks",
-        help="Comma-separated MTEB task names [default: STS17 (en-en), STS22.v2 (en), STSBenchmarkMultilingualSTS (en, test)].",
+        help="Comma-separated MTEB task names. Default: STS17 (en-en), STS22.v2 (en), STSBenchmarkMultilingualSTS (en, test).",
     ),
     local_task: list[Path] = typer.Option(
         [],
@@ -157,7 +157,7 @@ def mteb_command(
     output: Path = opts.output_option("one JSON per task plus summary.json", Path("mteb-results")),
     output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
     pooling: str | None = opts.pooling_option(),
-    batch_size: int = opts.batch_size_option(64),
+    batch_size: int = opts.inference_batch_size_option(64),
     device: str | None = opts.device_option(),
     cache_dir: Path | None = typer.Option(
         None,

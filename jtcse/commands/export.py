@@ -27,7 +27,9 @@ def export(
         help="OpenVINO int8: text file, one sentence per line (e.g. your corpus; 300 are drawn), to calibrate on. Required offline; default: GLUE SST-2 from the Hugging Face Hub.",
     ),
     output: Path = opts.output_option("the exported model"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty output folder."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an earlier export in the output folder (a folder of yours never is)."
+    ),
 ) -> None:
     """Convert a checkpoint with sentence-transformers' ONNX/OpenVINO backends for fast CPU inference.
 

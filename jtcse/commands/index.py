@@ -43,7 +43,7 @@ def build(
     ),
     target_recall: float = typer.Option(0.95, help="Recall@10 vs exact search that the calibrated nprobe must reach."),
     train_size: int | None = typer.Option(None, help="Vectors sampled to train the IVF. Default: 64*nlist."),
-    batch_size: int = opts.batch_size_option(64),
+    batch_size: int = opts.inference_batch_size_option(64),
     chunk_size: int = opts.chunk_size_option(),
     gpu: bool | None = typer.Option(
         None, "--gpu/--cpu", help="faiss on GPU or CPU. Default: GPU when faiss-gpu sees one."
@@ -181,7 +181,7 @@ def mine(
     ),
     sampling: str = typer.Option("top", help="'top' (nearest valid candidates) or 'random' (random valid ones)."),
     output_format: str = typer.Option("triplet", help="triplet, n-tuple, labeled-pair or labeled-list."),
-    batch_size: int = opts.batch_size_option(64),
+    batch_size: int = opts.inference_batch_size_option(64),
     device: str | None = opts.device_option(),
 ) -> None:
     """Add hard negatives to (anchor, positive) pairs with sentence-transformers' mine_hard_negatives.

@@ -23,7 +23,7 @@ from jtcse.training.pipeline import STAGES, PipelineConfig
 SHORT_HELP = "Whole recipe: warm up two towers, train the twin, ensemble, distil, evaluate (resumable)."
 HELP = (
     "Run the JTCSE recipe end to end in OUTPUT, one folder a stage: "
-    + "; ".join(f"{s.name} ({s.folder}/): {s.what}" for s in STAGES)
+    + "; ".join(f"{s.name} ({s.folder}/): {s.what}" for s in STAGES).replace("[", "\\[")
     + ". A stage whose folder holds a finished run of the same settings (whoever ran it) is skipped, one that "
     "finished with other settings is refused, an interrupted one resumes from its checkpoints. One summary table "
     "is printed and written to OUTPUT/pipeline_summary.md (and .json).\n\n"

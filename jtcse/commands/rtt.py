@@ -47,43 +47,43 @@ def rtt(
     service_url: str = typer.Option(
         "translate.googleapis.com",
         "--service-url",
-        help="[googletrans] host[:port] serving /translate_a/single over https.",
+        help="(googletrans) host[:port] serving /translate_a/single over https.",
     ),
-    concurrency: int = typer.Option(8, "--concurrency", help="[googletrans] requests in flight at most."),
+    concurrency: int = typer.Option(8, "--concurrency", help="(googletrans) requests in flight at most."),
     rate_limit: float = typer.Option(
-        50.0, "--rate-limit", help="[googletrans] requests per second at most (0: no limit)."
+        50.0, "--rate-limit", help="(googletrans) requests per second at most (0: no limit)."
     ),
-    max_retries: int = typer.Option(5, "--max-retries", help="[googletrans] retries per request on 429/5xx/timeouts."),
+    max_retries: int = typer.Option(5, "--max-retries", help="(googletrans) retries per request on 429/5xx/timeouts."),
     backoff_base: float = typer.Option(
-        1.0, "--backoff-base", help="[googletrans] first backoff in seconds; doubles per retry, with jitter."
+        1.0, "--backoff-base", help="(googletrans) first backoff in seconds; doubles per retry, with jitter."
     ),
-    timeout: float = typer.Option(15.0, "--timeout", help="[googletrans] seconds per request."),
+    timeout: float = typer.Option(15.0, "--timeout", help="(googletrans) seconds per request."),
     pack_size: int = typer.Option(
-        16, "--pack-size", help="[googletrans] sentences sent together in one request (1: one per request)."
+        16, "--pack-size", help="(googletrans) sentences sent together in one request (1: one per request)."
     ),
     ca_bundle: Path | None = typer.Option(
-        None, "--ca-bundle", help="[googletrans] extra CA certificate file to trust (TLS proxies, local servers)."
+        None, "--ca-bundle", help="(googletrans) extra CA certificate file to trust (TLS proxies, local servers)."
     ),
-    proxy: str | None = typer.Option(None, "--proxy", help="[googletrans] HTTP(S) proxy URL."),
+    proxy: str | None = typer.Option(None, "--proxy", help="(googletrans) HTTP(S) proxy URL."),
     # seq2seq
     model: str | None = typer.Option(
         None,
         "--model",
-        help="[seq2seq] local path or name; '{src}'/'{tgt}' make a per-direction template, e.g. 'models/opus-mt-{src}-{tgt}'. Multilingual (NLLB/M2M100) checkpoints take no template.",
+        help="(seq2seq) local path or name; '{src}'/'{tgt}' make a per-direction template, e.g. 'models/opus-mt-{src}-{tgt}'. Multilingual (NLLB/M2M100) checkpoints take no template.",
     ),
-    batch_size: int = opts.batch_size_option(32),
+    batch_size: int = opts.inference_batch_size_option(32, "translated (seq2seq)"),
     device: str | None = opts.device_option(),
-    num_beams: int = typer.Option(1, "--num-beams", help="[seq2seq] beam size (1: greedy)."),
+    num_beams: int = typer.Option(1, "--num-beams", help="(seq2seq) beam size (1: greedy)."),
     # replay
     replay_backend: str | None = typer.Option(
         None,
         "--replay-backend",
-        help="[replay] whose cached translations to serve (default: the only backend in the cache).",
+        help="(replay) whose cached translations to serve (default: the only backend in the cache).",
     ),
     replay_pairs: Path | None = typer.Option(
         None,
         "--replay-pairs",
-        help="[replay] directory of an earlier run: its pairs.<pivot>.tsv are served as whole round trips.",
+        help="(replay) directory of an earlier run: its pairs.<pivot>.tsv are served as whole round trips.",
     ),
 ) -> None:
     """Make round-trip-translation paraphrases: SOURCE → pivot → SOURCE for every corpus sentence.
@@ -103,6 +103,7 @@ def rtt(
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
+    from jtcse.output_paths import check_output_apart
     from jtcse.rtt.backends import GoogletransSettings, ReplaySettings, Seq2SeqSettings, make_translator
     from jtcse.rtt.cache import TranslationCache
     from jtcse.rtt.runner import run_rtt
@@ -117,6 +118,7 @@ def rtt(
         if limit < 1:
             raise JTCSEError(f"--limit must be at least 1, got {limit}")
         sentences = sentences[:limit]
+    check_output_apart(output, (input, replay_pairs))  # (run_rtt checks it too) before the cache is made in it
     cache_path = cache or (output / "rtt_cache.sqlite")
     if backend is Backend.replay and cache is not None and not cache.is_file():
         raise JTCSEError(f"Replay cache not found: {cache}")
@@ -144,7 +146,7 @@ def rtt(
             with translator:
                 summary = run_rtt(
                     sentences, pivot_list, translator, output,
-                    source=source, cache=store, chunk_size=chunk_size, progress=progress,
+                    source=source, cache=store, chunk_size=chunk_size, progress=progress, inputs=(input, replay_pairs),
                 )  # fmt: skip
         except KeyboardInterrupt:
             typer.secho(

@@ -30,14 +30,14 @@ def _read_local_pairs(path: Path) -> tuple[list[str], list[str], list[float]]:
 
     if not path.is_file():
         raise JTCSEError(f"local MTEB task file not found: {path}")
-    with path.open(encoding="utf-8", newline="") as handle:
+    with path.open(encoding="utf-8-sig", newline="") as handle:  # (a byte order mark is not the header)
         first = handle.readline()
     if {"sentence1", "sentence2", "score"} <= set(re.split(r"[\t,]", first.strip())):
         delimiter = "\t" if "\t" in first else ","
         s1: list[str] = []
         s2: list[str] = []
         scores: list[float] = []
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             for line_no, row in enumerate(csv.DictReader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE), start=2):
                 try:
                     scores.append(float(row["score"]))

@@ -1,9 +1,13 @@
 """``fetch_dataset``: download a manifest entry into a folder, checked and all-or-nothing.
 
-Under the output's lock (:func:`jtcse.locking.output_lock`):
+First the output path is resolved (``-o .`` and ``-o ..`` name real folders) and refused, before anything is
+written, when it is the working directory, a folder holding it, the home folder, a non-empty folder that no
+fetch made (it has no ``jtcse_data.json``), or a folder holding the manifest
+(:mod:`jtcse.output_paths`). Then, under the output's lock (:func:`jtcse.locking.output_lock`):
 
 1. the output is inspected: absent or empty is fine; the same dataset already fetched from the same pinned
-   sources (its ``jtcse_data.json`` says so) is a no-op; anything else is refused unless ``overwrite``;
+   sources (its ``jtcse_data.json`` says so) is a no-op; another fetch's folder is replaced only with
+   ``overwrite``;
 2. each file downloads into the sibling folder ``<output>.download/`` (resumable ``.part`` files, size and
    SHA-256 checked: :mod:`jtcse.fetch.download`);
 3. the files are unpacked into ``<output>.tmp`` with ``jtcse_data.json`` (what was fetched, from where, its
@@ -27,6 +31,7 @@ from jtcse.fetch.download import download, make_client
 from jtcse.fetch.manifest import Dataset, load_manifest
 from jtcse.fetch.unpack import unpack
 from jtcse.locking import atomic_folder, output_lock
+from jtcse.output_paths import check_output_apart, check_replaceable_folder, resolved
 
 MARKER = "jtcse_data.json"
 DOWNLOAD_SUFFIX = ".download"
@@ -69,10 +74,9 @@ def _finished(output: Path, entry: Dataset) -> bool:
     )
 
 
-def _check_output(output: Path, entry: Dataset, overwrite: bool) -> bool:
-    """True when there is nothing to do; raises when ``output`` holds something else (and not ``overwrite``)."""
-    if output.exists() and not output.is_dir():
-        raise JTCSEError(f"{output} is a file; give a folder for {entry.name}.")
+def _check_output(output: Path, shown: Path, entry: Dataset, overwrite: bool) -> bool:
+    """True when there is nothing to do; raises when ``output`` (``shown`` as the user gave it) holds another
+    fetch and not ``overwrite`` (a folder no fetch made was refused before: :func:`fetch_dataset`)."""
     if not output.is_dir() or not any(output.iterdir()):
         return False
     if not overwrite and _finished(output, entry):
@@ -80,8 +84,8 @@ def _check_output(output: Path, entry: Dataset, overwrite: bool) -> bool:
     if not overwrite:
         held = ", ".join(sorted(p.name for p in output.iterdir())[:5])
         raise JTCSEError(
-            f"{output} is not empty ({held}) and holds no finished {entry.name} fetch; choose an empty or new "
-            "folder, or pass --overwrite to replace it."
+            f"{shown} is not empty ({held}) and holds no finished {entry.name} fetch; choose an empty or new "
+            "folder, or pass --overwrite to replace that earlier fetch."
         )
     return False
 
@@ -101,12 +105,18 @@ def fetch_dataset(
     ``allow_unpinned``: also download files without a published SHA-256 (their computed digests are in
     the result's ``sha256`` so they can be pinned). ``client``: an ``httpx.Client`` (default: one per call).
     """
-    entry = load_manifest(manifest).dataset(name)
+    loaded = load_manifest(manifest)
+    entry = loaded.dataset(name)
     unpinned = [f.name for f in entry.unpinned]
-    output = Path(output)
+    shown, output = Path(output), resolved(output)  # `-o .` / `-o ..`: the folder they name, not an empty name
+    if output.exists() and not output.is_dir():
+        raise JTCSEError(f"{shown} is a file; give a folder for {entry.name}.")
+    # before the lock is made beside it: never the working directory, home, a folder no fetch made, or the manifest's
+    check_replaceable_folder(shown, marker=MARKER, made_by="jtcse data fetch")
+    check_output_apart([shown, download_dir_for(output)], [loaded.path])
     with output_lock(output):
-        if _check_output(output, entry, overwrite):
-            return FetchResult(name, output, "already")
+        if _check_output(output, shown, entry, overwrite):
+            return FetchResult(name, shown, "already")
         if unpinned and not allow_unpinned:
             raise JTCSEError(
                 f"{name}: no published sha256 is pinned for {', '.join(unpinned)} in the manifest, so the download "
@@ -149,4 +159,4 @@ def fetch_dataset(
             }
             (tmp / MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         shutil.rmtree(downloads, ignore_errors=True)
-    return FetchResult(name, output, "fetched", digests, unpinned, sorted(set(entries)))
+    return FetchResult(name, shown, "fetched", digests, unpinned, sorted(set(entries)))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_path, atomic_write_json, crash_point, output_lock
+from jtcse.output_paths import check_output_apart
 from jtcse.rtt.base import TranslationFailure, Translator
 from jtcse.rtt.cache import CachedTranslator, TranslationCache
 from jtcse.rtt.pairs import clean_field, normalise_for_comparison, write_pairs
@@ -67,13 +68,16 @@ def run_rtt(
     cache: TranslationCache | None = None,
     chunk_size: int = 1024,
     progress: bool = True,
+    inputs: Sequence[str | Path | None] = (),
 ) -> RTTSummary:
     """Make round-trip paraphrases of ``sentences`` through each pivot and write the files above.
 
     ``translator`` is wrapped in a :class:`CachedTranslator` on ``cache`` (unless it is a replay
     backend). Sentences are cleaned of tabs/newlines first (the pairs format needs one line each);
     duplicates are translated once. The folder is locked while the job writes (one job per
-    folder); a pivot for which every sentence failed is an error, not an empty pairs file.
+    folder); a pivot for which every sentence failed is an error, not an empty pairs file. ``inputs``: the files
+    and folders the sentences and translations were read from (the corpus, ``--replay-pairs``), which the
+    output folder may neither be nor hold (:func:`~jtcse.output_paths.check_output_apart`).
     """
     pivots = list(dict.fromkeys(p.strip() for p in pivots if p.strip()))
     if not pivots:
@@ -86,6 +90,7 @@ def run_rtt(
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the pairs files go to.")
+    check_output_apart(output_dir, inputs)
     with output_lock(output_dir):
         output_dir.mkdir(parents=True, exist_ok=True)
         cleaned = [clean_field(s) for s in sentences]

@@ -28,6 +28,7 @@ import numpy as np
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_text, locks_output
+from jtcse.output_paths import check_output_apart
 from jtcse.search.encode import encode_file, output_files, resolve_model
 from jtcse.search.faiss_index import (
     DEFAULT_IVF_THRESHOLD,
@@ -260,6 +261,7 @@ def build_index(
     input_path = Path(input_path)
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
+    check_output_apart(index_dir, [input_path, model])
     pooled = devices is not None or processes is not None
     model, identity = resolve_model(model, model_name, None if pooled else device)
     _prepare(index_dir, overwrite, lambda: count_rows(input_path))
@@ -308,6 +310,7 @@ def build_index_from_embeddings(
     _check_options(precision, rescore_multiplier)
     started = time.perf_counter()
     index_dir = Path(index_dir)
+    check_output_apart(index_dir, [embeddings])
     shards = find_shards(embeddings)
     _prepare(index_dir, overwrite)
     _write_index(

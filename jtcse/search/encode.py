@@ -1,9 +1,10 @@
 """Streaming, resumable encoding of a one-sentence-per-line file with a SentenceTransformer.
 
-The file is read twice: a cheap first pass counts the non-empty lines (and checks UTF-8), so the
-output can be allocated at its final size; the second pass reads ``chunk_size`` lines at a time,
-encodes each chunk with ``SentenceTransformer.encode`` (which sorts the chunk by length and batches
-it) and writes the vectors straight to disk. Memory holds one chunk, never the whole file.
+The file is read twice: a cheap first pass counts the non-empty lines (and checks UTF-8) and records where
+each chunk of ``chunk_size`` rows starts (:func:`jtcse.search.lines.plan_chunks`), so the output can be
+allocated at its final size; then each chunk not yet on disk is read again on its own, encoded with
+``SentenceTransformer.encode`` (which sorts the chunk by length and batches it) and written straight to disk.
+Memory holds one chunk, never the whole file.
 
 Outputs (:mod:`jtcse.search.sinks`): ``OUT.npy`` (+ ``STEM.rows.npy``), ``OUT.parquet``, or a folder of
 parquet shards (``OUT`` without a suffix).
@@ -11,19 +12,22 @@ parquet shards (``OUT`` without a suffix).
 Engines: one process (``device``); every device of the machine through sentence-transformers'
 multi-process pool (``devices``/``processes``, :mod:`jtcse.search.pool`); or a Ray cluster
 (``engine=RayEngine(...)``, :mod:`jtcse.search.ray_encode`), whose actors encode chunks in parallel and
-write them as parquet parts.
+write them as parquet parts. The same driver (:func:`_encode`) plans, keeps and records for all three.
 
 ``OUT.json`` (``OUT/_jtcse.json`` for a shards folder) records the model, the input's path/size/mtime,
-normalisation, dtype and how far encoding got. An interrupted run started again with the same settings
-resumes after the last finished chunk (Ray: keeps every finished part); ``complete: true`` marks a
-finished output. While a run writes, it holds the lock ``OUT.lock`` (:func:`jtcse.locking.output_lock`):
-a second run into the same ``OUT`` is refused with the first one's PID instead of "resuming" its
-progress file.
+normalisation, dtype and how far encoding got. An interrupted run started again with the same settings keeps
+every finished chunk (``.npy``: those before its progress mark; parquet: every part that reads back whole)
+and encodes the rest; ``complete: true`` marks a finished output. A finished output is not encoded again,
+unless a part of it is missing or damaged (a deleted shard, a file cut short): the same command then encodes
+just the rows it lacks (an ``.npy`` or one ``.parquet`` file: all of it). While a run writes, it holds the
+lock ``OUT.lock`` (:func:`jtcse.locking.output_lock`): a second run into the same ``OUT`` is refused with the
+first one's PID instead of "resuming" its progress file.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -35,16 +39,19 @@ from typing import Any
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, crash_point, output_lock
-from jtcse.search.lines import count_rows, iter_chunks, plan_chunks
+from jtcse.output_paths import check_output_apart
+from jtcse.search.lines import plan_chunks
 from jtcse.search.sinks import (
     SHARD_META_FILE,
     SINKS,
-    list_parts,
+    DamagedOutput,
+    keep_parts,
     output_format,
-    part_rows,
     parts_folder,
     rows_path_for,
 )
+
+logger = logging.getLogger(__name__)
 
 META_FORMAT = "jtcse-embeddings"
 META_VERSION = 1
@@ -202,6 +209,7 @@ def encode_file(
         check_request(model, fmt, device, workers)
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
+    check_output_apart([*output_files(output), parts_folder(output)], [input_path, model])
     identity = model_name_of(model, model_name)
     wanted = _run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
 
@@ -212,16 +220,14 @@ def encode_file(
             previous = read_meta(meta_file) if meta_file.is_file() else None
             if previous is None or not _same_settings(previous, wanted):
                 overwrite = True
-            elif previous.get("complete") and output.exists():
+            elif previous.get("complete") and _damage(output, fmt, previous) is None:
                 return _result_from_meta(output, previous)
         meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
         fresh = meta is None
         if fresh:
             meta = {"format": META_FORMAT, "format_version": META_VERSION, **wanted, "rows": None, "dim": None,
                     "empty_lines": None, "rows_done": 0, "next_byte": 0, "next_line": 1, "complete": False}  # fmt: skip
-        resumed_from = meta["rows_done"]
-        run = _encode_with_ray if engine is not None else _encode_here
-        chunks = run(
+        chunks, resumed_from = _encode(
             model, identity, input_path, output, fmt, meta, fresh=fresh, overwrite=overwrite, batch_size=batch_size,
             chunk_size=chunk_size, normalize=normalize, device=device, workers=workers, engine=engine,
             show_progress=show_progress, on_chunk=on_chunk,
@@ -247,100 +253,56 @@ def _sink_info(meta: dict) -> dict:
     return {"model": meta["model"], "normalized": meta["normalized"], "input": meta["input"]}
 
 
-def _encode_here(model, identity, input_path, output, fmt, meta, *, fresh, overwrite, batch_size, chunk_size, normalize,
-                 device, workers, show_progress, on_chunk, **_) -> int:  # fmt: skip
-    """One process, or a multi-process pool on this machine: chunks in order, progress after each."""
+def _encode(model, identity, input_path, output, fmt, meta, *, fresh, overwrite, batch_size, chunk_size, normalize,
+            device, workers, engine, show_progress, on_chunk) -> tuple[int, int]:  # fmt: skip
+    """Plan the chunks (one pass over the input), keep those already on disk (:func:`_kept_chunks`) and encode the
+    others: in this process, on a multi-process pool of this machine, or on Ray actors (in any order). The
+    progress file counts the unbroken prefix of finished chunks after each. Returns (chunks encoded, rows kept
+    before the first chunk encoded)."""
     from tqdm.auto import tqdm
 
-    from jtcse.search.pool import encode_pool, pool_encode
-
-    if fresh:
-        counted = count_rows(input_path)
-        meta.update(rows=counted.rows, empty_lines=counted.empty_lines)
-    pooled = workers is not None and len(workers) > 1
-    if workers is not None and not pooled:
-        device = workers[0]
-    st_model, _ = resolve_model(model, identity, "cpu" if pooled else device)
-    if overwrite:
-        _remove_previous(output)
-    _check_dim(meta, st_model, identity, output)
-    resumed = meta["rows_done"] > 0
-    sink = SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], resumed, _sink_info(meta))
-    if fmt != "npy":
-        sink.drop_parts_from(meta["rows_done"])  # parts past the progress mark are rewritten (perhaps cut otherwise)
-    meta_file = meta_path_for(output)
-    atomic_write_json(meta_file, meta)
-    chunks = 0
-    bar = tqdm(total=meta["rows"], initial=meta["rows_done"], unit="sent", desc="Encoding", disable=not show_progress)
-    with bar, encode_pool(st_model, workers) if pooled else nullcontext() as pool:
-        for chunk in iter_chunks(input_path, chunk_size, start_byte=meta["next_byte"], start_line=meta["next_line"]):
-            if meta["rows_done"] + len(chunk.texts) > meta["rows"]:
-                raise JTCSEError(f"{input_path} grew while it was being encoded; run again with --overwrite.")
-            settings = dict(
-                batch_size=batch_size, normalize_embeddings=normalize, convert_to_numpy=True, show_progress_bar=False
-            )
-            if pool is None:
-                vectors = st_model.encode(chunk.texts, **settings)
-            else:
-                vectors = pool_encode(st_model, chunk.texts, pool, **settings)
-            if vectors.shape[-1] != meta["dim"]:
-                raise JTCSEError(f"{identity} returned {vectors.shape[-1]}-d vectors, expected {meta['dim']}-d.")
-            sink.write(meta["rows_done"], chunk, vectors.astype(meta["dtype"], copy=False))
-            meta.update(
-                rows_done=meta["rows_done"] + len(chunk.texts), next_byte=chunk.end_byte, next_line=chunk.next_line
-            )
-            atomic_write_json(meta_file, meta)
-            chunks += 1
-            bar.update(len(chunk.texts))
-            if on_chunk is not None:
-                on_chunk(meta["rows_done"], meta["rows"])
-            crash_point("encode-chunk")
-    if meta["rows_done"] != meta["rows"]:
-        raise JTCSEError(
-            f"{input_path} changed while it was being encoded ({meta['rows_done']} rows read, {meta['rows']} "
-            "counted); run again with --overwrite."
-        )
-    sink.finish()
-    return chunks
-
-
-def _encode_with_ray(model, identity, input_path, output, fmt, meta, *, overwrite, batch_size, chunk_size, normalize,
-                     engine, show_progress, on_chunk, **_) -> int:  # fmt: skip
-    """Ray actors encode the chunks not on disk yet, in any order; progress counts the unbroken prefix."""
-    from tqdm.auto import tqdm
-
-    from jtcse.search.ray_encode import encode_spans
+    from jtcse.search.pool import encode_pool
 
     spans, counted = plan_chunks(input_path, chunk_size)
     if meta["rows"] is None:
         meta.update(rows=counted.rows, empty_lines=counted.empty_lines)
     elif meta["rows"] != counted.rows:
         raise JTCSEError(f"{input_path} changed since this output was started; run again with --overwrite.")
+    pooled = engine is None and workers is not None and len(workers) > 1
+    st_model = None
+    if engine is None:
+        device = workers[0] if workers is not None and not pooled else device
+        st_model, _ = resolve_model(model, identity, "cpu" if pooled else device)
     if overwrite:
-        _remove_previous(output)
-    folder = parts_folder(output)
-    folder.mkdir(parents=True, exist_ok=True)
-    planned = {span.start_row: span.rows for span in spans}
-    done: dict[int, int] = {}
-    for start, path in list_parts(folder).items():  # keep the parts a chunk of this plan wrote, drop the rest
-        if meta["dim"] is not None and planned.get(start) == part_rows(path):
-            done[start] = planned[start]
-        else:
-            path.unlink()
+        _remove_previous(output)  # only once the model has loaded
+    if st_model is not None:
+        _check_dim(meta, st_model, identity, output)
+    done = _kept_chunks(output, fmt, meta, spans, fresh)
     position = {span.start_row: i for i, span in enumerate(spans)}
-    meta.update(rows_done=0, next_byte=0, next_line=1)  # counted again from the parts kept
+    meta.update(rows_done=0, next_byte=0, next_line=1, parts_done=len(done))  # counted again from the chunks kept
     _advance_prefix(meta, done, spans, position)
+    resumed_from = meta["rows_done"]
+    info = _sink_info(meta)
+    sink = None if engine else SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], not fresh, info)
+    if engine:
+        parts_folder(output).mkdir(parents=True, exist_ok=True)
     meta_file = meta_path_for(output)
     atomic_write_json(meta_file, meta)
     todo = [span for span in spans if span.start_row not in done]
     bar = tqdm(total=meta["rows"], initial=sum(done.values()), unit="sent", desc="Encoding", disable=not show_progress)
-    with bar:
-        for start, rows, dim in encode_spans(
-            identity, input_path, todo, folder, info=_sink_info(meta), dtype=meta["dtype"], dim=meta["dim"],
-            batch_size=batch_size, normalize=normalize, engine=engine, show_progress=show_progress,
-        ):  # fmt: skip
-            if meta["dim"] is None:
-                meta["dim"] = dim
+    with bar, encode_pool(st_model, workers) if pooled else nullcontext() as pool:
+        settings = dict(batch_size=batch_size, normalize_embeddings=normalize, show_progress_bar=False)
+        if engine is None:
+            encoded = _encode_chunks(st_model, pool, input_path, todo, sink, meta, identity, settings)
+        else:
+            from jtcse.search.ray_encode import encode_spans
+
+            encoded = encode_spans(
+                identity, input_path, todo, parts_folder(output), info=info, dtype=meta["dtype"], dim=meta["dim"],
+                batch_size=batch_size, normalize=normalize, engine=engine, show_progress=show_progress,
+            )  # fmt: skip
+        for start, rows, dim in encoded:
+            meta["dim"] = meta["dim"] or dim
             done[start] = rows
             _advance_prefix(meta, done, spans, position)
             meta["parts_done"] = len(done)
@@ -348,10 +310,37 @@ def _encode_with_ray(model, identity, input_path, output, fmt, meta, *, overwrit
             bar.update(rows)
             if on_chunk is not None:
                 on_chunk(sum(done.values()), meta["rows"])
-    if len(done) != len(spans):  # pragma: no cover - encode_spans raises first
+    if len(done) != len(spans):  # pragma: no cover - the encoders raise first
         raise JTCSEError(f"Only {len(done)} of {len(spans)} chunks of {input_path} were encoded; run again to finish.")
-    SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], True, _sink_info(meta)).finish()
-    return len(todo)
+    (sink or SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], True, info)).finish()
+    return len(todo), resumed_from
+
+
+def _encode_chunks(st_model, pool, input_path, spans, sink, meta, identity, settings):
+    """Encode ``spans`` in this process (or on ``pool``) and write them to ``sink``; yield ``(first row, rows, dim)``
+    per chunk. The crash point ``encode-chunk`` is passed once the caller has recorded the chunk's progress."""
+    from jtcse.search.pool import pool_encode
+
+    for span in spans:
+        chunk = span.read(input_path)
+        if pool is None:
+            vectors = st_model.encode(chunk.texts, convert_to_numpy=True, **settings)
+        else:
+            vectors = pool_encode(st_model, chunk.texts, pool, convert_to_numpy=True, **settings)
+        if vectors.shape[-1] != meta["dim"]:
+            raise JTCSEError(f"{identity} returned {vectors.shape[-1]}-d vectors, expected {meta['dim']}-d.")
+        sink.write(span.start_row, chunk, vectors.astype(meta["dtype"], copy=False))
+        yield span.start_row, span.rows, meta["dim"]
+        crash_point("encode-chunk")
+
+
+def _kept_chunks(output: Path, fmt: str, meta: dict, spans: list, fresh: bool) -> dict[int, int]:
+    """``{first row: rows}`` of the planned chunks already on disk: for ``.npy``, those before the progress mark;
+    for parquet, the parts that read back whole with their chunk's rows (:func:`~jtcse.search.sinks.keep_parts`)."""
+    keep = not fresh and meta["dim"] is not None
+    if fmt == "npy":
+        return {s.start_row: s.rows for s in spans if s.start_row + s.rows <= meta["rows_done"]} if keep else {}
+    return keep_parts(parts_folder(output), {span.start_row: span.rows for span in spans} if keep else {})
 
 
 def _advance_prefix(meta: dict, done: dict[int, int], spans: list, position: dict[int, int]) -> None:
@@ -367,7 +356,7 @@ def _advance_prefix(meta: dict, done: dict[int, int], spans: list, position: dic
         meta.update(
             rows_done=last.start_row + last.rows,
             next_byte=following.start_byte if following else last.end_byte,
-            next_line=following.start_line if following else meta["next_line"],
+            next_line=following.start_line if following else last.next_line,
         )
 
 
@@ -461,7 +450,8 @@ def _remove_previous(output: Path) -> None:
 
 
 def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overwrite: bool) -> dict | None:
-    """The progress of an unfinished run to continue, or None to start fresh (after checks)."""
+    """The progress of a run to continue, or None to start fresh (after checks). A finished output is refused,
+    unless a part of it is missing or damaged (:func:`_damage`): then the run goes on to encode what it lacks."""
     if overwrite:
         return None  # the old files go only once the model has loaded (_remove_previous)
     if not meta_file.is_file():
@@ -469,7 +459,8 @@ def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overw
             raise JTCSEError(f"{output} already exists; pass --overwrite to replace it.")
         return None
     meta = read_meta(meta_file)
-    if meta.get("complete"):
+    damage = _damage(output, fmt, meta)
+    if meta.get("complete") and damage is None:
         raise JTCSEError(f"{output} is already complete ({meta.get('rows')} rows); pass --overwrite to redo it.")
     differences = [
         f"{key}: {meta.get(key)!r} then, {wanted[key]!r} now" for key in _RESUME_KEYS if meta.get(key) != wanted[key]
@@ -479,10 +470,25 @@ def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overw
             f"An unfinished run into {output} used other settings ({'; '.join(differences)}); "
             "run with those settings to resume, or pass --overwrite to start over."
         )
+    if damage is not None:
+        logger.warning("%s; encoding %s again.", damage, "the rows it lacks" if fmt == "shards" else "it")
     started = meta.get("rows_done", 0) > 0 or meta.get("parts_done", 0) > 0
-    if not started or not SINKS[fmt].can_resume(output) or meta.get("dim") is None:
+    if not started or not SINKS[fmt].can_resume(output) or meta.get("dim") is None or (damage and fmt != "shards"):
         return None
+    meta["complete"] = False
     return meta
+
+
+def _damage(output: Path, fmt: str, meta: dict) -> str | None:
+    """What is missing or damaged in ``output`` (None: nothing found): any file of a finished output, the two files
+    of an unfinished ``.npy`` (the parts of an unfinished parquet output are checked one by one: _kept_chunks)."""
+    if not (meta.get("complete") or fmt == "npy") or not meta.get("rows"):
+        return None
+    try:
+        SINKS[fmt].check_whole(output, meta["rows"])
+    except DamagedOutput as err:
+        return err.problem
+    return None
 
 
 def result_dict(result: EncodeResult) -> dict:

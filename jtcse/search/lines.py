@@ -109,6 +109,7 @@ class ChunkSpan:
     start_byte: int
     end_byte: int
     start_line: int
+    next_line: int  # 1-based number of the line after it (as LineChunk.next_line)
 
     def read(self, path: str | Path) -> LineChunk:
         """The chunk's rows, checked against the span (a file edited since the span was made is an error)."""
@@ -129,7 +130,7 @@ def plan_chunks(path: str | Path, chunk_size: int) -> tuple[list[ChunkSpan], Lin
     spans: list[ChunkSpan] = []
     row, byte, line = 0, 0, 1
     for chunk in iter_chunks(path, chunk_size):
-        spans.append(ChunkSpan(row, len(chunk.texts), byte, chunk.end_byte, line))
+        spans.append(ChunkSpan(row, len(chunk.texts), byte, chunk.end_byte, line, chunk.next_line))
         row, byte, line = row + len(chunk.texts), chunk.end_byte, chunk.next_line
     if row == 0:
         raise JTCSEError(f"Input file {path} has no sentences (it is empty or only blank lines).")

@@ -16,8 +16,12 @@ order. Two things are added around the pool, nothing inside it:
   chunk by length first, so each piece holds sentences of similar length, longest pieces first (the workers
   that finish early take the next), and puts the vectors back in order;
 * orphans: the workers block on their queue forever if the parent is killed (SIGKILL, the OOM killer) and
-  would hold their memory (or GPU) until someone notices. A tiny watchdog process kills them when the
-  parent is gone.
+  would hold their memory (or GPU) until someone notices. Each worker is started with ``JTCSE_POOL_PARENT`` in
+  its environment, so the first ``import jtcse`` in it (run as ``jtcse``: at once; as ``python -m jtcse`` or from
+  a script: before the model is unpickled) asks the kernel to kill it with its parent
+  (:func:`jtcse.processes.die_with_parent`, Linux), also while the pool is still starting; with the workers
+  gone, multiprocessing's resource tracker sees its pipe close and exits too. Where that is not available a
+  tiny watchdog process, started once the pool is up, kills them when the parent is gone.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import crash_point
+from jtcse.processes import POOL_PARENT_ENV
 
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _WATCHDOG = """\
@@ -119,7 +125,9 @@ def _reduce_portable(obj: Any) -> tuple:
 
 def _reduce_model(model: Any) -> tuple:
     """Pickle a SentenceTransformer whose loader resolved jtcse classes (``_module_classes``, a mapping of
-    ``twin.TwinTowers`` to the class) with that mapping as import paths."""
+    ``twin.TwinTowers`` to the class) with that mapping as import paths. (The pool pickles the model once per
+    worker it starts: the crash point ``pool-start`` is a kill while the pool starts.)"""
+    crash_point("pool-start")
     state = dict(model.__getstate__())
     if state.get("_module_classes"):
         classes = {key: _class_path(cls) for key, cls in state.pop("_module_classes").items()}
@@ -166,7 +174,8 @@ def encode_pool(model: Any, devices: list[str]) -> Iterator[dict]:
     """
     _register_for_pool(model)
     threads = str(threads_per_worker(len(devices)))
-    with _environment(**dict.fromkeys(_THREAD_VARIABLES, threads)):  # spawned workers read these as they start
+    started = {**dict.fromkeys(_THREAD_VARIABLES, threads), POOL_PARENT_ENV: str(os.getpid())}
+    with _environment(**started):  # spawned workers read these as they start
         pool = model.start_multi_process_pool(list(devices))
     watchdog = subprocess.Popen(
         [sys.executable, "-c", _WATCHDOG, str(os.getpid()), *(str(p.pid) for p in pool["processes"])],

@@ -25,7 +25,7 @@ import numpy as np
 
 from jtcse.errors import JTCSEError
 from jtcse.search.lines import iter_chunks
-from jtcse.search.sinks import METADATA_KEY, SHARD_META_FILE, check_tiling, npy_layout, rows_path_for
+from jtcse.search.sinks import METADATA_KEY, SHARD_META_FILE, check_tiling, npy_layout, open_parquet, rows_path_for
 
 _TEXT_BLOCK = 8192
 
@@ -74,7 +74,7 @@ def _npy_shard(path: Path) -> Shard:
             f"{path} has no {progress.name} or {rows_path_for(path).name} beside it; shards are `jtcse encode` outputs."
         )
     meta = _finished(_read_json(progress), path)
-    shape = np.load(path, mmap_mode="r").shape
+    shape = npy_layout(path)[1]
     source = Path(meta["input"])
     if (
         not source.is_file()
@@ -91,12 +91,8 @@ def _npy_shard(path: Path) -> Shard:
 
 
 def _parquet_shard(path: Path, empty_lines: int = 0) -> Shard:
-    import pyarrow.parquet as pq
 
-    try:
-        handle = pq.ParquetFile(path)
-    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a bad file
-        raise JTCSEError(f"Cannot read {path} as parquet: {str(err).splitlines()[0]}") from None
+    handle = open_parquet(path)  # a file cut short (no footer) is named, with what to do
     metadata = handle.schema_arrow.metadata or {}
     if METADATA_KEY in metadata:
         info = json.loads(metadata[METADATA_KEY])

@@ -73,11 +73,33 @@ def list_parts(folder: Path) -> dict[int, Path]:
     return {start: path for path in folder.iterdir() if (start := part_start(path)) is not None}
 
 
-def part_rows(path: Path) -> int:
-    """Rows in a part file (read from its footer)."""
+class DamagedOutput(JTCSEError):
+    """A finished ``jtcse encode`` output with a part missing or damaged; ``problem`` says which (the message adds
+    what to do: the same ``jtcse encode`` again encodes just what is missing)."""
+
+    def __init__(self, problem: str):
+        super().__init__(
+            f"{problem}; run the `jtcse encode` that wrote it again (the same command): it encodes the missing or "
+            "damaged rows again."
+        )
+        self.problem = problem
+
+
+def open_parquet(path: Path):
+    """``pyarrow.parquet.ParquetFile(path)``; :class:`DamagedOutput` naming the file when it cannot be read (a file cut
+    short has no footer)."""
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(path).metadata.num_rows
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError, its IOError an OSError
+        reason = str(err).splitlines()[0].split(". ")[0]
+        raise DamagedOutput(f"{path} is damaged or not a parquet file ({reason})") from None
+
+
+def part_rows(path: Path) -> int:
+    """Rows in a part file (read from its footer); :class:`DamagedOutput` when it cannot be read."""
+    return open_parquet(path).metadata.num_rows
 
 
 class PartWriter:
@@ -125,18 +147,32 @@ class PartWriter:
         return path
 
 
+def keep_parts(folder: Path, planned: dict[int, int]) -> dict[int, int]:
+    """``{first row: rows}`` of the parts in ``folder`` that ``planned`` (first row -> rows) names and that read back
+    whole with those rows; every other part (damaged, cut otherwise, not planned) is deleted, to be written again."""
+    kept = {}
+    for start, path in list_parts(folder).items():
+        try:
+            rows = part_rows(path)
+        except DamagedOutput:
+            rows = None
+        if planned.get(start) == rows:
+            kept[start] = rows
+        else:
+            path.unlink()
+    return kept
+
+
 def check_tiling(folder: Path, rows: int) -> list[Path]:
     """The part files of ``folder`` in row order, checked to cover rows ``0..rows-1`` once each."""
     parts = sorted(list_parts(folder).items())
     expected = 0
     for start, path in parts:
         if start != expected:
-            raise JTCSEError(
-                f"{folder} has no part starting at row {expected} (next: {path.name}); run again to finish it."
-            )
+            raise DamagedOutput(f"{folder} has no part holding row {expected} (the next is {path.name})")
         expected += part_rows(path)
     if expected != rows:
-        raise JTCSEError(f"{folder} holds {expected} rows, {rows} expected; run again to finish it.")
+        raise DamagedOutput(f"{folder} holds {expected} rows, {rows} expected")
     return [path for _, path in parts]
 
 
@@ -161,6 +197,13 @@ class NpySink:
     def can_resume(output: Path) -> bool:
         return output.is_file() and rows_path_for(output).is_file()
 
+    @staticmethod
+    def check_whole(output: Path, rows: int) -> None:
+        """Raise :class:`DamagedOutput` unless both files of a finished ``output`` hold ``rows`` rows, all there."""
+        for path in (output, rows_path_for(output)):
+            if npy_layout(path)[1][:1] != (rows,):
+                raise DamagedOutput(f"{path} does not hold {rows} rows")
+
     def write(self, start: int, chunk: LineChunk, vectors: np.ndarray) -> None:
         for name, values in (("vectors", vectors), ("rows", chunk.rows)):
             offset, _, dtype = self.layout[name]
@@ -176,8 +219,12 @@ class NpySink:
 
 
 def npy_layout(path: Path) -> tuple[int, tuple, np.dtype]:
-    """(byte offset of the data, shape, dtype) of a C-ordered ``.npy`` file (its header only is read)."""
-    mapped = np.load(path, mmap_mode="r")
+    """(byte offset of the data, shape, dtype) of a C-ordered ``.npy`` file (its header only is read);
+    :class:`DamagedOutput` when it is missing or shorter than its header says."""
+    try:
+        mapped = np.load(path, mmap_mode="r")
+    except (OSError, ValueError) as err:  # missing, cut short ("mmap length is greater than file size"), not .npy
+        raise DamagedOutput(f"{path} is damaged or missing ({str(err).splitlines()[0]})") from None
     if not mapped.flags.c_contiguous:
         raise JTCSEError(f"{path} is not a C-ordered array; pass --overwrite.")
     return mapped.offset, mapped.shape, mapped.dtype
@@ -199,11 +246,11 @@ class ParquetSink:
     def can_resume(cls, output: Path) -> bool:
         return parts_folder(output).is_dir()
 
-    def drop_parts_from(self, start: int) -> None:
-        """Delete the parts at or after row ``start`` (a sequential run rewrites them, perhaps cut otherwise)."""
-        for first, path in list_parts(self.parts).items():
-            if first >= start:
-                path.unlink()
+    @staticmethod
+    def check_whole(output: Path, rows: int) -> None:
+        """Raise :class:`DamagedOutput` unless the finished ``output`` reads back with ``rows`` rows."""
+        if part_rows(output) != rows:
+            raise DamagedOutput(f"{output} does not hold {rows} rows")
 
     def write(self, start: int, chunk: LineChunk, vectors: np.ndarray) -> None:
         self.writer.write(start, chunk, vectors)
@@ -230,6 +277,11 @@ class ShardsSink(ParquetSink):
 
     def finish(self) -> None:
         check_tiling(self.parts, self.rows)
+
+    @staticmethod
+    def check_whole(output: Path, rows: int) -> None:
+        """Raise :class:`DamagedOutput` unless the parts of ``output`` cover its ``rows`` rows, each readable."""
+        check_tiling(output, rows)
 
 
 SINKS = {"npy": NpySink, "parquet": ParquetSink, "shards": ShardsSink}

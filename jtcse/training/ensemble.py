@@ -8,6 +8,7 @@ from pathlib import Path
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_folder, locks_output
+from jtcse.output_paths import check_output_apart, check_replaceable_folder
 
 
 def ensemble_card_facts(model, sources):
@@ -51,16 +52,21 @@ def save_ensemble(
 
     Under the output's lock: a folder that is there and not empty is refused unless ``overwrite``, and the
     new checkpoint replaces it in one rename (:func:`jtcse.locking.atomic_folder`), so a failed or killed
-    save leaves the old folder as it was.
+    save leaves the old folder as it was. Only an earlier ensemble (``ensemble_config.json``) or an empty folder
+    is ever replaced, never a member, a folder holding one, the working directory or a folder holding it
+    (:mod:`jtcse.output_paths`).
     """
     from jtcse.model_card import attach_card_data
     from jtcse.modeling.build import build_ensemble
+    from jtcse.modeling.ensemble import ENSEMBLE_CONFIG_FILE
 
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise JTCSEError(f"{output_dir} is a file, not a folder.")
+    check_output_apart(output_dir, models)
+    check_replaceable_folder(output_dir, marker=ENSEMBLE_CONFIG_FILE, made_by="jtcse ensemble")
     if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-        raise JTCSEError(f"{output_dir} already exists and is not empty; pass --overwrite to replace it.")
+        raise JTCSEError(f"{output_dir} holds an earlier ensemble; pass --overwrite to replace it.")
     model = build_ensemble(models, combine=combine, weights=weights, device=device)
     facts = ensemble_card_facts(model, models)
     facts.model_path = str(output_dir.resolve())  # the card's snippet names the final folder, not the temporary one

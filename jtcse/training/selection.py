@@ -58,26 +58,75 @@ def concat_cosine(cosines: Sequence, weights: Sequence[float]):
 
 
 def choose_weights(
-    members: Sequence[str | Path], start_index: int, pairs, grid: Sequence[float] = WEIGHT_GRID, device=None
+    members: Sequence[str | Path],
+    start_index: int,
+    pairs,
+    grid: Sequence[float] = WEIGHT_GRID,
+    device=None,
+    combine: str = "concat",
 ):
-    """``(weights, {weight: Spearman})``: the concat-ensemble weights of ``members`` best on ``pairs``, the member at
-    ``start_index`` (the starting model) at 1 and every other member at one common weight from ``grid``.
+    """``(weights, {weight: Spearman})``: the weights of the ``combine`` ensemble of ``members`` best on ``pairs``,
+    the member at ``start_index`` (the starting model) at 1 and every other member at one common weight from ``grid``.
 
-    A concat of L2-normalised members has ``cos = Σ w_i² cos_i / Σ w_i²``, so each member encodes the pairs once
-    and every weight is scored exactly from the members' cosines.
+    Each member encodes the pairs' sentences once; every weight is then scored exactly as the ensemble embeds
+    (:func:`ensemble_cosines`), so the weight chosen is the one the ensemble saved with it scores best with.
     """
+    import numpy as np
     from scipy.stats import spearmanr
 
-    from jtcse.evaluation.sts import encode_unique, paired_cosine
+    from jtcse.evaluation.sts import encode_unique
+    from jtcse.modeling.ensemble import check_combine
     from jtcse.modeling.loading import load_model
 
+    check_combine(combine)
     sentences = pairs.sentences1 + pairs.sentences2
-    cosines = [
-        paired_cosine(encode_unique(load_model(m, role="encode", device=device), sentences), pairs) for m in members
-    ]
-    scores = {}
-    for w in grid:
-        weights = [1.0 if i == start_index else w for i in range(len(members))]
-        scores[w] = float(spearmanr(concat_cosine(cosines, weights), pairs.scores).statistic)
+    firsts, seconds = [], []
+    for member in members:
+        table = encode_unique(load_model(member, role="encode", device=device), sentences)
+        firsts.append(np.stack([table[s] for s in pairs.sentences1]))
+        seconds.append(np.stack([table[s] for s in pairs.sentences2]))
+    weights = np.array([[1.0 if i == start_index else w for i in range(len(members))] for w in grid])
+    cosines = ensemble_cosines(firsts, seconds, weights, combine)
+    scores = {w: float(spearmanr(cos, pairs.scores).statistic) for w, cos in zip(grid, cosines, strict=True)}
     best = max(grid, key=lambda w: scores[w])
     return [1.0 if i == start_index else best for i in range(len(members))], scores
+
+
+def ensemble_cosines(firsts: Sequence, seconds: Sequence, weights, combine: str):
+    """``(weight rows, pairs)`` cosines between the ensemble embeddings of each pair's two sentences, for every row
+    of ``weights`` (one weight per member), from the members' embeddings of the first and second sentences
+    (``firsts[i]``, ``seconds[i]``: member ``i``, one row per pair).
+
+    The ensemble (:class:`~jtcse.modeling.ensemble.Ensemble`) embeds a sentence from its members' unit vectors
+    ``n_i`` as ``Σ_i w_i n_i`` (sum) or ``[w_1 n_1, ..., w_k n_k]`` (concat). So with per-pair Gram terms
+    ``G_ij = n_i(a)·n_j(b)`` (and ``A``, ``B`` for ``a`` and ``b`` with themselves) the cosine is
+    ``wᵀGw / sqrt(wᵀAw · wᵀBw)``: every weight row scored at once, exactly. A concat's members fill their own
+    coordinates, so only its ``i = j`` terms count: it is :func:`concat_cosine` of the members' own cosines.
+    """
+    import numpy as np
+
+    def unit(x):
+        x = np.asarray(x, dtype=np.float64)
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        return x / np.where(norms == 0, 1, norms)  # a zero vector stays zero, as torch's normalize leaves it
+
+    firsts, seconds = [unit(x) for x in firsts], [unit(x) for x in seconds]
+    if combine == "concat":  # each member's own cosines are all it takes (concat_cosine)
+        own = [np.einsum("pd,pd->p", a, b) for a, b in zip(firsts, seconds, strict=True)]
+        return np.stack([concat_cosine(own, row) for row in np.asarray(weights, dtype=np.float64)])
+    widths = {x.shape[1] for x in firsts}
+    if len(widths) > 1:
+        raise JTCSEError(f"Members of widths {sorted(widths)} cannot be summed; use combine='concat' instead.")
+    count, rows = len(firsts), len(firsts[0])
+    terms = [(i, j) for i in range(count) for j in range(count)]
+    gram = np.zeros((3, count, count, rows))  # a·b, a·a, b·b per member pair (i, j) and sentence pair
+    for i, j in terms:
+        gram[:, i, j] = [
+            np.einsum("pd,pd->p", firsts[i], seconds[j]),
+            np.einsum("pd,pd->p", firsts[i], firsts[j]),
+            np.einsum("pd,pd->p", seconds[i], seconds[j]),
+        ]
+    weights = np.asarray(weights, dtype=np.float64)
+    cross, first, second = np.einsum("wi,gijp,wj->gwp", weights, gram, weights)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num(cross / np.sqrt(first * second))
