@@ -16,7 +16,8 @@ embeddings in ``<work>/emb/``):
 ``ensembles``  every kind for every seed: weights chosen on the selection split, the gain over its best member, and
                how differently its two warm-ups err (rank-error agreement, linear CKA; jtcse.evaluation.diversity)
 ``twin``       the twin of the best kind's two warm-ups with a real signal (128 sentences a step through
-               CachedJTCSELoss), scored summed and as two separate towers, each in an ensemble with the start
+               CachedJTCSELoss, each batch a group of neighbours: hard negatives), scored summed and as two
+               separate towers, each in an ensemble with the start
 ``pipeline``   ``jtcse pipeline`` (the library call) for each seed with the best kind's settings, and with today's
                defaults, reusing the warm-ups above; the distilled students scored like every other row
 

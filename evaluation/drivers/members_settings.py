@@ -9,8 +9,17 @@ FULL = {
     "corpus_lines": 10**6,  # every line of wiki12k.txt
     # the pipeline's warm-up, as `jtcse pipeline` trains it (so the pipeline finds these folders done)
     "simcse": {"batch_size": 32, "max_seq_length": 32, "learning_rate": 3e-5, "epochs": 1},
-    # the twin with a real signal: 128 sentences a step through GradCache (CachedJTCSELoss), 32 per forward
-    "twin": {"batch_size": 128, "mini_batch_size": 32, "max_steps": 100, "learning_rate": 1e-5, "max_seq_length": 32},
+    # the twin with a real signal: 128 sentences a step through GradCache (CachedJTCSELoss), 32 per forward, each
+    # batch a group of neighbours by tower I (hard negatives; paraphrases kept apart)
+    "twin": {
+        "batch_size": 128,
+        "mini_batch_size": 32,
+        "max_steps": 100,
+        "learning_rate": 1e-5,
+        "max_seq_length": 32,
+        "hard_negatives": True,
+        "paraphrase_threshold": 0.8,
+    },
     "distill": {},  # the pipeline's distillation as it is
     "weight_grid": list(WEIGHT_GRID),  # the pipeline's own grid
     "eval_max_seq_length": 128,
@@ -23,7 +32,15 @@ FULL = {
 QUICK = {
     "corpus_lines": 64,
     "simcse": {"batch_size": 8, "max_seq_length": 16, "learning_rate": 3e-5, "max_steps": 2},
-    "twin": {"batch_size": 8, "mini_batch_size": 4, "max_steps": 2, "learning_rate": 1e-5, "max_seq_length": 16},
+    "twin": {
+        "batch_size": 8,
+        "mini_batch_size": 4,
+        "max_steps": 2,
+        "learning_rate": 1e-5,
+        "max_seq_length": 16,
+        "hard_negatives": True,
+        "paraphrase_threshold": 0.8,
+    },
     "distill": {"batch_size": 8, "max_seq_length": 16, "max_steps": 2},
     "weight_grid": [0.5, 1.0],
     "eval_max_seq_length": 64,

@@ -42,6 +42,10 @@ def _below_one(value: float) -> str | None:
     return None if 0 <= value < 1 else "must be in [0, 1)"
 
 
+def _unit(value: float) -> str | None:
+    return None if 0 < value <= 1 else "must be in (0, 1]"
+
+
 def _regularizer(spec: str) -> str | None:
     from jtcse.losses.registry import parse_regularizer_spec
 
@@ -196,6 +200,15 @@ class TwinSettings:
         1.0, "Weight of ICNCE between the towers (primitive and cross-attention stream; 0 = off).", check=at_least(0)
     )
     ictm_weight: float = setting(0.5, "Weight of the tensor-modulus term ICTM (0 = off).", check=at_least(0))
+    hard_negatives: bool = setting(
+        False,
+        "Batches of neighbours: each batch gathers sentences the twin's tower I (as training starts) finds close, so "
+        "the in-batch negatives are hard; one it scores as a paraphrase of another in the batch "
+        "(paraphrase_threshold) is kept out of that batch.",
+    )
+    paraphrase_threshold: float = setting(
+        0.8, "With hard_negatives: the guide's cosine from which two sentences count as paraphrases.", check=_unit
+    )
     loss: ContrastiveSettings = group(ContrastiveSettings())
 
     def __post_init__(self) -> None:

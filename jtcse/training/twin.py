@@ -75,6 +75,7 @@ def train_twin(
     ``gather_across_devices``: under a multi-process launch, every rank's anchors meet the candidates of
     all ranks (docs/distributed.md). ``mini_batch_size``: train with :class:`jtcse.losses.CachedJTCSELoss`
     (GradCache), this many sentences per forward; not with regularisers or extra losses.
+    ``hard_negatives``: batches of neighbours by tower I as it starts (:mod:`jtcse.training.hard_batches`).
     A ``max_seq_length`` above the towers' position table is clamped to it (with a warning; the summary
     records the length used).
     """
@@ -109,6 +110,8 @@ def train_twin(
             "regularizers": list(terms.regularizers),
             "gather_across_devices": terms.gather_across_devices,
             "mini_batch_size": terms.mini_batch_size,
+            "hard_negatives": settings.hard_negatives,
+            "paraphrase_threshold": settings.paraphrase_threshold if settings.hard_negatives else None,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,
@@ -140,13 +143,17 @@ def train_twin(
     else:
         base = CachedJTCSELoss(model, mini_batch_size=terms.mini_batch_size, **weights)
     twin = model[0]
+    dataset, overrides = Dataset.from_dict({"text": sentences}), {}
+    if settings.hard_negatives:  # batches of neighbours, by tower I as it starts
+        dataset, overrides = _neighbour_batches(dataset, tower_a, training, settings.paraphrase_threshold, device)
+        data["hard_negative_batches"] = len(set(dataset["label"]))
     return run_stage(
         Stage(
             name="twin",
             plan=plan,
             model=model,
             loss=build_regularised_loss(model, base, list(terms.regularizers), extra_terms=extra_losses),
-            train_dataset=Dataset.from_dict({"text": sentences}),
+            train_dataset=dataset,
             settings=training,
             evaluator=evaluator,
             model_info={
@@ -166,9 +173,23 @@ def train_twin(
                 disable_tqdm=not show_progress,
                 # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
                 ddp_find_unused_parameters=not settings.ictm_weight and bool(pooler_parameters(model)),
+                **overrides,
             ),
             callbacks=callbacks,
             plot=plot,
             device=device,
         )
     )
+
+
+def _neighbour_batches(dataset, guide, training, threshold: float, device):
+    """``dataset`` with each sentence's batch of neighbours as its ``label`` and the trainer argument that makes
+    each such group one batch (:mod:`jtcse.training.hard_batches`); ``guide``: the model whose embeddings group."""
+    from jtcse.modeling.loading import load_model
+    from jtcse.training.hard_batches import GROUP_COLUMN, GroupBatchSampler, group_labels, neighbour_groups
+
+    model = load_model(guide, role="encode", device=device)
+    vectors = model.encode(dataset["text"], batch_size=64, convert_to_numpy=True, show_progress_bar=False)
+    groups = neighbour_groups(vectors, training.batch_size, threshold, training.seed)
+    labelled = dataset.add_column(GROUP_COLUMN, group_labels(groups, len(dataset)))
+    return labelled, {"batch_sampler": GroupBatchSampler}
