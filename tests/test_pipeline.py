@@ -305,10 +305,10 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     common["twin"] = {**common["twin"], "enabled": True}
     probe = {"enabled": True, "learning_rates": [1e-5, 1e-3], "max_steps": 2}
     probed = run_pipeline(tmp_path / "twin", config(**common, until="twin", probe=probe))
-    probe = probed["stages"]["probe"]
-    assert set(probe["selection_spearman"]) == {"1e-05", "0.001"}
-    lr = max((1e-5, 1e-3), key=lambda lr: probe["selection_spearman"][f"{lr:g}"])
-    assert probe["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
+    chose = probed["stages"]["probe"]
+    assert set(chose["selection_spearman"]) == {"1e-05", "0.001"}
+    lr = max((1e-5, 1e-3), key=lambda lr: chose["selection_spearman"][f"{lr:g}"])
+    assert chose["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
     assert probed["stages"]["twin"]["model"]["pooling"] == "cls"  # the towers' own
     # the same run on to the ensemble, the twin's towers as two members chosen on the selection file with the start
     towers = run_pipeline(
