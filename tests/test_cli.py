@@ -49,11 +49,9 @@ def test_a_broken_command_module_fails_loudly():
 
 def _command(*path: str):
     """The click command ``jtcse PATH`` (``("index", "build")`` ...)."""
-    import typer
+    from helpers.cli import click_app
 
-    from jtcse.cli import app
-
-    command = typer.main.get_command(app)
+    command = click_app()
     for name in path:
         command = command.commands[name]
     return command

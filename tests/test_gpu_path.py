@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.cli import click_app
 from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
@@ -167,11 +168,8 @@ DEVICE_COMMANDS = [
 
 
 def _parse(path: tuple[str, ...], args: list[str]):
-    import typer
 
-    from jtcse.cli import app
-
-    command = typer.main.get_command(app)
+    command = click_app()
     for name in path:
         command = command.commands[name]
     return command.make_context(path[-1], args)
@@ -179,16 +177,13 @@ def _parse(path: tuple[str, ...], args: list[str]):
 
 @pytest.mark.slow
 def test_every_command_with_a_device_option_checks_it_when_parsed():
-    import typer
-
-    from jtcse.cli import app
 
     def with_device(command, path=()):
         if hasattr(command, "commands"):
             return [p for name, sub in command.commands.items() for p in with_device(sub, (*path, name))]
         return [path] if any(param.name == "device" for param in command.params) else []
 
-    assert sorted(with_device(typer.main.get_command(app))) == sorted(path for path, _ in DEVICE_COMMANDS)
+    assert sorted(with_device(click_app())) == sorted(path for path, _ in DEVICE_COMMANDS)
     for path, needed in DEVICE_COMMANDS:
         assert _parse(path, [*needed, "--device", "cpu"]).params["device"] == "cpu"
         with pytest.raises(ValueError, match=r"^unknown device 'tpu9': use cpu, cuda, cuda:N or mps$"):

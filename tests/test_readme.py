@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from helpers.cli import click_app
+
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
@@ -39,11 +41,8 @@ def test_layout_folders_exist_and_the_docs_row_lists_every_page():
 
 
 def test_command_table_has_a_row_for_every_command():
-    import typer
 
-    from jtcse.cli import app
-
-    commands = typer.main.get_command(app).commands
+    commands = click_app().commands
     listed = " ".join(row[0] for row in _rows("What it does, by command"))
     missing = [name for name in commands if not re.search(rf"`jtcse {name}\b|/ `{name}`", listed)]
     assert missing == []

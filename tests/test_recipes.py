@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers.cli import REPO, invoke_cli, one_error_line
+from helpers.cli import REPO, click_app, invoke_cli, one_error_line
 
 from jtcse.errors import JTCSEError
 from jtcse.schema import get, keys
@@ -26,12 +26,10 @@ RECIPES = sorted(MODELS.glob("*/recipe.toml"))
 
 def _config(*args: object) -> tuple[PipelineConfig, dict | None]:
     """The config (and recipe record) ``jtcse pipeline ARGS`` stands for: parsed and checked, nothing run."""
-    import typer
 
-    from jtcse.cli import app
     from jtcse.commands.pipeline import pipeline_config
 
-    command = typer.main.get_command(app).commands["pipeline"]
+    command = click_app().commands["pipeline"]
     return pipeline_config(command.make_context("pipeline", [str(a) for a in args]).params)
 
 
@@ -64,7 +62,9 @@ def test_the_cpu_recipe_is_the_dump_of_the_defaults():
     dumped = invoke_cli("pipeline", "--corpus", "data/wiki12k.txt", "--dev-file", "data/stsb/sts-dev.csv",
                         "--dump-recipe")  # fmt: skip
     assert dumped.returncode == 0, dumped.stderr
-    assert _body(recipe.read_text(encoding="utf-8")) == _body(dumped.stdout)
+    assert _body(recipe.read_text(encoding="utf-8")) == _body(dumped.stdout), (
+        "a default changed: write the dump below the recipe's header (its first comment block) again"
+    )
     defaults = PipelineConfig.from_values({"corpus": "data/wiki12k.txt", "dev_file": "data/stsb/sts-dev.csv"})
     assert load_recipe(recipe) == defaults
     assert defaults.warmup.training.checkpoint == defaults.twin.training.checkpoint == "last"  # the CPU protocol

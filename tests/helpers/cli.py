@@ -16,6 +16,7 @@ no cwd on ``sys.path``) plus an import hook refusing ``jtcse``, because an edita
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -40,6 +41,17 @@ except ModuleNotFoundError:
 else:
     sys.exit('jtcse is importable')
 """
+
+
+@functools.cache
+def click_app():
+    """The ``jtcse`` command line as click sees it (typer builds it from the command functions, ~30 ms): built once
+    a test process, for tests that parse a command line without running it (``.commands[NAME].make_context``)."""
+    import typer
+
+    from jtcse.cli import app
+
+    return typer.main.get_command(app)
 
 
 def subprocess_env(**extra: object) -> dict[str, str]:
