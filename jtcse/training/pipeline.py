@@ -85,7 +85,8 @@ def _ensemble(r: PipelineRun, folder: Path) -> dict:
         if r.config.ensemble.twin_towers and r.twin:
             from jtcse.modeling.loading import load_model
 
-            sources = load_model(r.path("twin"), device=r.device)[0].export_towers(towers) + sources[2:]
+            exported = load_model(r.path("twin"), device=r.device)[0].export_towers(towers)
+            sources = exported + sources[len(exported) :]  # in the places the twin held twice
         weights, scores = r.weights, None
         if r.choose:  # the start at 1, the trained members at the one weight best on the selection file
             weights, scores = choose_weights(sources, r.start_index, r.selection, device=r.device,
@@ -119,10 +120,9 @@ class Stage:
     """One step of the pipeline. ``name``: its row in the summary; ``folder``: where it writes, under the
     run's output; ``until``: the ``--until`` value that stops after it (both warm-ups: ``warmup``); ``table``: its
     settings' table in a recipe (the eval stage has none); ``run``: does the work into the folder and returns its
-    summary; ``trainer``:
-    the folder is a trainer's run, which the trainer itself judges finished or not (else the pipeline records
-    the stage's summary there, and ``rerun`` says a finished one with other settings is run again rather than
-    refused)."""
+    summary; ``trainer``: the folder is a trainer's run, which the trainer itself judges finished or not (else the
+    pipeline records the stage's summary there, and ``rerun`` says a finished one with other settings is run again
+    rather than refused)."""
 
     name: str
     folder: str
