@@ -11,6 +11,9 @@ is derived from the declaration:
   each mistake one line naming where it came from and the valid keys;
 * :func:`replace_keys` changes an instance by key (``train_twin(max_steps=2)``), :func:`to_toml` writes one back.
 
+A class may name, in a ``NOT_KEYS`` class attribute, words a user might take for keys, each with what to do
+instead (``{"device": "give --device on the command line"}``).
+
 A check is a function of the value that returns what is wrong with it (``"must be at least 2"``) or ``None``.
 """
 
@@ -370,6 +373,9 @@ def _unknown(cls: type, layer: Layer, section: str, key: str, value: Any) -> JTC
         return JTCSEError(f"{where}: {key!r} is a top-level key (put it before the first table); {valid}.")
     if section and key in keys(tables[section][0]):
         return JTCSEError(f"{where}: {key!r} is set by the pipeline for every stage (a top-level key); {valid}.")
+    hint = getattr(tables[section][0] if section else cls, "NOT_KEYS", {}).get(key)
+    if hint:
+        return JTCSEError(f"{where}: {key!r} is not a setting: {hint}.")
     tail = "" if section else f"; tables: {table_list}"
     return JTCSEError(f"{where}: unknown key {key!r}{_close(key, list(here))}; {valid}{tail}.")
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, atomic_write_text, locks_output
@@ -222,6 +222,11 @@ _SET_FOR_EVERY_STAGE = ("seed", "precision")
 @dataclass(frozen=True)
 class PipelineConfig:
     """Every setting of one pipeline run (a recipe file holds these keys; ``jtcse pipeline --help`` lists them)."""
+
+    NOT_KEYS: ClassVar[dict[str, str]] = {
+        "device": "where a run happens is not one of its settings; give --device on the command line",
+        "output": "the folder a run writes is not one of its settings; give -o/--output on the command line",
+    }
 
     tower_a: str | None = setting(None, "Tower I's starting model: a sentence-transformers or transformers folder, "
                                   "or a Hub name.", unset="the embedded MiniLM")  # fmt: skip
