@@ -13,8 +13,9 @@ embeddings in ``<work>/emb/``):
 
 ``shipped``    the shipped MiniLM as shipped (the row to beat)
 ``warmups``    every warm-up the kinds need, each variant at the seeds it is used with
-``ensembles``  every kind for every seed: weights chosen on the selection split, the gain over its best member, and
-               how differently its two warm-ups err (rank-error agreement, linear CKA; jtcse.evaluation.diversity)
+``ensembles``  every kind for every seed: the weight best on the selection split among those that keep each of its
+               genres within 0.3 of the start's, the gain over its best member, and how differently its two
+               warm-ups err (rank-error agreement, linear CKA; jtcse.evaluation.diversity)
 ``twin``       the twin of the best kind's two warm-ups with a real signal (128 sentences a step through
                CachedJTCSELoss, each batch a group of neighbours: hard negatives), scored summed and as two
                separate towers, each in an ensemble with the start
@@ -125,10 +126,14 @@ class MembersRunner(ScoredGrid):
                 split: concat_cosine([self.cosines(m, split) for m in members], weights) for split in ("dev", "select")
             }
             grid[w] = self.scores_from(cos)
-        best = max(grid, key=lambda w: grid[w]["select_spearman"])
+        unconstrained = max(grid, key=lambda w: grid[w]["select_spearman"])
+        best = self.genre_safe_weight(grid)
         rows = [self.row(m) for m in members]
         return self.save(name, {
             "group": "ensemble", "members": members, "weights": [1.0] + [best] * (len(members) - 1), **grid[best],
+            "genre_safe": self.within_margin(grid[best]), "unconstrained_weight": unconstrained,
+            "unconstrained_select": grid[unconstrained]["select_spearman"],
+            "unconstrained_dev": grid[unconstrained]["dev_spearman"],
             "best_member_select": max(r["select_spearman"] for r in rows),
             "best_member_dev": max(r["dev_spearman"] for r in rows),
             "gain_select": grid[best]["select_spearman"] - max(r["select_spearman"] for r in rows),
@@ -137,6 +142,21 @@ class MembersRunner(ScoredGrid):
             "grid": [{"weight": w, "select": v["select_spearman"], "dev": v["dev_spearman"]} for w, v in grid.items()],
             **record,
         })  # fmt: skip
+
+    def within_margin(self, scores: dict) -> bool:
+        """Whether every selection genre of ``scores`` is within ``genre_margin`` of the shipped MiniLM's."""
+        shipped, margin = self.row(SHIPPED)["select_genres"], self.cfg["genre_margin"]
+        return all(scores["select_genres"][g] >= v - margin for g, v in shipped.items())
+
+    def genre_safe_weight(self, grid: dict) -> float:
+        """The weight of ``grid`` (weight -> scores) best on the selection split among those that keep every
+        selection genre within ``genre_margin`` of the start (no kind of text traded away); without one, the weight
+        whose worst genre loses least."""
+        safe = [w for w, scores in grid.items() if self.within_margin(scores)]
+        if safe:
+            return max(safe, key=lambda w: grid[w]["select_spearman"])
+        shipped = self.row(SHIPPED)["select_genres"]
+        return max(grid, key=lambda w: min(grid[w]["select_genres"][g] - v for g, v in shipped.items()))
 
     def ensembles(self) -> None:
         for kind in KINDS:
@@ -195,44 +215,57 @@ class MembersRunner(ScoredGrid):
         """The new default: the best on the selection split of the kinds, and of the best kind's twin summed and
         as towers (``twin:KIND``, ``towers:KIND``)."""
         kind = self.best_kind()
-        return self.best_of({
-            kind: f"ens_{kind}_s{{seed}}", f"twin:{kind}": f"ens_twin_{kind}_s{{seed}}",
-            f"towers:{kind}": f"ens_towers_{kind}_s{{seed}}",
-        })  # fmt: skip
+        return self.best_of({c: self.ensemble_pattern(c) for c in (kind, f"twin:{kind}", f"towers:{kind}")})
+
+    def ensemble_pattern(self, choice: str) -> str:
+        """The ensemble rows (with ``{seed}``) of a choice: a kind, ``twin:KIND`` or ``towers:KIND``."""
+        how, _, kind = choice.rpartition(":")
+        return f"ens_{how}_{kind}_s{{seed}}" if how else f"ens_{kind}_s{{seed}}"
+
+    def chosen_weight(self, choice: str) -> float:
+        """The trained members' weight a default of ``choice`` would ship with: the median of its seeds' choices."""
+        return statistics.median(self.row(self.ensemble_pattern(choice).format(seed=s))["weights"][1]
+                                 for s in self.cfg["seeds"])  # fmt: skip
 
     def pipeline_values(self, choice: str, seed: int) -> dict:
-        """The pipeline settings of ``choice`` (a kind, ``twin:KIND`` or ``towers:KIND``) for ``seed``."""
-        kind = choice.split(":")[-1]
+        """The pipeline settings of ``choice`` (``today``: today's defaults; a kind, ``twin:KIND`` or
+        ``towers:KIND`` with :meth:`chosen_weight`) for ``seed``."""
+        kind = "dropout" if choice == "today" else choice.split(":")[-1]
         tables = PIPELINE_KEYS[kind]
         values = {"corpus": str(self.corpus), "seed": seed, "until": "distill", "warmup_b": tables["warmup_b"],
                   "warmup": {**self.cfg["simcse"], **tables["warmup"]}, "distill": self.cfg["distill"]}  # fmt: skip
+        if choice == "today":
+            return values
+        w, trained = self.chosen_weight(choice), 1 if choice.startswith("twin:") else 2
+        values["ensemble"] = {"enabled": True, "weights": [w] * trained + [1.0]}
         if choice != kind:
             values["twin"] = {"enabled": True, **self.cfg["twin"]}
-            values["ensemble"] = {"enabled": True, "twin_towers": choice.startswith("towers:")}
+            values["ensemble"]["twin_towers"] = choice.startswith("towers:")
         return values
 
     def pipeline(self) -> None:
-        """``jtcse pipeline`` for each seed with the new default's settings and today's, the warm-ups (and twins)
-        above copied in so only what follows them runs; the students scored."""
+        """``jtcse pipeline`` for each seed with the new default's settings and with today's, the warm-ups (and
+        twins) above copied in (with their files' times: the same models) so only what follows them runs; the
+        students scored."""
         from sentence_transformers import SentenceTransformer
 
         from jtcse.training.pipeline import PipelineConfig, run_pipeline
 
-        for choice in dict.fromkeys([self.default_choice(), "dropout"]):
-            tag = choice.replace(":", "-")
+        for choice in dict.fromkeys([self.default_choice(), "today"]):
+            tag, kind = choice.replace(":", "-"), "dropout" if choice == "today" else choice.split(":")[-1]
             for seed in self.cfg["seeds"]:
                 name, out = f"student_{tag}_s{seed}", self.work / f"pipeline_{tag}_s{seed}"
-                _, a, b = self.members_of(choice.split(":")[-1], seed)
+                _, a, b = self.members_of(kind, seed)
                 copies = {"tower_a": a, "tower_b": b}
-                if choice != choice.split(":")[-1]:
-                    copies["twin"] = f"twin_{choice.split(':')[-1]}_s{seed}"
+                if ":" in choice:
+                    copies["twin"] = f"twin_{kind}_s{seed}"
                 for folder, row in copies.items():
                     if not (out / folder).exists():
                         shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
                 config = PipelineConfig.from_values(self.pipeline_values(choice, seed))
                 self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"]["distill"],
                              lambda: SentenceTransformer(str(out / "distilled"), device="cpu"),
-                             group="student", choice=choice, seed=seed)  # fmt: skip
+                             group="student", choice=choice, seed=seed, settings=config.values())  # fmt: skip
                 self.ensemble_time(name, out)
 
     def ensemble_time(self, name: str, out: Path) -> None:

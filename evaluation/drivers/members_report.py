@@ -91,7 +91,7 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
                       "; ".join(f"{r['weights'][1]:g}" for r in found)])  # fmt: skip
     tables += _table(
         "Ensembles and how their members differ (the start at weight 1, the trained members at the weight best on the "
-        "selection split; error agreement: Spearman of the two trained members' rank errors on the selection split, "
+        "selection split among those keeping each of its genres within 0.3 of the start's; error agreement: Spearman of the two trained members' rank errors on the selection split, "
         "1 = they err alike; CKA: linear CKA of their selection-split embeddings; gain: over the ensemble's best "
         "member)",
         ["kind", "members", "error agreement", "CKA", "selection", "gain (selection)", "dev", "gain (dev)",
@@ -103,10 +103,13 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
     lines = []
     for choice in sorted({r["choice"] for r in rows.values() if r.get("group") == "student"}):
         found = [r for r in rows.values() if r.get("group") == "student" and r["choice"] == choice]
+        kind = "dropout" if choice == "today" else choice.split(":")[-1]
         warmups = [rows.get(f"{v}_s{r['seed'] + i}", {}).get("train_seconds") or 0 for r in found
-                   for i, v in enumerate(KINDS[choice.split(":")[-1]])]  # fmt: skip
+                   for i, v in enumerate(KINDS[kind])]  # fmt: skip
         after = [sum(v for k, v in r.get("stage_seconds", {}).items() if not k.startswith("warmup")) for r in found]
-        lines.append([choice + (" (today's default)" if choice == "dropout" else ""), str(len(found)),
+        weights = found[0]["settings"]["ensemble"]["weights"]
+        label = "today's default (dropout ×2)" if choice == "today" else f"{choice}, weights {weights}"
+        lines.append([label, str(len(found)),
                       mean_std_text([r["select_spearman"] for r in found]), *_genres(found, "select"),
                       mean_std_text([r["dev_spearman"] for r in found]), *_genres(found, "dev"),
                       f"{(sum(warmups) + sum(after)) / max(1, len(found)) / 60:.1f}"])  # fmt: skip

@@ -21,7 +21,7 @@ FULL = {
         "paraphrase_threshold": 0.8,
     },
     "distill": {},  # the pipeline's distillation as it is
-    "weight_grid": list(WEIGHT_GRID),  # the pipeline's own grid
+    "weight_grid": [0.25, *WEIGHT_GRID],  # the pipeline's own grid, and a quarter (the genre trade-off's level)
     "eval_max_seq_length": 128,
     "dev_pairs": None,
     "select_pairs": 1500,
