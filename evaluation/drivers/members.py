@@ -253,7 +253,8 @@ class MembersRunner(ScoredGrid):
 
         for choice in dict.fromkeys([self.default_choice(), "today"]):
             tag, kind = choice.replace(":", "-"), "dropout" if choice == "today" else choice.split(":")[-1]
-            for seed in self.cfg["seeds"]:
+            # today's students are DEFAULTS.md's 3 seeds (the same trainers, deterministic): one again, for the time
+            for seed in self.cfg["seeds"][: self.cfg["today_seeds"] if choice == "today" else None]:
                 name, out = f"student_{tag}_s{seed}", self.work / f"pipeline_{tag}_s{seed}"
                 _, a, b = self.members_of(kind, seed)
                 copies = {"tower_a": a, "tower_b": b}
