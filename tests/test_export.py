@@ -205,7 +205,7 @@ def test_openvino_fp32_export_loads_and_matches_torch(tmp_path, long_tower):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ov"]  # no temporary folder or lock left
     assert _cosines(long_tower, out).min() >= 0.9999
     # The output is not replaced without --overwrite; with it, it is.
-    assert "is not empty" in one_error_line(run_cli("export", long_tower, "-o", out))
+    assert "holds an earlier export; pass --overwrite" in one_error_line(run_cli("export", long_tower, "-o", out))
     assert run_cli("export", long_tower, "-o", out, "--overwrite").returncode == 0
 
 
