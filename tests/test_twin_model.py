@@ -276,6 +276,7 @@ def test_cased_and_uncased_towers_are_refused(tiny_bert, tiny_bert_b, cased_bert
     assert build_twin(cased_bert, cased_bert).encode(["Ok"]).shape == (1, 32)  # both cased is fine
 
 
+@pytest.mark.slow
 def test_max_seq_length_beyond_the_position_table_is_clamped(
     tiny_bert, tiny_bert_b, tiny_roberta, tiny_roberta_b, caplog
 ):
