@@ -56,6 +56,7 @@ def _say_what_is_kept(name: str, callback):
         try:
             return callback(*args, **kwargs)
         except KeyboardInterrupt:
+            _close_progress_bars()
             output = kwargs.get("output")
             where = f" in {output}" if output is not None else ""
             if name in RESUMED_BY_RERUN:
@@ -66,6 +67,15 @@ def _say_what_is_kept(name: str, callback):
             raise typer.Exit(130) from None
 
     return run
+
+
+def _close_progress_bars() -> None:
+    """Close the progress bars an interrupted command left open (a trainer's), so the message is the last line and
+    no bar is redrawn under it when they are collected."""
+    from tqdm import tqdm
+
+    for bar in list(tqdm._instances):  # tqdm's own registry of open bars (what tqdm.write uses)
+        bar.close()
 
 
 for _name, _info in _registered(app):

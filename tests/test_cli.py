@@ -3,6 +3,8 @@ names (hidden, warned about, still working), one-line errors."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from helpers.cli import invoke_cli, one_error_line, run_python
@@ -346,3 +348,24 @@ def test_batch_size_help_names_in_batch_negatives_only_where_training_has_them()
         if help is not None:
             assert ("in-batch negatives" in help) == (name in {"train", "simcse", "distill"}), (name, help)
     assert helps["encode"] == helps["eval mteb"] == "Sentences encoded per batch (more: faster, more memory)."
+
+
+def test_ctrl_c_closes_open_progress_bars_before_its_message(capsys, tmp_path):
+    """A trainer interrupted mid-epoch leaves its bar open: it was redrawn under the Ctrl-C message when collected.
+    The bar is closed first, so the message is the last line."""
+    import typer
+    from tqdm import tqdm
+
+    from jtcse.cli import _say_what_is_kept
+
+    def training(output):
+        bar = tqdm(total=10, file=sys.stderr)
+        bar.update(3)
+        raise KeyboardInterrupt
+
+    with pytest.raises(typer.Exit) as stopped:
+        _say_what_is_kept("pipeline", training)(output=tmp_path)
+    assert stopped.value.exit_code == 130
+    lines = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.strip()]
+    assert lines[-1] == f"Interrupted: the finished work in {tmp_path} is kept; run the same command again to resume."
+    assert "3/10" in lines[-2]
