@@ -12,6 +12,12 @@ from evaluation.drivers.members_settings import KINDS, SHIPPED, VARIANT_LABELS
 from evaluation.drivers.repro_default_settings import genre_label
 
 
+def _seconds_text(seconds: list) -> str:
+    """The mean training seconds of rows, or "–" for rows that trained nothing themselves (a twin's towers)."""
+    trained = [s for s in seconds if s]
+    return f"{statistics.fmean(trained):.0f}" if trained else "–"
+
+
 def _table(title: str, header: list[str], lines: list[list[str]]) -> str:
     out = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     out += ["| " + " | ".join(line) + " |" for line in lines]
@@ -63,7 +69,7 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
             lines.append([f"{label}, {found[0]['kind']} warm-ups", str(len(found)),
                           mean_std_text([r["select_spearman"] for r in found]), *_genres(found, "select"),
                           mean_std_text([r["dev_spearman"] for r in found]), *_genres(found, "dev"),
-                          f"{statistics.fmean(r.get('train_seconds') or 0 for r in found):.0f}"])  # fmt: skip
+                          _seconds_text([r.get("train_seconds") for r in found])])  # fmt: skip
     tables += _table(
         "Members on their own (Spearman ×100, mean ± std over seeds; selection split = 1,497 STS-B *train* pairs)",
         ["member", "seeds", "selection", *[f"sel. {g}" for g in select_genres], "dev",
