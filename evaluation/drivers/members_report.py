@@ -61,7 +61,7 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
         if found:
             lines.append([label, str(len(found)), mean_std_text([r["select_spearman"] for r in found]),
                           *_genres(found, "select"), mean_std_text([r["dev_spearman"] for r in found]),
-                          *_genres(found, "dev"), f"{statistics.fmean(r['train_seconds'] for r in found):.0f}"])  # fmt: skip
+                          *_genres(found, "dev"), _seconds_text([r["train_seconds"] for r in found])])  # fmt: skip
     for name in ("twin", "tower"):
         found = [r for r in rows.values() if r.get("group") == name]
         if found:
