@@ -35,6 +35,7 @@ from pathlib import Path
 
 from evaluation.drivers.cli import driver_parser, places, publish, run_stages
 from evaluation.drivers.grid import load_shipped
+from evaluation.drivers.members_report import build_report
 from evaluation.drivers.members_settings import FULL, KINDS, PIPELINE_KEYS, QUICK, SHIPPED, STAGES, VARIANTS
 from evaluation.drivers.repro_default_scores import ScoredGrid
 from jtcse.training.selection import concat_cosine
@@ -108,17 +109,19 @@ class MembersRunner(ScoredGrid):
             self.warmup(variant, seed)
 
     def members_of(self, kind: str, seed: int) -> list[str]:
+        """An ensemble's rows: the start, then warm-up I (seed s) and II (seed s + 1) of a kind, the twin of
+        ``twin:KIND`` or its two towers for ``towers:KIND``."""
+        how, _, kind = kind.rpartition(":")
+        if how == "twin":
+            return [SHIPPED, f"twin_{kind}_s{seed}"]
+        if how == "towers":
+            return [SHIPPED, f"twin_{kind}_s{seed}_t1", f"twin_{kind}_s{seed}_t2"]
         a, b = KINDS[kind]
         return [SHIPPED, f"{a}_s{seed}", f"{b}_s{seed + 1}"]
 
-    def ensemble(self, name: str, members: list[str], pair: tuple[str, str], **record) -> dict | None:
-        """Row ``name``: the concat ensemble of ``members`` (the first, the start, at weight 1; the others at the one
-        weight of the grid best on the selection split), its gain over its best member and the ``pair``'s
-        diversity."""
-        if self.done(name):
-            return self.row(name)
-        if any(self.row(m) is None for m in members):
-            return None
+    def grid_of(self, members: list[str]) -> dict:
+        """The concat ensemble of ``members`` (the first, the start, at weight 1; the others at one weight ``w``)
+        for each ``w`` of the weight grid: weight -> scores, exactly from the members' cached cosines."""
         grid = {}
         for w in self.cfg["weight_grid"]:
             weights = [1.0] + [w] * (len(members) - 1)
@@ -126,20 +129,40 @@ class MembersRunner(ScoredGrid):
                 split: concat_cosine([self.cosines(m, split) for m in members], weights) for split in ("dev", "select")
             }
             grid[w] = self.scores_from(cos)
+        return grid
+
+    def kind_weight(self, seeds_members: list[list[str]]) -> float:
+        """The one weight a kind ships with (the pipeline has one default for every seed): the weight of the grid
+        best on the selection split (mean over the seeds) among those with which **every** seed keeps each
+        selection genre within ``genre_margin`` of the start's; without one, the weight whose worst genre loses
+        least."""
+        grids = [self.grid_of(m) for m in seeds_members]
+        safe = [w for w in grids[0] if all(self.within_margin(g[w]) for g in grids)]
+        if safe:
+            return max(safe, key=lambda w: statistics.fmean(g[w]["select_spearman"] for g in grids))
+        shipped = self.row(SHIPPED)["select_genres"]
+        return max(grids[0], key=lambda w: min(g[w]["select_genres"][k] - v for g in grids for k, v in shipped.items()))
+
+    def ensemble(self, name: str, members: list[str], pair: tuple[str, str], weight: float, **record) -> dict:
+        """Row ``name``: the concat ensemble of ``members`` (the start at weight 1, the others at ``weight``), its
+        gain over its best member, the ``pair``'s diversity, and the weight best for this seed alone."""
+        if self.done(name):
+            return self.row(name)
+        grid = self.grid_of(members)
         unconstrained = max(grid, key=lambda w: grid[w]["select_spearman"])
-        best = self.genre_safe_weight(grid)
         rows = [self.row(m) for m in members]
         return self.save(name, {
-            "group": "ensemble", "members": members, "weights": [1.0] + [best] * (len(members) - 1), **grid[best],
-            "genre_safe": self.within_margin(grid[best]), "unconstrained_weight": unconstrained,
+            "group": "ensemble", "members": members, "weights": [1.0] + [weight] * (len(members) - 1),
+            **grid[weight], "genre_safe": self.within_margin(grid[weight]), "unconstrained_weight": unconstrained,
             "unconstrained_select": grid[unconstrained]["select_spearman"],
             "unconstrained_dev": grid[unconstrained]["dev_spearman"],
             "best_member_select": max(r["select_spearman"] for r in rows),
             "best_member_dev": max(r["dev_spearman"] for r in rows),
-            "gain_select": grid[best]["select_spearman"] - max(r["select_spearman"] for r in rows),
-            "gain_dev": grid[best]["dev_spearman"] - max(r["dev_spearman"] for r in rows),
+            "gain_select": grid[weight]["select_spearman"] - max(r["select_spearman"] for r in rows),
+            "gain_dev": grid[weight]["dev_spearman"] - max(r["dev_spearman"] for r in rows),
             "pair": list(pair), **self.diversity(*pair),
-            "grid": [{"weight": w, "select": v["select_spearman"], "dev": v["dev_spearman"]} for w, v in grid.items()],
+            "grid": [{"weight": w, "select": v["select_spearman"], "dev": v["dev_spearman"],
+                      "worst_genre": self.worst_genre(v)} for w, v in grid.items()],
             **record,
         })  # fmt: skip
 
@@ -148,52 +171,39 @@ class MembersRunner(ScoredGrid):
         shipped, margin = self.row(SHIPPED)["select_genres"], self.cfg["genre_margin"]
         return all(scores["select_genres"][g] >= v - margin for g, v in shipped.items())
 
-    def genre_safe_weight(self, grid: dict) -> float:
-        """The weight of ``grid`` (weight -> scores) best on the selection split among those that keep every
-        selection genre within ``genre_margin`` of the start (no kind of text traded away); without one, the weight
-        whose worst genre loses least."""
-        safe = [w for w, scores in grid.items() if self.within_margin(scores)]
-        if safe:
-            return max(safe, key=lambda w: grid[w]["select_spearman"])
+    def worst_genre(self, scores: dict) -> float:
+        """How far ``scores``' worst selection genre is above the start's (negative: below)."""
         shipped = self.row(SHIPPED)["select_genres"]
-        return max(grid, key=lambda w: min(grid[w]["select_genres"][g] - v for g, v in shipped.items()))
+        return min(scores["select_genres"][g] - v for g, v in shipped.items())
 
     def ensembles(self) -> None:
         for kind in KINDS:
-            for seed in self.cfg["seeds"]:
-                members = self.members_of(kind, seed)
-                self.ensemble(f"ens_{kind}_s{seed}", members, (members[1], members[2]), kind=kind, seed=seed)
+            seeds_members = [self.members_of(kind, seed) for seed in self.cfg["seeds"]]
+            if any(self.row(m) is None for members in seeds_members for m in members):
+                continue
+            weight = self.kind_weight(seeds_members)
+            for seed, members in zip(self.cfg["seeds"], seeds_members, strict=True):
+                self.ensemble(f"ens_{kind}_s{seed}", members, (members[1], members[2]), weight, kind=kind, seed=seed)
 
     def mean_row(self, pattern: str) -> dict | None:
-        """A kind's rows over the seeds: the mean selection score and each selection genre's worst seed."""
+        """A kind's rows over the seeds: the mean selection score, its seed spread (std) and each selection genre's
+        worst seed."""
         rows = [self.row(pattern.format(seed=s)) for s in self.cfg["seeds"]]
         if any(r is None for r in rows):
             return None
         return {
             "select_spearman": statistics.fmean(r["select_spearman"] for r in rows),
+            "select_std": statistics.stdev(r["select_spearman"] for r in rows) if len(rows) > 1 else 0.0,
             "select_genres": {g: min(r["select_genres"][g] for r in rows) for g in rows[0]["select_genres"]},
+            "dev_spearman": statistics.fmean(r["dev_spearman"] for r in rows),
         }
 
-    def best_of(self, patterns: dict[str, str]) -> str:
-        """The key of ``patterns`` (key -> row name with ``{seed}``) best on the selection split (mean over seeds)
-        among those whose every seed keeps each selection genre within ``genre_margin`` of the shipped MiniLM's."""
-        merged = {k: self.mean_row(p) for k, p in patterns.items()}
-        missing = [k for k, row in merged.items() if row is None]
-        if missing:
-            raise SystemExit(f"rows missing for {missing}: run the earlier stages first")
-        shipped, margin = self.row(SHIPPED)["select_genres"], self.cfg["genre_margin"]
-        safe = [k for k, r in merged.items() if all(r["select_genres"][g] >= v - margin for g, v in shipped.items())]
-        return max(safe or list(merged), key=lambda k: merged[k]["select_spearman"])
-
-    def best_kind(self) -> str:
-        return self.best_of({kind: f"ens_{kind}_s{{seed}}" for kind in KINDS})
-
     def twin(self) -> None:
-        """The twin of the best kind's warm-ups, 128 sentences a step (GradCache), summed and as two towers."""
+        """The twin of the ``twin_kind`` warm-ups, 128 sentences a step (GradCache), summed and as two towers."""
         from jtcse.modeling.loading import load_model
         from jtcse.training.twin import train_twin
 
-        kind = self.best_kind()
+        kind = self.cfg["twin_kind"]
         for seed in self.cfg["seeds"]:
             _, a, b = self.members_of(kind, seed)
             name, out = f"twin_{kind}_s{seed}", self.work / f"twin_{kind}_s{seed}"
@@ -207,15 +217,50 @@ class MembersRunner(ScoredGrid):
             for i in (1, 2):
                 folder = towers / f"tower_{i}"
                 self.scored(f"{name}_t{i}", lambda: load_model(folder, device="cpu"), group="tower", kind=kind, seed=seed)  # fmt: skip
-            self.ensemble(f"ens_twin_{kind}_s{seed}", [SHIPPED, name], (a, b), kind=f"twin:{kind}", seed=seed)
-            self.ensemble(f"ens_towers_{kind}_s{seed}", [SHIPPED, f"{name}_t1", f"{name}_t2"],
-                          (f"{name}_t1", f"{name}_t2"), kind=f"towers:{kind}", seed=seed)  # fmt: skip
+        for how in ("twin", "towers"):
+            seeds_members = [self.members_of(f"{how}:{kind}", seed) for seed in self.cfg["seeds"]]
+            weight = self.kind_weight(seeds_members)
+            for seed, members in zip(self.cfg["seeds"], seeds_members, strict=True):
+                pair = self.members_of(kind, seed)[1:] if how == "twin" else members[1:]
+                self.ensemble(f"ens_{how}_{kind}_s{seed}", members, tuple(pair), weight, kind=f"{how}:{kind}", seed=seed)  # fmt: skip
+
+    def candidates(self) -> list[str]:
+        """Every default the driver weighs: each kind, and the twin of ``twin_kind`` summed and as towers."""
+        return [*KINDS, f"twin:{self.cfg['twin_kind']}", f"towers:{self.cfg['twin_kind']}"]
+
+    def wall_time_ratio(self, choice: str) -> float:
+        """About how long ``jtcse pipeline`` runs with ``choice`` against today's default: the training of its
+        members (the least contended run of each: this machine is shared, the same warm-up measured 400-1,540 s)
+        plus ``later_stages_s`` (the ensemble and the distillation, the same for every choice)."""
+
+        def least(prefix: str) -> float:
+            return min(r["train_seconds"] for n, r in self.rows_named(prefix) if r.get("train_seconds"))
+
+        how, _, kind = choice.rpartition(":")
+        a, b = KINDS[kind]
+        spent = least(f"{a}_s") + least(f"{b}_s") + (least(f"twin_{kind}_s") if how else 0.0)
+        return (spent + self.cfg["later_stages_s"]) / (2 * least("dropout_s") + self.cfg["later_stages_s"])
+
+    def rows_named(self, prefix: str) -> list[tuple[str, dict]]:
+        """The rows whose name is ``prefix`` and a seed number."""
+        return [(p.stem, self.row(p.stem)) for p in sorted((self.work / "results").glob(f"{prefix}*.json"))
+                if p.stem[len(prefix) :].isdigit()]  # fmt: skip
 
     def default_choice(self) -> str:
-        """The new default: the best on the selection split of the kinds, and of the best kind's twin summed and
-        as towers (``twin:KIND``, ``towers:KIND``)."""
-        kind = self.best_kind()
-        return self.best_of({c: self.ensemble_pattern(c) for c in (kind, f"twin:{kind}", f"towers:{kind}")})
+        """The new default: the candidate best on the selection split (mean over the seeds, each at its one
+        weight) among those keeping every selection genre of every seed within ``genre_margin`` of the start's and
+        running within ``time_bar`` times today's wall time; today's (``dropout``) unless that one beats it by more
+        than the larger seed spread of the two (a change inside the seed noise is no change)."""
+        merged = {c: self.mean_row(self.ensemble_pattern(c)) for c in self.candidates()}
+        missing = [c for c, row in merged.items() if row is None]
+        if missing:
+            raise SystemExit(f"rows missing for {missing}: run the earlier stages first")
+        fits = [c for c, r in merged.items() if self.worst_genre(r) >= -self.cfg["genre_margin"]
+                and self.wall_time_ratio(c) <= self.cfg["time_bar"]]  # fmt: skip
+        best = max(fits or ["dropout"], key=lambda c: merged[c]["select_spearman"])
+        ours, theirs = merged["dropout"], merged[best]
+        spread = max(ours["select_std"], theirs["select_std"])
+        return best if theirs["select_spearman"] - ours["select_spearman"] > spread else "dropout"
 
     def ensemble_pattern(self, choice: str) -> str:
         """The ensemble rows (with ``{seed}``) of a choice: a kind, ``twin:KIND`` or ``towers:KIND``."""
@@ -223,9 +268,8 @@ class MembersRunner(ScoredGrid):
         return f"ens_{how}_{kind}_s{{seed}}" if how else f"ens_{kind}_s{{seed}}"
 
     def chosen_weight(self, choice: str) -> float:
-        """The trained members' weight a default of ``choice`` would ship with: the median of its seeds' choices."""
-        return statistics.median(self.row(self.ensemble_pattern(choice).format(seed=s))["weights"][1]
-                                 for s in self.cfg["seeds"])  # fmt: skip
+        """The trained members' weight a default of ``choice`` ships with: its one weight (:meth:`kind_weight`)."""
+        return self.row(self.ensemble_pattern(choice).format(seed=self.cfg["seeds"][0]))["weights"][1]
 
     def pipeline_values(self, choice: str, seed: int) -> dict:
         """The pipeline settings of ``choice`` (``today``: today's defaults; a kind, ``twin:KIND`` or
@@ -234,8 +278,8 @@ class MembersRunner(ScoredGrid):
         tables = PIPELINE_KEYS[kind]
         values = {"corpus": str(self.corpus), "seed": seed, "until": "distill", "warmup_b": tables["warmup_b"],
                   "warmup": {**self.cfg["simcse"], **tables["warmup"]}, "distill": self.cfg["distill"]}  # fmt: skip
-        if choice == "today":
-            return values
+        if choice == "today":  # the weights shipped before this driver chose them (1.25, 1.25, 1)
+            return {**values, "ensemble": {"enabled": True, "weights": self.cfg["today_weights"]}}
         w, trained = self.chosen_weight(choice), 1 if choice.startswith("twin:") else 2
         values["ensemble"] = {"enabled": True, "weights": [w] * trained + [1.0]}
         if choice != kind:
@@ -281,8 +325,6 @@ class MembersRunner(ScoredGrid):
 
 
 def main() -> None:
-    from evaluation.drivers.members_report import build_report
-
     args = driver_parser(__doc__, STAGES, threads=2).parse_args()
     cfg = QUICK if args.quick else FULL
     where = places(args, "members", "DEFAULTS.md")
