@@ -242,7 +242,7 @@ def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data
     assert "twin" not in stages and stages["warmup_a"]["settings"]["batch_size"] == 4
     for stage in ("warmup_a", "warmup_b", "distill"):  # the CPU defaults keep the last step
         assert stages[stage]["saved_model"] == "last step" and stages[stage]["saved_step"] == stages[stage]["steps"]
-    assert stages["ensemble"]["weights"] == [1.25, 1.25, 1.0]
+    assert stages["ensemble"]["weights"] == [0.4, 0.4, 1.0]
     assert stages["ensemble"]["members"][:2] == [str(out / "tower_a"), str(out / "tower_b")]
     assert stages["distill"]["settings"]["learning_rate"] == 2e-5  # the recipe's, not overridden
     modules = json.loads((out / "distilled" / "modules.json").read_text(encoding="utf-8"))
