@@ -34,8 +34,8 @@ import statistics
 from pathlib import Path
 
 from evaluation.drivers.cli import driver_parser, places, publish, run_stages
-from evaluation.drivers.grid import load_shipped
-from evaluation.drivers.members_report import build_report
+from evaluation.drivers.grid import load_shipped, read_rows
+from evaluation.drivers.members_report import build_report, training_seconds
 from evaluation.drivers.members_settings import FULL, KINDS, PIPELINE_KEYS, QUICK, SHIPPED, STAGES, VARIANTS
 from evaluation.drivers.repro_default_scores import ScoredGrid
 from jtcse.training.selection import concat_cosine
@@ -110,10 +110,11 @@ class MembersRunner(ScoredGrid):
 
     def members_of(self, kind: str, seed: int) -> list[str]:
         """An ensemble's rows: the start, then warm-up I (seed s) and II (seed s + 1) of a kind, the twin of
-        ``twin:KIND`` or its two towers for ``towers:KIND``."""
+        ``twin:KIND``, its two towers for ``towers:KIND`` or the twin of the same warm-ups before any twin
+        training for ``untrained:KIND`` (the warm-ups' mean-pooled vectors summed)."""
         how, _, kind = kind.rpartition(":")
-        if how == "twin":
-            return [SHIPPED, f"twin_{kind}_s{seed}"]
+        if how in ("twin", "untrained"):
+            return [SHIPPED, f"{how}_{kind}_s{seed}"]
         if how == "towers":
             return [SHIPPED, f"twin_{kind}_s{seed}_t1", f"twin_{kind}_s{seed}_t2"]
         a, b = KINDS[kind]
@@ -199,7 +200,9 @@ class MembersRunner(ScoredGrid):
         }
 
     def twin(self) -> None:
-        """The twin of the ``twin_kind`` warm-ups, 128 sentences a step (GradCache), summed and as two towers."""
+        """The twin of the ``twin_kind`` warm-ups, 128 sentences a step (GradCache), summed and as two towers, and
+        the same twin untrained (what the twin training adds)."""
+        from jtcse.modeling.build import build_twin
         from jtcse.modeling.loading import load_model
         from jtcse.training.twin import train_twin
 
@@ -217,11 +220,14 @@ class MembersRunner(ScoredGrid):
             for i in (1, 2):
                 folder = towers / f"tower_{i}"
                 self.scored(f"{name}_t{i}", lambda: load_model(folder, device="cpu"), group="tower", kind=kind, seed=seed)  # fmt: skip
-        for how in ("twin", "towers"):
+            # the control: the same twin before any twin training, i.e. the two warm-ups summed
+            self.scored(f"untrained_{kind}_s{seed}", lambda: build_twin(str(self.work / a), str(self.work / b),
+                        pooling="mean", device="cpu"), group="untrained", kind=kind, seed=seed)  # fmt: skip
+        for how in ("twin", "towers", "untrained"):
             seeds_members = [self.members_of(f"{how}:{kind}", seed) for seed in self.cfg["seeds"]]
             weight = self.kind_weight(seeds_members)
             for seed, members in zip(self.cfg["seeds"], seeds_members, strict=True):
-                pair = self.members_of(kind, seed)[1:] if how == "twin" else members[1:]
+                pair = members[1:] if how == "towers" else self.members_of(kind, seed)[1:]
                 self.ensemble(f"ens_{how}_{kind}_s{seed}", members, tuple(pair), weight, kind=f"{how}:{kind}", seed=seed)  # fmt: skip
 
     def candidates(self) -> list[str]:
@@ -229,22 +235,11 @@ class MembersRunner(ScoredGrid):
         return [*KINDS, f"twin:{self.cfg['twin_kind']}", f"towers:{self.cfg['twin_kind']}"]
 
     def wall_time_ratio(self, choice: str) -> float:
-        """About how long ``jtcse pipeline`` runs with ``choice`` against today's default: the training of its
-        members (the least contended run of each: this machine is shared, the same warm-up measured 400-1,540 s)
-        plus ``later_stages_s`` (the ensemble and the distillation, the same for every choice)."""
-
-        def least(prefix: str) -> float:
-            return min(r["train_seconds"] for n, r in self.rows_named(prefix) if r.get("train_seconds"))
-
-        how, _, kind = choice.rpartition(":")
-        a, b = KINDS[kind]
-        spent = least(f"{a}_s") + least(f"{b}_s") + (least(f"twin_{kind}_s") if how else 0.0)
-        return (spent + self.cfg["later_stages_s"]) / (2 * least("dropout_s") + self.cfg["later_stages_s"])
-
-    def rows_named(self, prefix: str) -> list[tuple[str, dict]]:
-        """The rows whose name is ``prefix`` and a seed number."""
-        return [(p.stem, self.row(p.stem)) for p in sorted((self.work / "results").glob(f"{prefix}*.json"))
-                if p.stem[len(prefix) :].isdigit()]  # fmt: skip
+        """About how long ``jtcse pipeline`` runs with ``choice`` against today's default: its members' training
+        (:func:`~evaluation.drivers.members_report.training_seconds`) plus ``later_stages_s`` (the ensemble and the
+        distillation, the same for every choice)."""
+        rows, later = read_rows(self.work), self.cfg["later_stages_s"]
+        return (training_seconds(rows, choice) + later) / (training_seconds(rows, "today") + later)
 
     def default_choice(self) -> str:
         """The new default: the candidate best on the selection split (mean over the seeds, each at its one
