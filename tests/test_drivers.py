@@ -38,16 +38,18 @@ def _rows_from(results: Path, work: Path) -> Path:
     return work
 
 
-# (driver, its results folder, its write-up: None where the committed tables predate the report's code)
+# (driver, its results folder, its write-up: None where the committed tables predate the report's code, the
+# write-up's markers around the driver's tables)
 DRIVERS = [
-    ("repro_cpu", "repro", "REPRODUCTION.md"),
-    ("repro_ucd", "ucd", "UCD.md"),
-    ("repro_default", "default", None),
+    ("repro_cpu", "repro", "REPRODUCTION.md", "TABLES"),
+    ("repro_ucd", "ucd", "UCD.md", "TABLES"),
+    ("repro_default", "default", None, "TABLES"),
+    ("members", "members", "DEFAULTS.md", "MEMBERS"),
 ]
 
 
-@pytest.mark.parametrize(("driver", "results", "writeup"), DRIVERS)
-def test_a_report_rebuilt_from_the_committed_rows_is_the_committed_report(driver, results, writeup, tmp_path):
+@pytest.mark.parametrize(("driver", "results", "writeup", "marker"), DRIVERS)
+def test_a_report_rebuilt_from_the_committed_rows_is_the_committed_report(driver, results, writeup, marker, tmp_path):
     """What ``--report-only`` writes from the rows in ``evaluation/<results>/results.json``: the same
     ``results.json``, ``tables.md`` and write-up tables, byte for byte (the result files keep their keys)."""
     import importlib
@@ -61,7 +63,7 @@ def test_a_report_rebuilt_from_the_committed_rows_is_the_committed_report(driver
     if writeup:
         report.write_bytes((REPO / "evaluation" / writeup).read_bytes())
     built, tables = module.build_report(work, module.FULL)
-    publish(Places(work, tmp_path / "out", report if writeup else None), built, tables)
+    publish(Places(work, tmp_path / "out", report if writeup else None), built, tables, marker=marker)
     assert (tmp_path / "out" / "results.json").read_bytes() == (committed / "results.json").read_bytes()
     if writeup:
         assert (tmp_path / "out" / "tables.md").read_bytes() == (committed / "tables.md").read_bytes()
@@ -73,7 +75,7 @@ def test_every_driver_takes_the_shared_options():
 
     from evaluation.drivers.cli import driver_parser, places
 
-    for driver in ("repro_cpu", "repro_ucd", "repro_default"):
+    for driver in ("repro_cpu", "repro_ucd", "repro_default", "members"):
         module = importlib.import_module(f"evaluation.drivers.{driver}")
         args = driver_parser(module.__doc__, module.STAGES, threads=1).parse_args(["--quick", "--out", "x"])
         assert (args.quick, args.out, args.report_only, args.stages) == (
