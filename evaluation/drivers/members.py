@@ -13,14 +13,17 @@ embeddings in ``<work>/emb/``):
 
 ``shipped``    the shipped MiniLM as shipped (the row to beat)
 ``warmups``    every warm-up the kinds need, each variant at the seeds it is used with
-``ensembles``  every kind for every seed: the weight best on the selection split among those that keep each of its
-               genres within 0.3 of the start's, the gain over its best member, and how differently its two
-               warm-ups err (rank-error agreement, linear CKA; jtcse.evaluation.diversity)
-``twin``       the twin of the best kind's two warm-ups with a real signal (128 sentences a step through
+``ensembles``  every kind for every seed at the kind's one weight (the best on the selection split among those
+               that keep each of its genres within 0.3 of the start's in every seed), the gain over its best
+               member, and how differently its two warm-ups err (rank-error agreement, linear CKA;
+               jtcse.evaluation.diversity)
+``twin``       the twin of the ``twin_kind`` warm-ups with a real signal (128 sentences a step through
                CachedJTCSELoss, each batch a group of neighbours: hard negatives), scored summed and as two
-               separate towers, each in an ensemble with the start
-``pipeline``   ``jtcse pipeline`` (the library call) for each seed with the best kind's settings, and with today's
-               defaults, reusing the warm-ups above; the distilled students scored like every other row
+               separate towers, each in an ensemble with the start; a shorter one that fits the wall-time bar; and
+               the same twin untrained (its warm-ups summed), the control for what twin training adds
+``pipeline``   ``jtcse pipeline`` (the library call) for each seed with the new default
+               (:meth:`MembersRunner.default_choice`), and for one seed with today's, reusing the warm-ups above;
+               the distilled students scored like every other row
 
 ``--report-only`` rebuilds ``evaluation/members/`` and the members tables of ``evaluation/DEFAULTS.md``
 (:mod:`evaluation.drivers.members_report`). Run from the repository root:
@@ -35,7 +38,7 @@ from pathlib import Path
 
 from evaluation.drivers.cli import driver_parser, places, publish, run_stages
 from evaluation.drivers.grid import load_shipped, read_rows
-from evaluation.drivers.members_report import build_report, training_seconds
+from evaluation.drivers.members_report import build_report, training_seconds, worst_genre
 from evaluation.drivers.members_settings import FULL, KINDS, PIPELINE_KEYS, QUICK, SHIPPED, STAGES, VARIANTS
 from evaluation.drivers.repro_default_scores import ScoredGrid
 from jtcse.training.selection import concat_cosine
@@ -110,10 +113,11 @@ class MembersRunner(ScoredGrid):
 
     def members_of(self, kind: str, seed: int) -> list[str]:
         """An ensemble's rows: the start, then warm-up I (seed s) and II (seed s + 1) of a kind, the twin of
-        ``twin:KIND``, its two towers for ``towers:KIND`` or the twin of the same warm-ups before any twin
-        training for ``untrained:KIND`` (the warm-ups' mean-pooled vectors summed)."""
+        ``twin:KIND`` (``short:KIND``: the shorter one), its two towers for ``towers:KIND`` or the twin of the
+        same warm-ups before any twin training for ``untrained:KIND`` (the warm-ups' mean-pooled vectors
+        summed)."""
         how, _, kind = kind.rpartition(":")
-        if how in ("twin", "untrained"):
+        if how in ("twin", "short", "untrained"):
             return [SHIPPED, f"{how}_{kind}_s{seed}"]
         if how == "towers":
             return [SHIPPED, f"twin_{kind}_s{seed}_t1", f"twin_{kind}_s{seed}_t2"]
@@ -163,19 +167,13 @@ class MembersRunner(ScoredGrid):
             "gain_dev": grid[weight]["dev_spearman"] - max(r["dev_spearman"] for r in rows),
             "pair": list(pair), **self.diversity(*pair),
             "grid": [{"weight": w, "select": v["select_spearman"], "dev": v["dev_spearman"],
-                      "worst_genre": self.worst_genre(v)} for w, v in grid.items()],
+                      "worst_genre": worst_genre(v, self.row(SHIPPED))} for w, v in grid.items()],
             **record,
         })  # fmt: skip
 
     def within_margin(self, scores: dict) -> bool:
         """Whether every selection genre of ``scores`` is within ``genre_margin`` of the shipped MiniLM's."""
-        shipped, margin = self.row(SHIPPED)["select_genres"], self.cfg["genre_margin"]
-        return all(scores["select_genres"][g] >= v - margin for g, v in shipped.items())
-
-    def worst_genre(self, scores: dict) -> float:
-        """How far ``scores``' worst selection genre is above the start's (negative: below)."""
-        shipped = self.row(SHIPPED)["select_genres"]
-        return min(scores["select_genres"][g] - v for g, v in shipped.items())
+        return worst_genre(scores, self.row(SHIPPED)) >= -self.cfg["genre_margin"]
 
     def ensembles(self) -> None:
         for kind in KINDS:
@@ -209,11 +207,14 @@ class MembersRunner(ScoredGrid):
         kind = self.cfg["twin_kind"]
         for seed in self.cfg["seeds"]:
             _, a, b = self.members_of(kind, seed)
-            name, out = f"twin_{kind}_s{seed}", self.work / f"twin_{kind}_s{seed}"
-            self.trained(name, lambda: train_twin(str(self.work / a), str(self.work / b), self.corpus, out, seed=seed,
-                                                  logging_steps=5, show_progress=False, **self.cfg["twin"]),
-                         lambda: load_model(out, device="cpu"), group="twin", kind=kind, seed=seed)  # fmt: skip
-            self.embeddings(name, lambda: load_model(out, device="cpu"))
+            for how in ("twin", "short"):
+                name, out = f"{how}_{kind}_s{seed}", self.work / f"{how}_{kind}_s{seed}"
+                self.trained(name, lambda: train_twin(str(self.work / a), str(self.work / b), self.corpus, out,
+                                                      seed=seed, logging_steps=5, show_progress=False,
+                                                      **self.twin_settings(how)),
+                             lambda: load_model(out, device="cpu"), group=how, kind=kind, seed=seed)  # fmt: skip
+                self.embeddings(name, lambda: load_model(out, device="cpu"))
+            name = f"twin_{kind}_s{seed}"
             towers = self.work / f"{name}_towers"
             if not (towers / "tower_2" / "modules.json").is_file():
                 load_model(out, device="cpu")[0].export_towers(towers)
@@ -223,7 +224,7 @@ class MembersRunner(ScoredGrid):
             # the control: the same twin before any twin training, i.e. the two warm-ups summed
             self.scored(f"untrained_{kind}_s{seed}", lambda: build_twin(str(self.work / a), str(self.work / b),
                         pooling="mean", device="cpu"), group="untrained", kind=kind, seed=seed)  # fmt: skip
-        for how in ("twin", "towers", "untrained"):
+        for how in ("twin", "short", "towers", "untrained"):
             seeds_members = [self.members_of(f"{how}:{kind}", seed) for seed in self.cfg["seeds"]]
             weight = self.kind_weight(seeds_members)
             for seed, members in zip(self.cfg["seeds"], seeds_members, strict=True):
@@ -231,8 +232,15 @@ class MembersRunner(ScoredGrid):
                 self.ensemble(f"ens_{how}_{kind}_s{seed}", members, tuple(pair), weight, kind=f"{how}:{kind}", seed=seed)  # fmt: skip
 
     def candidates(self) -> list[str]:
-        """Every default the driver weighs: each kind, and the twin of ``twin_kind`` summed and as towers."""
-        return [*KINDS, f"twin:{self.cfg['twin_kind']}", f"towers:{self.cfg['twin_kind']}"]
+        """Every default the driver weighs: each kind, and the twin of ``twin_kind`` summed, as towers and the
+        shorter one summed."""
+        kind = self.cfg["twin_kind"]
+        return [*KINDS, f"twin:{kind}", f"towers:{kind}", f"short:{kind}"]
+
+    def twin_settings(self, how: str) -> dict:
+        """``train_twin`` settings of the twin (``twin``) or of the shorter one (``short``: ``short_twin_steps``
+        steps, to fit the wall-time bar)."""
+        return {**self.cfg["twin"], **({"max_steps": self.cfg["short_twin_steps"]} if how == "short" else {})}
 
     def wall_time_ratio(self, choice: str) -> float:
         """About how long ``jtcse pipeline`` runs with ``choice`` against today's default: its members' training
@@ -250,8 +258,9 @@ class MembersRunner(ScoredGrid):
         missing = [c for c, row in merged.items() if row is None]
         if missing:
             raise SystemExit(f"rows missing for {missing}: run the earlier stages first")
-        fits = [c for c, r in merged.items() if self.worst_genre(r) >= -self.cfg["genre_margin"]
-                and self.wall_time_ratio(c) <= self.cfg["time_bar"]]  # fmt: skip
+        fits = [
+            c for c, r in merged.items() if self.within_margin(r) and self.wall_time_ratio(c) <= self.cfg["time_bar"]
+        ]
         best = max(fits or ["dropout"], key=lambda c: merged[c]["select_spearman"])
         ours, theirs = merged["dropout"], merged[best]
         spread = max(ours["select_std"], theirs["select_std"])
@@ -275,10 +284,10 @@ class MembersRunner(ScoredGrid):
                   "warmup": {**self.cfg["simcse"], **tables["warmup"]}, "distill": self.cfg["distill"]}  # fmt: skip
         if choice == "today":  # the weights shipped before this driver chose them (1.25, 1.25, 1)
             return {**values, "ensemble": {"enabled": True, "weights": self.cfg["today_weights"]}}
-        w, trained = self.chosen_weight(choice), 1 if choice.startswith("twin:") else 2
+        w, trained = self.chosen_weight(choice), 1 if choice.startswith(("twin:", "short:")) else 2
         values["ensemble"] = {"enabled": True, "weights": [w] * trained + [1.0]}
         if choice != kind:
-            values["twin"] = {"enabled": True, **self.cfg["twin"]}
+            values["twin"] = {"enabled": True, **self.twin_settings(choice.split(":")[0])}
             values["ensemble"]["twin_towers"] = choice.startswith("towers:")
         return values
 
@@ -298,7 +307,7 @@ class MembersRunner(ScoredGrid):
                 _, a, b = self.members_of(kind, seed)
                 copies = {"tower_a": a, "tower_b": b}
                 if ":" in choice:
-                    copies["twin"] = f"twin_{kind}_s{seed}"
+                    copies["twin"] = f"{'short' if choice.startswith('short:') else 'twin'}_{kind}_s{seed}"
                 for folder, row in copies.items():
                     if not (out / folder).exists():
                         shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))

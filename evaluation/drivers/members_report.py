@@ -51,10 +51,11 @@ def training_seconds(rows: dict, choice: str) -> float:
 
     how, _, kind = choice.rpartition(":")
     a, b = KINDS["dropout" if kind == "today" else kind]
-    return least(f"{a}_s") + least(f"{b}_s") + (least(f"twin_{kind}_s") if how else 0.0)
+    twin = {"twin": "twin", "towers": "twin", "short": "short"}.get(how)
+    return least(f"{a}_s") + least(f"{b}_s") + (least(f"{twin}_{kind}_s") if twin else 0.0)
 
 
-def _worst_genre(row: dict, shipped: dict) -> float:
+def worst_genre(row: dict, shipped: dict) -> float:
     """How far ``row``'s worst selection genre is above the start's (negative: below)."""
     return min(row["select_genres"][g] - v for g, v in shipped["select_genres"].items())
 
@@ -81,7 +82,8 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
             lines.append([label, str(len(found)), mean_std_text([r["select_spearman"] for r in found]),
                           *_genres(found, "select"), mean_std_text([r["dev_spearman"] for r in found]),
                           *_genres(found, "dev"), _seconds_text([r["train_seconds"] for r in found])])  # fmt: skip
-    labels = {"twin": "the twin (summed towers)", "tower": "one of the twin's towers",
+    labels = {"twin": "the twin (summed towers)", "short": "the shorter twin (summed towers)",
+              "tower": "one of the twin's towers",
               "untrained": "the twin before twin training (the warm-ups summed)"}  # fmt: skip
     for name, label in labels.items():
         found = [r for r in rows.values() if r.get("group") == name]
@@ -107,7 +109,7 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
         if not found:
             continue
         a, b = KINDS[kind.split(":")[-1]]
-        members = {"twin": "start + twin", "towers": "start + tower I + tower II",
+        members = {"twin": "start + twin", "short": "start + shorter twin", "towers": "start + tower I + tower II",
                    "untrained": "start + untrained twin"}.get(kind.split(":")[0], f"start + {a} + {b}")  # fmt: skip
         lines.append([f"{kind}" + (" (today's default)" if kind == "dropout" else ""), members,
                       _plain([r["error_agreement"] for r in found]), _plain([r["cka"] for r in found]),
@@ -115,7 +117,7 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
                       mean_std_text([r["gain_select"] for r in found]), mean_std_text([r["dev_spearman"] for r in found]),
                       mean_std_text([r["gain_dev"] for r in found]), *_genres(found, "dev"),
                       "; ".join(sorted({f"{r['weights'][1]:g}" for r in found})),
-                      f"{100 * min(_worst_genre(r, shipped) for r in found):+.2f}",
+                      f"{100 * min(worst_genre(r, shipped) for r in found):+.2f}",
                       "; ".join(f"{r['unconstrained_weight']:g}" for r in found),
                       mean_std_text([r["unconstrained_select"] for r in found]),
                       mean_std_text([r["unconstrained_select"] - r["best_member_select"] for r in found])])  # fmt: skip
@@ -148,7 +150,7 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
         before = training_seconds(rows, "today") + later["today"] if "today" in later else None
         lines.append([label, str(len(found)),
                       mean_std_text([r["select_spearman"] for r in found]), *_genres(found, "select"),
-                      f"{100 * min(_worst_genre(r, shipped) for r in found):+.2f}",
+                      f"{100 * min(worst_genre(r, shipped) for r in found):+.2f}",
                       mean_std_text([r["dev_spearman"] for r in found]), *_genres(found, "dev"),
                       f"{training_seconds(rows, choice) / 60:.1f}", f"{later[choice] / 60:.1f}",
                       f"{total / before:.2f}" if before else "–"])  # fmt: skip
