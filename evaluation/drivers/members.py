@@ -39,7 +39,16 @@ from pathlib import Path
 from evaluation.drivers.cli import driver_parser, places, publish, run_stages
 from evaluation.drivers.grid import load_shipped, read_rows
 from evaluation.drivers.members_report import build_report, training_seconds, worst_genre
-from evaluation.drivers.members_settings import FULL, KINDS, PIPELINE_KEYS, QUICK, SHIPPED, STAGES, VARIANTS
+from evaluation.drivers.members_settings import (
+    FULL,
+    KINDS,
+    PIPELINE_KEYS,
+    QUICK,
+    SHIPPED,
+    STAGES,
+    VARIANTS,
+    trained_twin,
+)
 from evaluation.drivers.repro_default_scores import ScoredGrid
 from jtcse.training.selection import concat_cosine
 
@@ -136,24 +145,39 @@ class MembersRunner(ScoredGrid):
             grid[w] = self.scores_from(cos)
         return grid
 
-    def kind_weight(self, seeds_members: list[list[str]]) -> float:
-        """The one weight a kind ships with (the pipeline has one default for every seed): the weight of the grid
-        best on the selection split (mean over the seeds) among those with which **every** seed keeps each
-        selection genre within ``genre_margin`` of the start's; without one, the weight whose worst genre loses
-        least."""
-        grids = [self.grid_of(m) for m in seeds_members]
+    def kind_weight(self, grids: list[dict]) -> float:
+        """The one weight a kind ships with (the pipeline has one default for every seed), from each seed's
+        :meth:`grid_of`: the weight best on the selection split (mean over the seeds) among those with which
+        **every** seed keeps each selection genre within ``genre_margin`` of the start's; without one, the weight
+        whose worst genre loses least."""
         safe = [w for w in grids[0] if all(self.within_margin(g[w]) for g in grids)]
         if safe:
             return max(safe, key=lambda w: statistics.fmean(g[w]["select_spearman"] for g in grids))
-        shipped = self.row(SHIPPED)["select_genres"]
-        return max(grids[0], key=lambda w: min(g[w]["select_genres"][k] - v for g in grids for k, v in shipped.items()))
+        shipped = self.row(SHIPPED)
+        return max(grids[0], key=lambda w: min(worst_genre(g[w], shipped) for g in grids))
 
-    def ensemble(self, name: str, members: list[str], pair: tuple[str, str], weight: float, **record) -> dict:
-        """Row ``name``: the concat ensemble of ``members`` (the start at weight 1, the others at ``weight``), its
-        gain over its best member, the ``pair``'s diversity, and the weight best for this seed alone."""
+    def ensembles_of(self, choice: str) -> None:
+        """The rows ``ens_..._s{seed}`` of ``choice`` (a kind, ``twin:KIND``, ``short:KIND``, ``towers:KIND`` or
+        ``untrained:KIND``) for every seed, at the choice's one weight; the diversity is that of the two towers
+        for ``towers:KIND``, else of the two warm-ups the members come from."""
+        how, _, kind = choice.rpartition(":")
+        seeds_members = [self.members_of(choice, seed) for seed in self.cfg["seeds"]]
+        if any(self.row(m) is None for members in seeds_members for m in members):
+            return
+        grids = [self.grid_of(members) for members in seeds_members]
+        weight = self.kind_weight(grids)
+        for seed, members, grid in zip(self.cfg["seeds"], seeds_members, grids, strict=True):
+            pair = members[1:] if how in ("", "towers") else self.members_of(kind, seed)[1:]
+            self.ensemble(self.ensemble_pattern(choice).format(seed=seed), members, tuple(pair), grid, weight,
+                          kind=choice, seed=seed)  # fmt: skip
+
+    def ensemble(self, name: str, members: list[str], pair: tuple[str, str], grid: dict, weight: float,
+                 **record) -> dict:  # fmt: skip
+        """Row ``name``: the concat ensemble of ``members`` (the start at weight 1, the others at ``weight``; every
+        weight's scores in ``grid``), its gain over its best member, the ``pair``'s diversity, and the weight best
+        for this seed alone."""
         if self.done(name):
             return self.row(name)
-        grid = self.grid_of(members)
         unconstrained = max(grid, key=lambda w: grid[w]["select_spearman"])
         rows = [self.row(m) for m in members]
         return self.save(name, {
@@ -177,12 +201,7 @@ class MembersRunner(ScoredGrid):
 
     def ensembles(self) -> None:
         for kind in KINDS:
-            seeds_members = [self.members_of(kind, seed) for seed in self.cfg["seeds"]]
-            if any(self.row(m) is None for members in seeds_members for m in members):
-                continue
-            weight = self.kind_weight(seeds_members)
-            for seed, members in zip(self.cfg["seeds"], seeds_members, strict=True):
-                self.ensemble(f"ens_{kind}_s{seed}", members, (members[1], members[2]), weight, kind=kind, seed=seed)
+            self.ensembles_of(kind)
 
     def mean_row(self, pattern: str) -> dict | None:
         """A kind's rows over the seeds: the mean selection score, its seed spread (std) and each selection genre's
@@ -194,7 +213,6 @@ class MembersRunner(ScoredGrid):
             "select_spearman": statistics.fmean(r["select_spearman"] for r in rows),
             "select_std": statistics.stdev(r["select_spearman"] for r in rows) if len(rows) > 1 else 0.0,
             "select_genres": {g: min(r["select_genres"][g] for r in rows) for g in rows[0]["select_genres"]},
-            "dev_spearman": statistics.fmean(r["dev_spearman"] for r in rows),
         }
 
     def twin(self) -> None:
@@ -217,7 +235,7 @@ class MembersRunner(ScoredGrid):
             name = f"twin_{kind}_s{seed}"
             towers = self.work / f"{name}_towers"
             if not (towers / "tower_2" / "modules.json").is_file():
-                load_model(out, device="cpu")[0].export_towers(towers)
+                load_model(self.work / name, device="cpu")[0].export_towers(towers)
             for i in (1, 2):
                 folder = towers / f"tower_{i}"
                 self.scored(f"{name}_t{i}", lambda: load_model(folder, device="cpu"), group="tower", kind=kind, seed=seed)  # fmt: skip
@@ -225,11 +243,7 @@ class MembersRunner(ScoredGrid):
             self.scored(f"untrained_{kind}_s{seed}", lambda: build_twin(str(self.work / a), str(self.work / b),
                         pooling="mean", device="cpu"), group="untrained", kind=kind, seed=seed)  # fmt: skip
         for how in ("twin", "short", "towers", "untrained"):
-            seeds_members = [self.members_of(f"{how}:{kind}", seed) for seed in self.cfg["seeds"]]
-            weight = self.kind_weight(seeds_members)
-            for seed, members in zip(self.cfg["seeds"], seeds_members, strict=True):
-                pair = members[1:] if how == "towers" else self.members_of(kind, seed)[1:]
-                self.ensemble(f"ens_{how}_{kind}_s{seed}", members, tuple(pair), weight, kind=f"{how}:{kind}", seed=seed)  # fmt: skip
+            self.ensembles_of(f"{how}:{kind}")
 
     def candidates(self) -> list[str]:
         """Every default the driver weighs: each kind, and the twin of ``twin_kind`` summed, as towers and the
@@ -242,13 +256,6 @@ class MembersRunner(ScoredGrid):
         steps, to fit the wall-time bar)."""
         return {**self.cfg["twin"], **({"max_steps": self.cfg["short_twin_steps"]} if how == "short" else {})}
 
-    def wall_time_ratio(self, choice: str) -> float:
-        """About how long ``jtcse pipeline`` runs with ``choice`` against today's default: its members' training
-        (:func:`~evaluation.drivers.members_report.training_seconds`) plus ``later_stages_s`` (the ensemble and the
-        distillation, the same for every choice)."""
-        rows, later = read_rows(self.work), self.cfg["later_stages_s"]
-        return (training_seconds(rows, choice) + later) / (training_seconds(rows, "today") + later)
-
     def default_choice(self) -> str:
         """The new default: the candidate best on the selection split (mean over the seeds, each at its one
         weight) among those keeping every selection genre of every seed within ``genre_margin`` of the start's and
@@ -258,9 +265,11 @@ class MembersRunner(ScoredGrid):
         missing = [c for c, row in merged.items() if row is None]
         if missing:
             raise SystemExit(f"rows missing for {missing}: run the earlier stages first")
-        fits = [
-            c for c, r in merged.items() if self.within_margin(r) and self.wall_time_ratio(c) <= self.cfg["time_bar"]
-        ]
+        # wall time against today's: the members' training (training_seconds) plus the ensemble and the
+        # distillation (later_stages_s, the same for every choice)
+        rows, later = read_rows(self.work), self.cfg["later_stages_s"]
+        bar = self.cfg["time_bar"] * (training_seconds(rows, "today") + later)
+        fits = [c for c, r in merged.items() if self.within_margin(r) and training_seconds(rows, c) + later <= bar]
         best = max(fits or ["dropout"], key=lambda c: merged[c]["select_spearman"])
         ours, theirs = merged["dropout"], merged[best]
         spread = max(ours["select_std"], theirs["select_std"])
@@ -307,7 +316,7 @@ class MembersRunner(ScoredGrid):
                 _, a, b = self.members_of(kind, seed)
                 copies = {"tower_a": a, "tower_b": b}
                 if ":" in choice:
-                    copies["twin"] = f"{'short' if choice.startswith('short:') else 'twin'}_{kind}_s{seed}"
+                    copies["twin"] = f"{trained_twin(choice)}_{kind}_s{seed}"
                 for folder, row in copies.items():
                     if not (out / folder).exists():
                         shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))

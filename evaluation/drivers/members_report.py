@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evaluation.drivers.formatting import mean_std, mean_std_text, percent
 from evaluation.drivers.grid import read_rows
-from evaluation.drivers.members_settings import KINDS, SHIPPED, VARIANT_LABELS
+from evaluation.drivers.members_settings import KINDS, SHIPPED, VARIANT_LABELS, trained_twin
 from evaluation.drivers.repro_default_settings import genre_label
 
 
@@ -49,9 +49,9 @@ def training_seconds(rows: dict, choice: str) -> float:
         return min(r["train_seconds"] for n, r in rows.items()
                    if n.startswith(prefix) and n[len(prefix) :].isdigit() and r.get("train_seconds"))  # fmt: skip
 
-    how, _, kind = choice.rpartition(":")
+    kind = choice.rpartition(":")[2]
     a, b = KINDS["dropout" if kind == "today" else kind]
-    twin = {"twin": "twin", "towers": "twin", "short": "short"}.get(how)
+    twin = trained_twin(choice)
     return least(f"{a}_s") + least(f"{b}_s") + (least(f"{twin}_{kind}_s") if twin else 0.0)
 
 
@@ -143,9 +143,8 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
                                  for r in found) for c, found in students.items()}  # fmt: skip
     for choice, found in sorted(students.items(), key=lambda item: item[0] == "today"):
         weights = found[0]["settings"]["ensemble"]["weights"]
-        label = f"{'the default before (dropout' if choice == 'today' else f'new default ({choice}'}, weights " + (
-            ", ".join(f"{w:g}" for w in weights) + ")"
-        )
+        which = "the default before (dropout" if choice == "today" else f"new default ({choice}"
+        label = f"{which}, weights {', '.join(f'{w:g}' for w in weights)})"
         total = training_seconds(rows, choice) + later[choice]
         before = training_seconds(rows, "today") + later["today"] if "today" in later else None
         lines.append([label, str(len(found)),

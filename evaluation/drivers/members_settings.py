@@ -100,3 +100,9 @@ PIPELINE_KEYS = {kind: {"warmup": VARIANTS[a], "warmup_b": VARIANTS[b]} for kind
 """Each kind as the pipeline's settings (its ``[warmup]`` and ``[warmup_b]`` tables)."""
 SHIPPED = "shipped"
 STAGES = ("shipped", "warmups", "ensembles", "twin", "pipeline")
+
+
+def trained_twin(choice: str) -> str | None:
+    """The row prefix of the twin a choice trains (``twin:KIND`` and ``towers:KIND``: ``twin``; ``short:KIND``:
+    ``short``), ``None`` for a kind (no twin)."""
+    return {"twin": "twin", "towers": "twin", "short": "short"}.get(choice.rpartition(":")[0])
