@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from jtcse.commands import _options as opts
+from jtcse.locking import json_text
 
 ENGINES = ("local", "ray")
 
@@ -85,4 +85,4 @@ def encode(
     summary = result_dict(result)
     if result.resumed_from:
         typer.echo(f"Resumed after row {result.resumed_from}.", err=True)
-    typer.echo(json.dumps(summary, indent=2))
+    typer.echo(json_text(summary), nl=False)

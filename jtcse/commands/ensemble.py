@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from jtcse.commands import _options as opts
+from jtcse.locking import json_text
 
 
 def register(app: typer.Typer) -> None:
@@ -49,4 +49,4 @@ def ensemble(
         "weights": parsed,
         "dimension": model.get_embedding_dimension(),
     }
-    typer.echo(json.dumps(summary, indent=2))
+    typer.echo(json_text(summary), nl=False)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 
 import typer
 
 from jtcse.commands import _options as opts
+from jtcse.locking import json_text
 
 
 class Backend(str, Enum):
@@ -103,10 +103,9 @@ def rtt(
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
-    from jtcse.output_paths import check_output_apart
     from jtcse.rtt.backends import GoogletransSettings, ReplaySettings, Seq2SeqSettings, make_translator
     from jtcse.rtt.cache import TranslationCache
-    from jtcse.rtt.runner import run_rtt
+    from jtcse.rtt.runner import rtt_output, run_rtt
 
     pivot_list = [p.strip() for p in pivots.split(",") if p.strip()]
     if input is not None:
@@ -118,10 +117,13 @@ def rtt(
         if limit < 1:
             raise JTCSEError(f"--limit must be at least 1, got {limit}")
         sentences = sentences[:limit]
-    check_output_apart(output, (input, replay_pairs))  # (run_rtt checks it too) before the cache is made in it
+    out = rtt_output(output, (input, replay_pairs))
+    out.check()  # (run_rtt checks it too) before the cache is made in it
     cache_path = cache or (output / "rtt_cache.sqlite")
     if backend is Backend.replay and cache is not None and not cache.is_file():
         raise JTCSEError(f"Replay cache not found: {cache}")
+    if cache is None:
+        out.add(f"{cache_path.name}*")  # the cache and SQLite's -wal/-shm files beside it, entered before they exist
 
     with TranslationCache(cache_path) as store:
         translator = make_translator(
@@ -161,7 +163,7 @@ def rtt(
             f"  {source}→{p.pivot}→{source}: kept {p.kept}, identical {p.identical}, empty {p.empty}, "
             f"failed {p.failed}, too long {p.too_long}  →  {p.pairs_file}"
         )
-    typer.echo(f"backend stats: {json.dumps(summary.backend_stats)}")
+    typer.echo(f"backend stats: {json_text(summary.backend_stats, indent=None)}")
     typer.echo(f"summary: {output / 'summary.json'}; dropped sentences are listed in dropped.<pivot>.tsv")
 
 

@@ -8,7 +8,6 @@ alignment / uniformity are measured on the model's sentence embeddings and on ea
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,8 @@ import torch
 from jtcse.errors import JTCSEError
 from jtcse.evaluation import geometry
 from jtcse.evaluation.inference_cost import eager_attention, encoder_cost
+from jtcse.locking import locks_output
+from jtcse.output_paths import FolderOutput
 
 
 @dataclass
@@ -132,6 +133,7 @@ def _encoder_cls(encoder: Encoder, sentences: list[str], max_length: int, batch_
     return torch.cat(rows)
 
 
+@locks_output("out_dir")
 def run_diagnostics(
     st_model,
     sentences: list[str],
@@ -145,19 +147,22 @@ def run_diagnostics(
     attention_size: int = 24,
     max_pairs: int | None = None,
     model_name: str = "",
+    inputs=(),
 ) -> dict:
     """Compute every diagnostic, write PNGs and ``report.json`` into ``out_dir``; return the report.
 
     ``pairs`` (an :class:`STSPairs`) adds alignment over pairs scoring above ``positive_threshold`` and
     uniformity over all their sentences, as in Wang & Isola / SimCSE (STS-B, threshold 4);
-    ``max_pairs`` keeps the first pairs / sentences only, to bound the cost.
+    ``max_pairs`` keeps the first pairs / sentences only, to bound the cost. ``out_dir`` is written as a folder of
+    ``jtcse diagnose``'s own (:func:`diagnose_output`), which is never one of ``inputs`` (the files read).
     """
     from jtcse.evaluation import plots
 
     if len(sentences) < 2:
         raise JTCSEError("diagnose needs at least 2 sentences (uniformity is over pairs of sentences)")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out = diagnose_output(out_dir, inputs)
+    out.check()
+    out.path.mkdir(parents=True, exist_ok=True)
     encoders = encoders_of(st_model)
     report: dict = {
         "model": model_name,
@@ -202,7 +207,7 @@ def run_diagnostics(
         total_params += cost["params"]
         att_png = plots.plot_attention_grid(
             stats.attention_maps,
-            out_dir / f"attention_{encoder.name}.png",
+            out.file(f"attention_{encoder.name}.png"),
             f"{encoder.name}: mean attention per layer (first {attention_size} positions)",
         )
         report["plots"].append(Path(att_png).name)
@@ -225,19 +230,24 @@ def run_diagnostics(
     report["plots"].append(
         Path(
             plots.plot_layer_curves(
-                cosine_curves, out_dir / "condensation.png", "mean token cosine", "condensation per layer"
+                cosine_curves, out.file("condensation.png"), "mean token cosine", "condensation per layer"
             )
         ).name
     )
     report["plots"].append(
         Path(
             plots.plot_layer_curves(
-                energy_curves, out_dir / "cls_energy.png", "‖h_cls‖ / ‖H_others‖_F", "CLS energy per layer"
+                energy_curves, out.file("cls_energy.png"), "‖h_cls‖ / ‖H_others‖_F", "CLS energy per layer"
             )
         ).name
     )
     if positives is not None:
         points = {k: (v["uniformity_pairs"], v["alignment"]) for k, v in report["alignment_uniformity"].items()}
-        report["plots"].append(Path(plots.plot_alignment_uniformity(points, out_dir / "alignment_uniformity.png")).name)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        report["plots"].append(Path(plots.plot_alignment_uniformity(points, out.file("alignment_uniformity.png"))).name)
+    out.write_json("report.json", report)
     return report
+
+
+def diagnose_output(out_dir: str | Path, inputs=()) -> FolderOutput:
+    """``out_dir`` as what ``jtcse diagnose`` writes (:class:`~jtcse.output_paths.FolderOutput`)."""
+    return FolderOutput(out_dir, "jtcse diagnose", inputs=inputs)

@@ -19,6 +19,8 @@ import re
 from pathlib import Path
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import locks_output
+from jtcse.output_paths import FolderOutput
 
 #: (task name, hf subsets, eval splits) of the default run.
 DEFAULT_MTEB_TASKS: tuple[str, ...] = ("STS17:en-en", "STS22.v2:en", "STSBenchmarkMultilingualSTS:en")
@@ -116,7 +118,7 @@ def model_revision(model) -> str:
         [type(module).__name__, module.get_config_dict() if hasattr(module, "get_config_dict") else None]
         for module in model
     ]
-    digest.update(json.dumps([settings, model.max_seq_length], sort_keys=True, default=str).encode())
+    digest.update(json.dumps([settings, model.max_seq_length], sort_keys=True, default=str, allow_nan=False).encode())
     for name, tensor in sorted(model.state_dict().items()):
         flat = tensor.detach().to("cpu").contiguous().reshape(-1)
         digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)}".encode())
@@ -141,6 +143,7 @@ def _mteb_model(model, name: str):
     return wrapped
 
 
+@locks_output("output_dir")
 def run_mteb(
     model,
     tasks,
@@ -161,8 +164,9 @@ def run_mteb(
     """
     import mteb
 
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    out = FolderOutput(output_dir, "jtcse eval mteb", inputs=local_tasks)  # (:mod:`jtcse.output_paths`)
+    out.check()
+    out.path.mkdir(parents=True, exist_ok=True)
     if model is not None:
         model = _mteb_model(model, model_name(name) if name is not None else _card_name(model))
     cache = mteb.ResultCache(cache_dir) if model is not None else None
@@ -194,14 +198,14 @@ def run_mteb(
             summary["tasks"][name] = {"error": f"{type(err).__name__}: {message}"}
             continue
         task_result = result.task_results[0]
-        file = output_dir / f"{name}.json"
+        file = out.file(f"{name}.json")
         task_result.to_disk(file)
         summary["tasks"][name] = {
             "main_score": float(task_result.get_score()),
             "metric": task.metadata.main_score,
             "file": file.name,
         }
-    (output_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    out.write_json("summary.json", summary)
     return summary
 
 
