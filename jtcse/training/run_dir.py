@@ -17,12 +17,13 @@ import json
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import atomic_write_json
+from jtcse.locking import atomic_write_json, json_text
+from jtcse.output_paths import RECORD, FolderOutput, check_output_apart, missing_entries
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +44,33 @@ def checkpoints_dir(output_dir: str | Path) -> Path:
     return Path(output_dir) / CHECKPOINTS_SUBDIR
 
 
+WRITERS = {"simcse": "jtcse simcse", "twin": "jtcse train", "distill": "jtcse distill"}
+"""The command each stage's output folder is written by (its record's ``written_by``, :mod:`jtcse.output_paths`)."""
+
+
+def stage_output(output_dir: str | Path, config: dict[str, Any], inputs: Sequence[object] = ()) -> FolderOutput:
+    """The output folder of the stage ``config["stage"]`` (:class:`~jtcse.output_paths.FolderOutput`), reading
+    ``inputs`` (models, corpus, pairs, dev file)."""
+    return FolderOutput(output_dir, WRITERS.get(config.get("stage"), "jtcse train"), inputs=inputs)
+
+
 def is_finished(output_dir: str | Path) -> bool:
-    """True when ``output_dir`` holds a completed run: a saved model and its run summary."""
+    """True when ``output_dir`` holds a completed run: a saved model, its run summary, and every file its run
+    wrote (its record lists them: :func:`~jtcse.output_paths.missing_entries`)."""
     output_dir = Path(output_dir)
-    return (output_dir / RUN_SUMMARY_NAME).is_file() and (output_dir / "modules.json").is_file()
+    saved = (output_dir / RUN_SUMMARY_NAME).is_file() and (output_dir / "modules.json").is_file()
+    return saved and not missing_entries(output_dir)
+
+
+def unfinished_because(output_dir: str | Path) -> str | None:
+    """Why a folder holding a run summary is not a finished run (a file its run wrote is missing), else ``None``."""
+    output_dir = Path(output_dir)
+    if not (output_dir / RUN_SUMMARY_NAME).is_file():
+        return None
+    missing = missing_entries(output_dir) or [n for n in ("modules.json",) if not (output_dir / n).exists()]
+    if not missing:
+        return None
+    return f"{', '.join(missing)}, which its run wrote, {'is' if len(missing) == 1 else 'are'} missing (deleted?)"
 
 
 def finished_summary(output_dir: str | Path) -> dict[str, Any] | None:
@@ -105,8 +129,10 @@ class OutputPlan:
     ``action``: ``fresh`` (train from step 0), ``resume`` (continue from ``resume_from``) or ``finished``
     (the directory already holds this very run: nothing to do; ``summary`` is its run summary).
     ``at_end``: ``resume_from`` already holds the run's last step (a kill came before the final save).
-    ``partial``: incomplete checkpoints, removed when the directory is opened. ``existed``: whether the
-    directory was there, so a run that fails before its first checkpoint removes only what it created.
+    ``partial``: incomplete checkpoints, removed when the directory is opened. ``existed`` / ``recorded``: whether
+    the directory and its record were there, so a run that fails before its first checkpoint removes only what it
+    created. ``output``: the folder as an output (:class:`~jtcse.output_paths.FolderOutput`): what is written
+    there is entered in its record first.
     """
 
     output_dir: Path
@@ -117,6 +143,12 @@ class OutputPlan:
     partial: tuple[Path, ...] = ()
     existed: bool = True
     summary: dict[str, Any] | None = None
+    recorded: bool = True
+    output: FolderOutput | None = None
+
+    def __post_init__(self) -> None:
+        if self.output is None:
+            object.__setattr__(self, "output", stage_output(self.output_dir, self.config))
 
     @property
     def finished(self) -> bool:
@@ -125,7 +157,7 @@ class OutputPlan:
 
 def _as_recorded(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` as it reads back from JSON (tuples become lists), so a recorded config compares equal."""
-    return json.loads(json.dumps(config, default=str))
+    return json.loads(json_text(config, where="the run's settings"))
 
 
 def _differences(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[str] = ()) -> list[str]:
@@ -137,7 +169,7 @@ def describe_changes(previous: dict[str, Any], config: dict[str, Any], ignore: S
     ``"learning_rate 1e-05 -> 0.0001, model 'a' -> 'b'"``."""
 
     def shown(value: Any) -> str:
-        text = json.dumps(value, default=str)
+        text = json_text(value, indent=None)
         return text if len(text) <= 80 else text[:77] + "..."
 
     changed = _differences(previous, config, ignore)
@@ -165,11 +197,16 @@ def finished_run(
     )
 
 
-def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> OutputPlan:
+def plan_output_dir(
+    output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool, inputs: Sequence[object] = ()
+) -> OutputPlan:
     """Decide what to do with ``output_dir``; reads only (:func:`open_output_dir` writes).
 
     The rules, shared by ``jtcse simcse``, ``jtcse distill`` and ``jtcse train`` (``docs/runs.md``):
 
+    * The directory is never one of ``inputs`` (the models, corpus, pairs and dev file the stage reads) nor holds
+      one, ``--overwrite`` or not; a run that will write checks the directory as an output
+      (:meth:`~jtcse.output_paths.FolderOutput.check`: it holds nothing that jtcse did not write).
     * The directory holds a finished run with this very ``config``: nothing to do (``finished``),
       unless ``overwrite``.
     * ``resume`` and a complete trainer checkpoint in ``<output_dir>/checkpoints``: continue from the
@@ -183,7 +220,9 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the model is written to.")
+    check_output_apart(output_dir, inputs)  # first: the refusal says the folder is an input, not what differs
     config = _as_recorded(config)
+    output = stage_output(output_dir, config, inputs)
     finished = finished_summary(output_dir)
     done = None if overwrite else finished_run(output_dir, config, rerun=True)
     if done is not None:
@@ -191,7 +230,10 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
             "%s already holds this finished run (%s steps, same settings); nothing to do. "
             "Pass --overwrite to train it again.", output_dir, done.get("steps"),
         )  # fmt: skip
-        return OutputPlan(output_dir, config, FINISHED, summary=done)
+        return OutputPlan(output_dir, config, FINISHED, summary=done, output=output)
+    output.check()  # it will write: nothing there that jtcse did not write
+    if (damage := unfinished_because(output_dir)) is not None:
+        logger.warning("%s is not a finished run: %s; training it again.", output_dir, damage)
     if resume and not overwrite:
         checkpoint, state, partial = newest_checkpoint(output_dir)
         if partial:
@@ -201,7 +243,7 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
                 f"resuming from {checkpoint.name}" if checkpoint else "starting from step 0",
             )  # fmt: skip
         if checkpoint is not None:
-            return _resume_plan(output_dir, config, checkpoint, state, tuple(partial), finished)
+            return replace(_resume_plan(output_dir, config, checkpoint, state, tuple(partial), finished), output=output)
     if finished is not None and not overwrite:
         changed = _differences(finished.get("config") or {}, config, LAUNCH_KEYS)
         if changed and not set(changed) - set(LENGTH_KEYS):
@@ -212,7 +254,8 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
             f"{output_dir} already holds a finished run, {why}. Choose another -o/--output, or pass --overwrite "
             "to replace it (the old model stays until the new one is saved)."
         )
-    return OutputPlan(output_dir, config, FRESH, existed=output_dir.exists())
+    recorded = output.record_path.is_file()
+    return OutputPlan(output_dir, config, FRESH, existed=output_dir.exists(), recorded=recorded, output=output)
 
 
 def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> OutputPlan:
@@ -247,9 +290,11 @@ def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> Ou
 def open_output_dir(plan: OutputPlan) -> None:
     """Carry out ``plan`` (not for ``finished``): the stage's first write, once its model and loss are built.
 
-    Creates the directory, removes incomplete checkpoints (resuming) or every old checkpoint (fresh
-    start) and records the config in ``checkpoints/jtcse_run_config.json``.
+    Creates the directory with its record (which lists ``checkpoints/`` from now on), removes incomplete
+    checkpoints (resuming) or every old checkpoint (fresh start) and records the config in
+    ``checkpoints/jtcse_run_config.json``.
     """
+    plan.output.add(CHECKPOINTS_SUBDIR)
     ckpt_dir = checkpoints_dir(plan.output_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     stale = plan.partial if plan.action == RESUME else ckpt_dir.glob("checkpoint-*")
@@ -263,9 +308,15 @@ def discard_failed_start(plan: OutputPlan) -> None:
     is as it was (a run with a checkpoint is kept, to resume or inspect)."""
     if plan.action != FRESH or newest_checkpoint(plan.output_dir)[0] is not None:
         return
-    shutil.rmtree(plan.output_dir if not plan.existed else checkpoints_dir(plan.output_dir), ignore_errors=True)
+    if not plan.existed:
+        shutil.rmtree(plan.output_dir, ignore_errors=True)
+    elif plan.recorded:
+        plan.output.remove(CHECKPOINTS_SUBDIR)
+    else:  # the folder was there without a record: it keeps only what it held
+        shutil.rmtree(checkpoints_dir(plan.output_dir), ignore_errors=True)
+        (plan.output_dir / RECORD).unlink(missing_ok=True)
 
 
-def remove_checkpoints(output_dir: str | Path) -> None:
+def remove_checkpoints(plan: OutputPlan) -> None:
     """Drop trainer checkpoints once the final model is saved (they hold optimizer state, 3× the model)."""
-    shutil.rmtree(checkpoints_dir(output_dir), ignore_errors=True)
+    plan.output.remove(CHECKPOINTS_SUBDIR)
