@@ -32,7 +32,7 @@ from jtcse.modeling.loading import POOLING, TOWER_POOLING_HELP, TOWER_POOLING_UN
 from jtcse.schema import Layer, at_least, build, every, one_of, positive, section, setting, to_mapping, validate
 from jtcse.training.distill import distill
 from jtcse.training.run_dir import finished_run, finished_summary
-from jtcse.training.settings import PRECISION, DistillSettings, TwinSettings, WarmupSettings
+from jtcse.training.settings import PRECISION, DistillSettings, TwinSettings, WarmupSettings, seed_range
 from jtcse.training.simcse import train_simcse
 from jtcse.training.twin import train_twin
 
@@ -254,7 +254,9 @@ class PipelineConfig:
         "file is refused.", metavar="FILE", unset="none: nothing is chosen while running",
     )  # fmt: skip
     pooling: str | None = setting(None, TOWER_POOLING_HELP, check=POOLING, unset=TOWER_POOLING_UNSET)
-    seed: int = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")
+    seed: int = setting(
+        42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.", check=seed_range(1)
+    )
     precision: str | None = setting(None, "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
                                     check=PRECISION, unset="each stage's own")  # fmt: skip
     until: str = setting("eval", f"Last stage to run: {', '.join(UNTIL)}.", check=one_of(*UNTIL))

@@ -34,6 +34,21 @@ MIN_SEQ_LENGTH = 4
 """Room for the special tokens and at least two word pieces."""
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed every generator a run seeds takes (NumPy's: 0 to 2**32 - 1)."""
+
+
+def seed_range(spare: int = 0):
+    """The check of a seed from which ``seed + spare`` is drawn too (the pipeline's warm-up II: ``spare=1``)."""
+
+    def check(value: int) -> str | None:
+        if 0 <= value <= MAX_SEED - spare:
+            return None
+        return f"must be between 0 and {MAX_SEED - spare}" + (f" (seed + {spare} is used too)" if spare else "")
+
+    return check
+
+
 def _steps(value: int) -> str | None:
     return None if value == -1 or value >= 1 else "must be a positive step count or -1 (train by epochs)"
 
@@ -92,7 +107,7 @@ class TrainingSettings:
     logging_steps: int | None = setting(
         50, "Log the training loss every N steps.", check=at_least(1), unset="about ten times a run"
     )
-    seed: int = setting(42, "Random seed (data order, dropout).")
+    seed: int = setting(42, "Random seed (data order, dropout).", check=seed_range())
     precision: str = setting(
         "auto",
         "auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16.",
