@@ -71,13 +71,13 @@ def test_unavailable_registry_task_is_reported_not_raised(local_tsv, tiny_bert, 
             "--local-task",
             str(local_tsv),
             "-o",
-            str(tmp_path),
+            str(tmp_path / "out"),
             "--cache-dir",
             str(tmp_path / "cache"),
         ],
     )
     assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert "error" in summary["tasks"]["STS17"] and "Traceback" not in summary["tasks"]["STS17"]["error"]
     assert "STS17: not run" in result.output
     assert "ran 1 of 2 tasks: Local_my_sts; not run: STS17" in result.output
@@ -109,7 +109,7 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(JTCSEError, match="line 2: score 'high' is not a number"):
         local_sts_task(bad)
     with pytest.raises(JTCSEError, match="unknown MTEB task"):
-        run_mteb(None, ["NoSuchTask"], tmp_path)
+        run_mteb(None, ["NoSuchTask"], tmp_path / "out")
 
 
 def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):

@@ -203,7 +203,12 @@ def resume_option():
 
 
 def overwrite_option():
-    return typer.Option(False, "--overwrite", help="Replace a finished output instead of refusing or resuming.")
+    return typer.Option(
+        False,
+        "--overwrite",
+        help="Replace a finished output instead of refusing or resuming: only the files its record lists (a file "
+        "jtcse did not write is never replaced, nor is an input).",
+    )
 
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:

@@ -66,7 +66,7 @@ def build(
 ) -> None:
     """Encode a text file (or take precomputed --embeddings) and write a searchable index directory.
 
-    The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, precision, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file.
+    The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, precision, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file; jtcse_outputs.json lists them. OUTPUT is a folder of the build's own: one holding a file the build did not write is refused, --overwrite or not.
 
     Up to --ivf-threshold vectors the index is exact (flat); past it, IVF with nprobe calibrated to --target-recall. An interrupted build resumes where encoding stopped.
 

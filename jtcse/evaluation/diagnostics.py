@@ -205,12 +205,9 @@ def run_diagnostics(
         cost = encoder_cost(encoder.model, seq_len)
         total_macs += cost["macs"]
         total_params += cost["params"]
-        att_png = plots.plot_attention_grid(
-            stats.attention_maps,
-            out.file(f"attention_{encoder.name}.png"),
-            f"{encoder.name}: mean attention per layer (first {attention_size} positions)",
-        )
-        report["plots"].append(Path(att_png).name)
+        title = f"{encoder.name}: mean attention per layer (first {attention_size} positions)"
+        att_png = _plot(out, f"attention_{encoder.name}.png", plots.plot_attention_grid, stats.attention_maps, title)
+        report["plots"].append(att_png)
         report["encoders"][encoder.name] = {
             "layers": list(range(len(stats.cls_energy))),
             "cls_energy": stats.cls_energy,
@@ -218,7 +215,7 @@ def run_diagnostics(
             "condensation": condensation,
             "attention_to_first_token": stats.attention_to_first,
             "attention_to_last_token": stats.attention_to_last,
-            "attention_png": Path(att_png).name,
+            "attention_png": att_png,
             "cost": cost,
         }
         energy_curves[encoder.name] = stats.cls_energy[1:]
@@ -227,25 +224,25 @@ def run_diagnostics(
         report["alignment_uniformity"][f"{encoder.name}-cls"] = au_entry(cls_of)
 
     report["cost_total"] = {"seq_len": seq_len, "macs": total_macs, "params": total_params}
+    curves = plots.plot_layer_curves
     report["plots"].append(
-        Path(
-            plots.plot_layer_curves(
-                cosine_curves, out.file("condensation.png"), "mean token cosine", "condensation per layer"
-            )
-        ).name
+        _plot(out, "condensation.png", curves, cosine_curves, "mean token cosine", "condensation per layer")
     )
     report["plots"].append(
-        Path(
-            plots.plot_layer_curves(
-                energy_curves, out.file("cls_energy.png"), "‖h_cls‖ / ‖H_others‖_F", "CLS energy per layer"
-            )
-        ).name
+        _plot(out, "cls_energy.png", curves, energy_curves, "‖h_cls‖ / ‖H_others‖_F", "CLS energy per layer")
     )
     if positives is not None:
         points = {k: (v["uniformity_pairs"], v["alignment"]) for k, v in report["alignment_uniformity"].items()}
-        report["plots"].append(Path(plots.plot_alignment_uniformity(points, out.file("alignment_uniformity.png"))).name)
+        report["plots"].append(_plot(out, "alignment_uniformity.png", plots.plot_alignment_uniformity, points))
     out.write_json("report.json", report)
     return report
+
+
+def _plot(out: FolderOutput, name: str, draw, data, *labels) -> str:
+    """``draw(data, path, *labels)`` into ``out/name`` (entered in its record, written whole or not at all); ``name``."""
+    with out.atomic(name) as tmp:
+        draw(data, tmp, *labels)
+    return name
 
 
 def diagnose_output(out_dir: str | Path, inputs=()) -> FolderOutput:

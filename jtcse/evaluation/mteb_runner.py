@@ -198,8 +198,9 @@ def run_mteb(
             summary["tasks"][name] = {"error": f"{type(err).__name__}: {message}"}
             continue
         task_result = result.task_results[0]
-        file = out.file(f"{name}.json")
-        task_result.to_disk(file)
+        file = out.path / f"{name}.json"
+        with out.atomic(file.name) as tmp:
+            task_result.to_disk(tmp)
         summary["tasks"][name] = {
             "main_score": float(task_result.get_score()),
             "metric": task.metadata.main_score,

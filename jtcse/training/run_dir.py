@@ -310,10 +310,9 @@ def discard_failed_start(plan: OutputPlan) -> None:
         return
     if not plan.existed:
         shutil.rmtree(plan.output_dir, ignore_errors=True)
-    elif plan.recorded:
-        plan.output.remove(CHECKPOINTS_SUBDIR)
-    else:  # the folder was there without a record: it keeps only what it held
-        shutil.rmtree(checkpoints_dir(plan.output_dir), ignore_errors=True)
+        return
+    plan.output.remove(CHECKPOINTS_SUBDIR)
+    if not plan.recorded and not plan.output.files:  # an empty folder before: no record left in it either
         (plan.output_dir / RECORD).unlink(missing_ok=True)
 
 
