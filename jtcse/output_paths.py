@@ -216,6 +216,8 @@ class FolderOutput:
     def add(self, *names: str) -> None:
         """Enter ``names`` in the record (made with the folder when there is none): call before writing them."""
         record = read_record(self.record_path) or {}
+        if record and record["written_by"] != self.made_by:  # (check() refused it already: never rewrite another's)
+            raise JTCSEError(f"{self.path} holds the output of {record['written_by']}, not of {self.made_by}.")
         files = list(self.files)
         if record and all(name in files for name in names):
             return

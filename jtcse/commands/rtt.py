@@ -122,7 +122,7 @@ def rtt(
     cache_path = cache or (output / "rtt_cache.sqlite")
     if backend is Backend.replay and cache is not None and not cache.is_file():
         raise JTCSEError(f"Replay cache not found: {cache}")
-    if cache is None:
+    if cache_path.expanduser().resolve().parent == output.expanduser().resolve():  # the default, or given inside
         out.add(f"{cache_path.name}*")  # the cache and SQLite's -wal/-shm files beside it, entered before they exist
 
     with TranslationCache(cache_path) as store:
