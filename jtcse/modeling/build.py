@@ -8,7 +8,7 @@ def build_twin(
     tower_b=None,
     *,
     cael_every: int | None = 2,
-    max_seq_length: int | None = 64,
+    max_seq_length: int | None = None,
     pooling: str | None = None,
     device=None,
 ):
@@ -21,6 +21,8 @@ def build_twin(
     a sentence-transformers model's ``cls``/``mean`` Pooling, CLS for a plain ``transformers`` model; any other
     pooling is refused). Towers pooling differently need it given.
     ``cael_every``: CAEL spacing (a divisor of the layer count) or None for no cross-attention.
+    ``max_seq_length``: both towers' length; ``None`` (default): tower I's own, so the twin encodes as long inputs
+    as the model it starts from (training sets it back to this before saving).
     ``encode`` returns the sum of the two towers' pooled last hidden states.
     """
     from sentence_transformers import SentenceTransformer

@@ -36,7 +36,6 @@ from jtcse.training.stage import (
     Stage,
     dev_evaluator,
     run_stage,
-    set_training_length,
     start_stage,
     training_device,
 )
@@ -175,7 +174,6 @@ def distill(
         return plan.summary
 
     model, changes = load_student(student, pooling=student_pooling, device=device)
-    own_length = set_training_length(model, training, "student")
     student_dim = model.get_embedding_dimension()
 
     # under a multi-process launch rank 0 encodes (or finds the cache) and writes it; the others then read it
@@ -206,6 +204,7 @@ def distill(
             loss=loss,
             train_dataset=targets_dataset(sentences, targets.embeddings),
             settings=training,
+            role="student",
             evaluator=evaluator,
             model_info={
                 "teacher": describe_source(teacher),
@@ -216,7 +215,6 @@ def distill(
                 "objective": objective,
             },
             data=data,
-            restore_max_seq_length=own_length,
             device=device,
             # neither CLS nor mean pooling reads the transformers pooler, so under DDP its parameters get no gradient
             trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),

@@ -73,7 +73,10 @@ class TrainingSettings:
         64, "Sentences per batch (each one's in-batch negatives are the others).", check=at_least(MIN_BATCH_SIZE)
     )
     max_seq_length: int = setting(
-        64, "Tokens per sentence in training; longer ones are truncated.", check=at_least(MIN_SEQ_LENGTH)
+        64,
+        "Tokens per sentence in training; longer ones are truncated. The saved model keeps the length of the model "
+        "it started from (docs/runs.md, Lengths).",
+        check=at_least(MIN_SEQ_LENGTH),
     )
     warmup_ratio: float = setting(0.0, "Share of the steps over which the learning rate warms up.", check=_below_one)
     eval_steps: int = setting(

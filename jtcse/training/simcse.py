@@ -32,7 +32,6 @@ from jtcse.training.stage import (
     dev_evaluator,
     require_negatives,
     run_stage,
-    set_training_length,
     start_stage,
     training_device,
 )
@@ -170,7 +169,6 @@ def train_simcse(
     from jtcse.training.distributed import pooler_parameters
 
     tower, pooled, pooling_changes = load_tower(model, pooling=pooling, role="tower", device=device)
-    own_length = set_training_length(tower, training, "tower")
     scale, gather = 1.0 / terms.temperature, terms.gather_across_devices
     if terms.mini_batch_size is None:
         base = MultipleNegativesRankingLoss(tower, scale=scale, gather_across_devices=gather)
@@ -188,10 +186,10 @@ def train_simcse(
             ),
             train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
             settings=training,
+            role="tower",
             evaluator=evaluator,
             model_info={"source": model_source, "pooling": pooled, "changes": pooling_changes},
             data=data,
-            restore_max_seq_length=own_length,
             use_no_duplicates_sampler=True,
             device=device,
             # neither pooling reads the transformers pooler, so under DDP its parameters get no gradient

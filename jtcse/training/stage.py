@@ -85,17 +85,6 @@ def require_negatives(count: int, what: str) -> None:
         )
 
 
-def set_training_length(model, settings: TrainingSettings, role: str) -> int | None:
-    """Set ``model``'s length to ``settings.max_seq_length``, clamped to its position table with a warning
-    (:func:`~jtcse.modeling.loading.set_max_seq_length`); call it when the model is built. Returns the
-    model's own length before, for the final save (``Stage.restore_max_seq_length``)."""
-    from jtcse.modeling.loading import set_max_seq_length
-
-    own = model.max_seq_length
-    set_max_seq_length(model, settings.max_seq_length, role)
-    return own
-
-
 def dev_evaluator(dev_file: str | Path | None, settings: TrainingSettings, batch_size: int = 64):
     """An :class:`~jtcse.evaluation.sts.STSDevEvaluator` for ``dev_file`` (``None`` without one), scored every
     ``eval_steps``; the stage keeps its best checkpoint by it when ``settings.checkpoint`` is ``best-dev``, which
@@ -116,12 +105,17 @@ def dev_evaluator(dev_file: str | Path | None, settings: TrainingSettings, batch
 class Stage:
     """What one training stage trains, on what, and how; run by :func:`run_stage`.
 
-    ``plan``: the output directory and the recorded config (from :func:`start_stage`). ``model`` is
-    built with its training length already set (:func:`set_training_length`). ``model_info`` /
-    ``data`` describe the model(s) and the data counts for the summary. ``restore_max_seq_length``:
-    the model's own length, set back before saving (``None`` keeps the training length).
+    ``plan``: the output directory and the recorded config (from :func:`start_stage`). ``model``: as
+    loaded, at its own length (a warm-up's tower, a student, a twin: its tower I's; see
+    :func:`jtcse.modeling.loading.load_model`). ``role`` names it in messages (``tower``, ``student``, ``twin``).
+    ``model_info`` / ``data`` describe the model(s) and the data counts for the summary.
     ``device``: where it trains (``None``: the trainer's choice; checked by :func:`training_device`).
     ``trainer_overrides`` are further ``SentenceTransformerTrainingArguments`` fields.
+
+    The one length rule of every trainer: making the stage sets the model to its training length
+    (``settings.max_seq_length``, clamped to the position table with a warning) and keeps its own length in
+    ``own_length``; :func:`run_stage` saves it at that own length again, so every checkpoint jtcse trains
+    encodes as long inputs as the model it started from (docs/runs.md, "Lengths").
     """
 
     name: str
@@ -130,15 +124,22 @@ class Stage:
     loss: Any
     train_dataset: Any
     settings: TrainingSettings
+    role: str
     evaluator: Any = None
     model_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
-    restore_max_seq_length: int | None = None
     use_no_duplicates_sampler: bool = False
     device: str | None = None
     trainer_overrides: dict[str, Any] = field(default_factory=dict)
     callbacks: Sequence[Any] = ()
     plot: bool = True
+    own_length: int | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        from jtcse.modeling.loading import set_max_seq_length
+
+        self.own_length = self.model.max_seq_length
+        set_max_seq_length(self.model, self.settings.max_seq_length, self.role)
 
     @property
     def output_dir(self) -> Path:
@@ -243,18 +244,20 @@ def _finish_from_checkpoint(trainer, checkpoint: str | Path) -> None:
 
 
 def _save_final_model(stage: Stage) -> float | None:
-    """Score the model on the dev evaluator (``None`` without one) and save it to the output directory with
-    its own length restored (``Stage.restore_max_seq_length``) and training-only heads
-    (:class:`~jtcse.losses.NITPHead`) removed; returns the dev score.
+    """Score the model on the dev evaluator (``None`` without one) and save it to the output directory at
+    its own length (``Stage.own_length``: its config and its tokenizer's ``model_max_length`` say it) without
+    training-only heads (:class:`~jtcse.losses.NITPHead`); returns the dev score.
 
     A finished run's summary there is removed first: from then until the new summary is written, the
     directory is an unfinished run, which a rerun completes from its last checkpoint.
     """
     from jtcse.losses.nitp import remove_nitp_head
+    from jtcse.modeling.loading import set_max_seq_length
 
     model, evaluator = stage.model, stage.evaluator
     final_dev = evaluator(model)[evaluator.primary_metric] if evaluator is not None else None
-    model.max_seq_length = stage.restore_max_seq_length or model.max_seq_length
+    if stage.own_length is not None:
+        set_max_seq_length(model, stage.own_length, stage.role)
     remove_nitp_head(model)
     (Path(stage.output_dir) / RUN_SUMMARY_NAME).unlink(missing_ok=True)
     model.save(str(stage.output_dir))

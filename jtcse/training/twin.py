@@ -22,7 +22,6 @@ from jtcse.training.stage import (
     dev_evaluator,
     require_negatives,
     run_stage,
-    set_training_length,
     start_stage,
     training_device,
 )
@@ -127,9 +126,7 @@ def train_twin(
     from jtcse.modeling.build import build_twin
     from jtcse.training.distributed import pooler_parameters
 
-    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, pooling=pooling, device=device)
-    set_training_length(model, training, "twin")
-    data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
+    model = build_twin(tower_a, tower_b, cael_every=cael_every, pooling=pooling, device=device)  # tower I's length
     weights = dict(
         temperature=terms.temperature,
         nce_weight=settings.nce_weight,
@@ -147,39 +144,40 @@ def train_twin(
     if settings.hard_negatives:  # batches of neighbours, by tower I as it starts
         dataset, overrides = _neighbour_batches(dataset, tower_a, training, settings.paraphrase_threshold, device)
         data["hard_negative_batches"] = len(set(dataset["label"]))
-    return run_stage(
-        Stage(
-            name="twin",
-            plan=plan,
-            model=model,
-            loss=build_regularised_loss(model, base, list(terms.regularizers), extra_terms=extra_losses),
-            train_dataset=dataset,
-            settings=training,
-            evaluator=evaluator,
-            model_info={
-                "towers": [str(t) if t else "embedded MiniLM" for t in (tower_a, tower_b)],
-                "cael_every": twin.cael_every,
-                "cael_layers": twin.cael_layers,
-                "pooling": twin.pooling,
-                "num_layers": twin.num_layers,
-            },
-            data=data,
-            # a dev score and a logged loss before any update (not again on a resume); whole batches only
-            # (ICNCE/ICTM pair rows across a batch)
-            trainer_overrides=dict(
-                logging_first_step=True,
-                eval_on_start=evaluator is not None and plan.resume_from is None,
-                dataloader_drop_last=len(sentences) > training.batch_size,
-                disable_tqdm=not show_progress,
-                # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
-                ddp_find_unused_parameters=not settings.ictm_weight and bool(pooler_parameters(model)),
-                **overrides,
-            ),
-            callbacks=callbacks,
-            plot=plot,
-            device=device,
-        )
-    )
+    stage = Stage(
+        name="twin",
+        plan=plan,
+        model=model,
+        loss=build_regularised_loss(model, base, list(terms.regularizers), extra_terms=extra_losses),
+        train_dataset=dataset,
+        settings=training,
+        role="twin",
+        evaluator=evaluator,
+        model_info={
+            "towers": [str(t) if t else "embedded MiniLM" for t in (tower_a, tower_b)],
+            "cael_every": twin.cael_every,
+            "cael_layers": twin.cael_layers,
+            "pooling": twin.pooling,
+            "num_layers": twin.num_layers,
+        },
+        data=data,
+        # a dev score and a logged loss before any update (not again on a resume); whole batches only
+        # (ICNCE/ICTM pair rows across a batch)
+        trainer_overrides=dict(
+            logging_first_step=True,
+            eval_on_start=evaluator is not None and plan.resume_from is None,
+            dataloader_drop_last=len(sentences) > training.batch_size,
+            disable_tqdm=not show_progress,
+            # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
+            ddp_find_unused_parameters=not settings.ictm_weight and bool(pooler_parameters(model)),
+            **overrides,
+        ),
+        callbacks=callbacks,
+        plot=plot,
+        device=device,
+    )  # now at its training length: counted at it, saved at its own
+    data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
+    return run_stage(stage)
 
 
 def _neighbour_batches(dataset, guide, training, threshold: float, device):
