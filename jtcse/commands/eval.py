@@ -147,8 +147,8 @@ def mteb_command(
     tasks: str | None = typer.Option(
         None,
         "--tasks",
-        help="Comma-separated MTEB task names. Default (without --tasks and --benchmark): STS17 (en-en), STS22.v2 (en), "
-        "STSBenchmarkMultilingualSTS (en, test).",
+        help="Comma-separated MTEB task names. Default: STS17 (en-en), STS22.v2 (en), STSBenchmarkMultilingualSTS (en, "
+        "test); none with --benchmark.",
     ),
     benchmark: str | None = typer.Option(
         None, "--benchmark", help="An MTEB benchmark by name (mteb.get_benchmark), e.g. 'MTEB(eng, v2)': all its tasks."
@@ -161,7 +161,7 @@ def mteb_command(
         "sentence1/sentence2/label rows (pair-classification), sentence1/sentence2/score rows or an STS-B file (sts). "
         "retrieval-pairs:FILE reads an STS file as retrieval (pairs scoring 4 or more: sentence1 finds sentence2).",
     ),
-    output: Path = opts.output_option("the results folder (mteb's layout) and summary.json", Path("mteb-results")),
+    output: Path = opts.output_option("the results, in mteb's results layout, and summary.json", Path("mteb-results")),
     output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
     pooling: str | None = opts.pooling_option(),
     batch_size: int = opts.inference_batch_size_option(64),
@@ -190,7 +190,7 @@ def mteb_command(
 
     Example: jtcse eval mteb runs/jtcse -o results/mteb
     Example: jtcse eval mteb runs/jtcse --benchmark 'MTEB(eng, v2)' -o mteb/results
-    Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task scifact/ --local-task retrieval-pairs:sts-dev.csv
+    Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_beir/ --local-task retrieval-pairs:sts-dev.csv
     """
     from jtcse.evaluation.mteb_runner import DEFAULT_MTEB_TASKS, run_mteb
     from jtcse.modeling.loading import FULL_LENGTH, load_model

@@ -151,23 +151,24 @@ def run_mteb(
     check_results_writable(output_dir, planned_files(meta, [task.metadata.name for task in built]), inputs)
     cache = mteb.ResultCache(cache_dir)
     summary: dict = {"model": {"name": meta.name, "revision": meta.revision}, "benchmark": benchmark, "tasks": {}}
-    results = []
-    for task in built:
+    written = write_results(output_dir, meta, [], summary, inputs)
+    for task in built:  # each task's result is written as it finishes (a rerun after Ctrl-C resumes from the cache)
         try:
             result = _evaluate(model, task, cache, batch_size)
         except Exception as err:  # noqa: BLE001 - a task that cannot run (offline data) is reported, not fatal
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             summary["tasks"][task.metadata.name] = {"error": f"{type(err).__name__}: {message}"}
-            continue
-        results.append(result)
-        summary["tasks"][task.metadata.name] = {
-            "main_score": float(result.get_score()),
-            "metric": task.metadata.main_score,
-            "type": task.metadata.type,
-            "hf_task_type": task.metadata._hf_task_type()[0],  # the model-index task type mteb itself gives it
-            "file": (results_folder(meta) / f"{task.metadata.name}.json").as_posix(),
-        }
-    return write_results(output_dir, meta, results, summary, inputs)
+            result = None
+        else:
+            summary["tasks"][task.metadata.name] = {
+                "main_score": float(result.get_score()),
+                "metric": task.metadata.main_score,
+                "type": task.metadata.type,
+                "hf_task_type": task.metadata._hf_task_type()[0],  # the model-index task type mteb itself gives it
+                "file": (results_folder(meta) / f"{task.metadata.name}.json").as_posix(),
+            }
+        written = write_results(output_dir, meta, [] if result is None else [result], summary, inputs)
+    return written
 
 
 def _card_name(model) -> str:
