@@ -43,6 +43,18 @@ def test_the_type_comes_from_the_layout(tmp_path):
     assert parse_task_spec(str(stsb)) == (None, stsb)
 
 
+def test_sts_rows_as_json_lines_and_as_a_quoted_csv(tmp_path):
+    from jtcse.evaluation.mteb_local_tasks import read_sts_pairs
+
+    jsonl = tmp_path / "sts.jsonl"
+    jsonl.write_text('{"sentence1": "A, b.", "sentence2": "C.", "score": 4}\n{"sentence1": "D", "sentence2": "E", '
+                     '"score": 1.5}\n', encoding="utf-8")  # fmt: skip
+    quoted = tmp_path / "sts.csv"
+    quoted.write_text('sentence1,sentence2,score\n"A, b.",C.,4\nD,E,1.5\n', encoding="utf-8")
+    assert read_sts_pairs(jsonl) == read_sts_pairs(quoted) == (["A, b.", "D"], ["C.", "E"], [4.0, 1.5])
+    assert infer_task_type(jsonl) == infer_task_type(quoted) == "sts"
+
+
 def _bad_layouts(tmp_path):
     """(spec, what the one error line must say) for each bad layout."""
     partial = write_beir(tmp_path / "partial")

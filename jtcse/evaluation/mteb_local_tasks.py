@@ -73,12 +73,13 @@ def read_records(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
     return header, rows
 
 
-def column_values(path: Path, rows: list[tuple[int, dict]], column: str) -> list:
-    """The ``column`` of every row; a row without it is an error naming the file and line."""
+def column_values(path: Path, rows: list[tuple[int, dict]], column: str, empty: bool = False) -> list:
+    """The ``column`` of every row; a row without it (or with ``""``, unless ``empty``) is an error naming the file
+    and line."""
     values = []
     for no, row in rows:
         value = row.get(column)
-        if value is None or value == "":
+        if value is None or (value == "" and not empty):
             raise JTCSEError(f"{path}: line {no} has no {column!r} (the columns are {', '.join(map(str, row))}).")
         values.append(value)
     return values
@@ -201,9 +202,9 @@ def make_task(name: str, path: Path, revision: str, task_type: str, main_score: 
 def read_sts_pairs(path: Path) -> tuple[list[str], list[str], list[float]]:
     """Sentence pairs and scores of an STS file: rows with ``sentence1``, ``sentence2``, ``score`` (a table with a
     header, or JSON lines), or an STS-B file."""
-    from jtcse.evaluation.sts import read_stsb_file
-
     if _header_columns(path) is None:
+        from jtcse.evaluation.sts import read_stsb_file
+
         pairs = read_stsb_file(path)  # STS-B layout: genre, file, year, id, score, s1, s2
         return pairs.sentences1, pairs.sentences2, [float(s) for s in pairs.scores]
     _, rows = read_records(path)
@@ -323,7 +324,7 @@ def _jsonl_texts(path: Path) -> dict[str, tuple[str, str]]:
     """``{_id: (text, title)}`` of a BEIR ``corpus.jsonl`` / ``queries.jsonl`` (``title`` optional)."""
     _, rows = read_records(path)
     ids = [str(value) for value in column_values(path, rows, "_id")]
-    texts = column_values(path, rows, "text")
+    texts = column_values(path, rows, "text", empty=path.name == "corpus.jsonl")  # a document may be its title alone
     titles = [str(row.get("title") or "") for _, row in rows]
     return dict(zip(ids, zip(texts, titles, strict=True), strict=True))
 
