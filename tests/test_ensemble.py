@@ -249,7 +249,8 @@ def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert
 
 def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta):
     from jtcse.modeling.build import build_ensemble
-    from jtcse.modeling.ensemble import Ensemble, check_weights
+    from jtcse.modeling.combine import check_weights
+    from jtcse.modeling.ensemble import Ensemble
     from jtcse.modeling.loading import load_model
 
     bert, narrow = load_model(tiny_bert, device="cpu"), load_model(narrow_roberta, device="cpu")

@@ -306,7 +306,8 @@ class MembersRunner(ScoredGrid):
         students scored."""
         from sentence_transformers import SentenceTransformer
 
-        from jtcse.training.pipeline import PipelineConfig, run_pipeline
+        from jtcse.pipeline.run import run_pipeline
+        from jtcse.pipeline.settings import PipelineConfig
 
         for choice in dict.fromkeys([self.default_choice(), "today"]):
             tag, kind = choice.replace(":", "-"), "dropout" if choice == "today" else choice.split(":")[-1]

@@ -91,22 +91,6 @@ def pooling_option(training: bool = False):
     )
 
 
-def ensemble_weights_option(flag: str = "--weights"):
-    return typer.Option(
-        None, flag, help="One positive weight per ensemble member, comma-separated (e.g. 1,0.5). Default: all 1."
-    )
-
-
-def parse_weights(text: str | None, flag: str = "--weights") -> list[float] | None:
-    """``"1,0.5"`` -> ``[1.0, 0.5]``; None stays None."""
-    if text is None:
-        return None
-    try:
-        return [float(part) for part in text.split(",")]
-    except ValueError:
-        raise JTCSEError(f"{flag} must be comma-separated numbers such as 1,0.5; got {text!r}.") from None
-
-
 def inference_batch_size_option(default: int, what: str = "encoded"):
     """``--batch-size`` of a command that runs a model without training it (encode, index, eval, diagnose, rtt):
     there, a batch is only a unit of work."""
