@@ -31,9 +31,10 @@ def model_argument(required: bool = False):
 
 def tower_option(which: str):
     return typer.Option(
-        None, f"--tower-{which}",
+        None,
+        f"--tower-{which}",
         help="Tower to start from: a sentence-transformers or transformers model dir, or a hub name. Default: the embedded MiniLM.",
-    )  # fmt: skip
+    )
 
 
 def checked_device(value: str | None) -> str | None:
@@ -57,9 +58,10 @@ def device_option():
 
 def devices_option():
     return typer.Option(
-        None, "--devices",
+        None,
+        "--devices",
         help="Encode with one worker process per device, e.g. cuda:0,cuda:1 (sentence-transformers' multi-process pool).",
-    )  # fmt: skip
+    )
 
 
 def processes_option():
@@ -181,9 +183,10 @@ def old_output_option(old: str):
 
 def resume_option():
     return typer.Option(
-        True, "--resume/--no-resume",
+        True,
+        "--resume/--no-resume",
         help="Resume from the last checkpoint in -o/--output; the other settings must match (see docs/runs.md).",
-    )  # fmt: skip
+    )
 
 
 def overwrite_option():

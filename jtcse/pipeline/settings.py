@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from jtcse.errors import JTCSEError, SettingError
 from jtcse.modeling.loading import POOLING, TOWER_POOLING_HELP, TOWER_POOLING_UNSET
-from jtcse.pipeline.stages import UNTIL, check_tables
+from jtcse.pipeline.stages import UNTIL, WARMUP_A, check_tables
 from jtcse.schema import (
     Layer,
     at_least,
@@ -198,7 +198,7 @@ class PipelineConfig:
         WarmupSettings(),
         "What differs for tower II's warm-up (tower_b/): a key left out is [warmup]'s.",
         exclude=_SET_FOR_EVERY_STAGE,
-        base="warmup",
+        base=WARMUP_A.table,
     )
     probe: ProbeSettings = section(ProbeSettings(), "The twin's learning-rate probe (probe/).")
     twin: TwinStage = section(TwinStage(), "The JTCSE twin (twin/).", exclude=_SET_FOR_EVERY_STAGE)

@@ -162,7 +162,9 @@ class TrainingSettings:
     def trainer_arguments(self) -> dict[str, Any]:
         """``{SentenceTransformerTrainingArguments keyword: value}`` of the settings that are one as they are (the
         others, e.g. ``checkpoint``, are rules of :func:`~jtcse.training.arguments.build_training_args`)."""
-        return {arg: get(self, key) for key in keys(TrainingSettings).values() for arg in key.extra["trainer_args"]}
+        return {
+            arg: get(self, key) for key in keys(TrainingSettings).values() for arg in key.extra.get("trainer_args", ())
+        }
 
     def check_dev_file(self, dev_file: str | Path | None) -> None:
         """The one rule of ``checkpoint``: best-dev keeps the checkpoint with the best dev Spearman, so it needs a
