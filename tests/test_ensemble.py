@@ -228,7 +228,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
         ("sum_widths", "cannot be summed; use combine='concat'"),
         ("nested", "itself an ensemble"),
         ("weights_count", "2 weight(s) given for 3 ensemble members"),
-        ("weights_bad", "positive finite"),
+        ("weights_bad", "--weights has -1.0, which must be a positive number"),
         ("combine", "combine must be one of concat, sum, not 'max'"),
     ],
 )

@@ -102,7 +102,7 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
         (["ensemble", "a", "b", "--weights", "1", "-o", out],
          "Error: --weights: 1 weight(s) given for 2 ensemble members; give one weight per member."),
         (["ensemble", "a", "b", "--weights", "1,-1", "-o", out], "Error: --weights has -1.0, which must be a positive"),
-        (["ensemble", "a", "b", "--combine", "max", "-o", out], "Error: --combine must be one of concat, sum, not 'max'."),
+        (["ensemble", "a", "b", "--combine", "max", "-o", out], "Error: --combine must be one of concat, sum, not 'max'"),
     ]  # fmt: skip
     wrong = []
     for argv, message in cases:

@@ -167,7 +167,7 @@ def test_the_check_finds_each_kind_of_stage_comparison(tmp_path):
         "jtcse/training/table.py": "why = {'twin': 'off'}\nreason = why.get(until, '')\nrow = why['twin']\n",
         "evaluation/drivers/paths.py": "folder = out / 'distilled'\nother = out.joinpath('tower_a')\n",
         "jtcse/pipeline/plan.py": "TABLE = 'warmup_b'\n",
-        "jtcse/training/data.py": "values = {'twin': {'max_steps': 2}}\nsteps = values['twin']\nx = stages['distill']\n",
+        "jtcse/training/data.py": "values = {'twin': {'steps': 2}}\nsteps = values['twin']\nx = stages['distill']\n",
         "jtcse/model_card.py": "if kind == 'twin':\n    pass\n",
     }
     found = {}

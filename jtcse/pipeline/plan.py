@@ -23,10 +23,11 @@ from jtcse.pipeline.stages import ENSEMBLE, EVAL, PROBE, STAGES, TRAINED, TWIN, 
 class Plan:
     """What one run does. ``twin``: the twin trains; ``probe``: its learning rate is probed first; ``members``: the
     ensemble's members as its stage opens them (none: no ensemble), ``member_labels`` as the summary names them,
-    the first ``start_index`` of them trained by this run; ``weights``: theirs (``None``: all 1), or ``choose``n
-    on the selection file; ``stages``: those that run, in order; ``student``/``teacher``: of the distillation;
-    ``starting``: the models the run started from (``{row label: model}``, the rows to beat); ``dev_file`` /
-    ``selection_file``: the files the stages read (``None``: not read), the selection's pairs in ``selection``."""
+    the first ``start_index`` of them trained by this run; ``weights``: theirs (``None``: all 1) unless
+    ``choose``: chosen on the selection file; ``stages``: those that run, in order; ``student``/``teacher``: of the
+    distillation; ``starting``: the models the run started from (``{row label: model}``, the rows to beat);
+    ``dev_file`` / ``selection_file``: the files the stages read (``None``: not read), the selection's pairs in
+    ``selection``."""
 
     output_dir: Path
     twin: bool
@@ -136,7 +137,7 @@ def _members(
 
 
 def _weights_chosen(config: PipelineConfig, with_start: bool) -> bool:
-    """Whether the weights are chosen on the selection file: with the start a member, none given, a file to choose on."""
+    """Whether the weights are chosen on the selection file: the start a member, no weights given, a file given."""
     return with_start and config.ensemble.weights is None and config.selection_file is not None
 
 

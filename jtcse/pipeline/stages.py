@@ -338,13 +338,18 @@ def check_tables(config_cls: type) -> None:
     """Every stage's table, and every table a stage trains with (a trainer's settings: its ``training``), is a
     section of ``config_cls``, and every section is a stage's table; a ``TypeError`` otherwise (raised when the
     config is declared, on import)."""
-    from jtcse.schema import keys, sections
+    from jtcse.schema import sections
+    from jtcse.training.settings import TrainingSettings
 
     tables = sections(config_cls)
     named = {stage.table for stage in STAGES} | set(TRAINED)
     wrong = sorted(name for name in named - set(tables) if name is not None)
     unread = sorted(set(tables) - named)
-    untrained = sorted(t for t in TRAINED if t in tables and "checkpoint" not in keys(tables[t][0]))
+    untrained = sorted(
+        t
+        for t in TRAINED
+        if t in tables and not isinstance(getattr(tables[t][0](), "training", None), TrainingSettings)
+    )
     if wrong or unread or untrained:
         raise TypeError(
             f"the stages' tables and {config_cls.__name__}'s sections disagree: not a section {wrong}, no stage's "

@@ -57,7 +57,7 @@ def run_summary(
         "seconds": round(progress.seconds, 2),
         "train_loss": progress.train_loss,
         **loss_history(history),
-        **_kept(trainer.state, s.checkpoint == "best-dev"),
+        **_kept(trainer.state, s.checkpoint),
         "loss_terms": logged_terms(last_logged),
         "dev_file": stage.evaluator.path if stage.evaluator is not None else None,
         "final_dev_spearman": final_dev,
@@ -102,11 +102,11 @@ def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _kept(state, best_dev: bool) -> dict[str, Any]:
+def _kept(state, checkpoint: str) -> dict[str, Any]:
     """Which step the saved model is: the last, or with ``checkpoint="best-dev"`` the checkpoint the trainer
     kept as best (``best_step`` and ``best_dev_spearman`` are then that checkpoint's, which only saved steps can
     be: a dev score of an unsaved step, e.g. before the first update, does not count)."""
-    if not (best_dev and state.best_model_checkpoint):
+    if not (checkpoint == "best-dev" and state.best_model_checkpoint):
         return {"saved_step": state.global_step}
     step = int(Path(state.best_model_checkpoint).name.rsplit("-", 1)[1])
     return {"saved_step": step, "best_step": step, "best_dev_spearman": state.best_metric}

@@ -40,8 +40,8 @@ MIN_SEQ_LENGTH = 4
 def role(*, recorded: bool = False, card: bool = False, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """What a trainer's setting is beyond its value (``setting(extra=role(...))``), so that each list of settings is
     derived from the declarations: ``recorded``, a resumed or rerun run must share it (:func:`recorded_settings`);
-    ``card``, the model card lists it (:func:`card_keys`); ``trainer_args``, the ``SentenceTransformerTrainingArguments``
-    keywords it is, as it is (:meth:`TrainingSettings.trainer_arguments`)."""
+    ``card``, the model card lists it (:func:`card_keys`); ``trainer_args``, the
+    ``SentenceTransformerTrainingArguments`` keywords it is, as it is (:meth:`TrainingSettings.trainer_arguments`)."""
     return {"recorded": recorded, "card": card, "trainer_args": trainer_args}
 
 
