@@ -228,7 +228,7 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
         ("sum_widths", "cannot be summed; use combine='concat'"),
         ("nested", "itself an ensemble"),
         ("weights_count", "2 weight(s) given for 3 ensemble members"),
-        ("weights_bad", "positive finite"),
+        ("weights_bad", "--weights has -1.0, which must be a positive number"),
         ("combine", "combine must be one of concat, sum, not 'max'"),
     ],
 )
@@ -249,7 +249,8 @@ def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert
 
 def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta):
     from jtcse.modeling.build import build_ensemble
-    from jtcse.modeling.ensemble import Ensemble, check_weights
+    from jtcse.modeling.combine import check_weights
+    from jtcse.modeling.ensemble import Ensemble
     from jtcse.modeling.loading import load_model
 
     bert, narrow = load_model(tiny_bert, device="cpu"), load_model(narrow_roberta, device="cpu")

@@ -10,7 +10,8 @@ import pytest
 
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
-from jtcse.training.pipeline import PipelineConfig, run_pipeline
+from jtcse.pipeline.run import run_pipeline
+from jtcse.pipeline.settings import PipelineConfig
 
 TINY = {"batch_size": 16, "max_steps": 2, "learning_rate": 1e-3}
 
@@ -75,8 +76,8 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path, tiny_bert):
         ({}, r"the eval stage reports on a dev file: give --dev-file"),
         (dict(dev_file=str(tmp_path / "missing.csv")), r"dev file not found"),
         (dict(until="twin", twin={"enabled": True, "checkpoint": "best-dev"}),
-         r"^\[twin\] checkpoint = best-dev keeps the best checkpoint by the dev file: give --dev-file, or keep the "
-         r"last step \(--twin-checkpoint last\)\.$"),
+         r"^\[twin\] checkpoint best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
+         r"\(dev_file\); or keep the last step \(\[twin\] checkpoint last\)\.$"),
         (dict(until="twin", twin={"enabled": True}, probe={"enabled": True}),
          r"the probe scores its twins on a selection file"),
     ]  # fmt: skip
@@ -253,7 +254,8 @@ def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(sha
 
 
 def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny_bert, tmp_path):
-    from jtcse.training.pipeline import ENSEMBLE_WEIGHTS, is_sentence_encoder
+    from jtcse.pipeline.plan import is_sentence_encoder
+    from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS
 
     assert is_sentence_encoder(None) and is_sentence_encoder(tiny_bert)
     assert not is_sentence_encoder(str(tiny_bert) + ".hf")  # a plain transformers folder (make_tiny_tower's source)
@@ -263,7 +265,7 @@ def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):  # twin + start
         run_pipeline(tmp_path, config(tower_a=tiny_bert, until="ensemble", twin={"enabled": True},
                                       ensemble={"weights": [1]}))  # fmt: skip
-    assert len(ENSEMBLE_WEIGHTS["warmups"]) == 3 and len(ENSEMBLE_WEIGHTS["twin"]) == 2
+    assert len(ENSEMBLE_WEIGHTS.warmups) == 3 and len(ENSEMBLE_WEIGHTS.twin) == 2
 
 
 @pytest.mark.slow
@@ -326,8 +328,8 @@ def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_ta
     """STAGES is the one list: --until takes its values, each settings table is one of its stages', and the
     --help of the command lists each stage with its folder."""
     from jtcse.commands.pipeline import HELP
+    from jtcse.pipeline.stages import STAGES, UNTIL
     from jtcse.schema import sections
-    from jtcse.training.pipeline import STAGES, UNTIL
 
     assert UNTIL == ("warmup", "probe", "twin", "ensemble", "distill", "eval")
     assert set(sections(PipelineConfig)) == {stage.table for stage in STAGES} - {None}
@@ -336,3 +338,47 @@ def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_ta
     assert [stage.folder for stage in STAGES] == folders
     for stage in STAGES:
         assert f"{stage.name} ({stage.folder}/)" in HELP
+
+
+def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
+    """make_plan, one decision a function: from a sentence-transformers start the twin is off and the ensemble holds
+    the warm-ups and the start at the default weights; from a plain transformers model the twin trains and there is
+    no ensemble; named members leave the start out unless asked; the twin's towers are two members."""
+    from jtcse.pipeline.plan import make_plan
+    from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS
+    from jtcse.pipeline.stages import DISTILL, ENSEMBLE, TWIN, WARMUP_A, WARMUP_B
+
+    out = tmp_path / "run"
+    encoder = make_plan(config(tower_a=tiny_bert, until="distill"), out, "cpu")
+    assert not encoder.twin and encoder.members == (str(out / "tower_a"), str(out / "tower_b"), tiny_bert)
+    assert encoder.weights == ENSEMBLE_WEIGHTS.warmups and not encoder.choose and encoder.start_index == 2
+    assert encoder.stages == (WARMUP_A, WARMUP_B, ENSEMBLE, DISTILL) and encoder.evaluated == encoder.stages
+    assert encoder.teacher == out / "ensemble" and encoder.student == tiny_bert
+    assert encoder.dev_file is None and encoder.selection is None  # no stage reads one
+
+    plain = make_plan(config(tower_a=tiny_bert + ".hf", until="distill"), out, "cpu")
+    assert plain.twin and plain.members == () and plain.teacher == out / "twin" and TWIN in plain.stages
+    assert ENSEMBLE not in plain.stages and list(plain.starting) == ["start", "start_b"]
+
+    named = make_plan(config(tower_a=tiny_bert, until="distill", ensemble={"with": [tiny_bert]}), out, "cpu")
+    assert named.twin and named.members == (str(out / "twin"), tiny_bert) and named.weights is None
+    towers = make_plan(config(tower_a=tiny_bert, until="ensemble", twin={"enabled": True},
+                              ensemble={"twin_towers": True}), out, "cpu")  # fmt: skip
+    assert towers.members[:2] == (str(out / "twin"),) * 2 and towers.weights == ENSEMBLE_WEIGHTS.twin_towers
+    assert towers.member_labels[:2] == (f"{out / 'twin'}/tower_1", f"{out / 'twin'}/tower_2")
+    assert not out.exists()
+
+
+def test_a_stage_whose_table_is_not_a_section_fails_on_import():
+    """Stage.table (and the table a stage trains with) is checked against the config's sections when the config is
+    declared: a table without a stage, or a stage's table that is no section, is a TypeError."""
+    from dataclasses import make_dataclass
+
+    from jtcse.pipeline.settings import TwinStage
+    from jtcse.pipeline.stages import check_tables
+    from jtcse.schema import section
+
+    check_tables(PipelineConfig)
+    partial = make_dataclass("Partial", [("twin", TwinStage, section(TwinStage(), "Only the twin."))], frozen=True)
+    with pytest.raises(TypeError, match=r"not a section \['distill', 'ensemble', 'probe', 'warmup', 'warmup_b'\]"):
+        check_tables(partial)

@@ -206,12 +206,11 @@ class TwinDefaultRunner(ScoredGrid):
         elif variant == "towers":
             ensemble = {"enabled": True, "twin_towers": True, "weights": [w, w, 1.0]}
         else:  # the twin, the start, then the two warm-ups joined as other models
+            from jtcse.pipeline.stages import WARMUP_A, WARMUP_B
+
             out = self.student_dir(variant, seed)
-            ensemble = {
-                "enabled": True,
-                "with": [str(out / "tower_a"), str(out / "tower_b")],
-                "weights": [w, 1.0, w, w],
-            }
+            warmups = [str(out / WARMUP_A.folder), str(out / WARMUP_B.folder)]
+            ensemble = {"enabled": True, "with": warmups, "weights": [w, 1.0, w, w]}
         return {**values, "twin": twin, "ensemble": ensemble}
 
     def student_dir(self, variant: str, seed: int) -> Path:
@@ -220,7 +219,9 @@ class TwinDefaultRunner(ScoredGrid):
     def pipeline(self) -> None:
         from sentence_transformers import SentenceTransformer
 
-        from jtcse.training.pipeline import PipelineConfig, run_pipeline
+        from jtcse.pipeline.run import run_pipeline
+        from jtcse.pipeline.settings import PipelineConfig
+        from jtcse.pipeline.stages import DISTILL, TWIN, WARMUP_A, WARMUP_B
 
         for variant in [*VARIANTS, BEFORE]:
             if not self.done(f"ens_{variant}_s{self.cfg['seeds'][-1]}"):
@@ -228,15 +229,15 @@ class TwinDefaultRunner(ScoredGrid):
                 continue
             for seed in self.cfg["seeds"]:
                 name, out = f"student_{variant}_s{seed}", self.student_dir(variant, seed)
-                copies = {"tower_a": self.warmup_name(seed), "tower_b": self.warmup_name(seed + 1)}
+                copies = {WARMUP_A.folder: self.warmup_name(seed), WARMUP_B.folder: self.warmup_name(seed + 1)}
                 if variant not in ("warmups", BEFORE):
-                    copies["twin"] = f"twin_{self.twin_choice()}_s{seed}"
+                    copies[TWIN.folder] = f"twin_{self.twin_choice()}_s{seed}"
                 for folder, row in copies.items():
                     if not (out / folder).exists():
                         shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
                 config = PipelineConfig.from_values(self.pipeline_values(variant, seed))
-                self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"]["distill"],
-                             lambda: SentenceTransformer(str(out / "distilled"), device="cpu"),
+                self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.name],
+                             lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
                              group="student", variant=variant, seed=seed, settings=config.values())  # fmt: skip
                 self.stage_seconds(name, out)
 

@@ -27,9 +27,10 @@ def build_twin(
     """
     from sentence_transformers import SentenceTransformer
 
-    from jtcse.errors import JTCSEError
+    from jtcse.errors import JTCSEError, SettingError
+    from jtcse.modeling.cross_attention import encoder_layers
     from jtcse.modeling.loading import check_device, describe_source, load_tower
-    from jtcse.modeling.twin import TwinTowers
+    from jtcse.modeling.twin import TwinTowers, check_cael_every
 
     device = check_device(device)
     loaded = [load_tower(t, pooling=pooling, role="tower") for t in (tower_a, tower_b)]
@@ -39,6 +40,11 @@ def build_twin(
             f"the towers pool differently (tower I {describe_source(tower_a)!r}: {poolings[0]}, tower II "
             f"{describe_source(tower_b)!r}: {poolings[1]}); the twin pools both one way: give pooling='cls' or 'mean'."
         )
+    layers = len(encoder_layers(loaded[0][0][0].auto_model))
+    try:  # the twin's own check, its error naming the setting
+        check_cael_every(cael_every, layers)
+    except ValueError as err:
+        raise SettingError.naming(str(err), "cael_every") from None
     twin = TwinTowers(
         loaded[0][0][0], loaded[1][0][0], cael_every=cael_every, max_seq_length=max_seq_length, pooling=poolings[0]
     )

@@ -29,7 +29,7 @@ import numpy as np
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_text, locks_output
 from jtcse.output_paths import check_output_apart
-from jtcse.search.encode import encode_file, output_files, resolve_model
+from jtcse.search.encode import encode_file, output_files
 from jtcse.search.faiss_index import (
     DEFAULT_IVF_THRESHOLD,
     DEFAULT_RESCORE_MULTIPLIER,
@@ -60,6 +60,7 @@ from jtcse.search.index import (
     write_rescore_vectors,
 )
 from jtcse.search.lines import ROW_DTYPE, count_rows
+from jtcse.search.model_identity import resolve_model
 from jtcse.search.shards import Shard, ShardVectors, find_shards, iter_texts
 
 _WRITTEN = (MANIFEST, INDEX_FILE, IVF_DATA_FILE, TEXTS_FILE, ROWS_FILE, RESCORE_FILE, RANGES_FILE)
@@ -190,9 +191,15 @@ def _write_index(
             built = build_faiss_index(vectors, ivf_threshold=ivf_threshold, seed=seed, use_gpu=use_gpu)
         else:
             built = build_ivf_on_disk(
-                vectors, index_dir, nlist=nlist, nprobe=nprobe, target_recall=target_recall, train_size=train_size,
-                seed=seed, use_gpu=use_gpu,
-            )  # fmt: skip
+                vectors,
+                index_dir,
+                nlist=nlist,
+                nprobe=nprobe,
+                target_recall=target_recall,
+                train_size=train_size,
+                seed=seed,
+                use_gpu=use_gpu,
+            )
         faiss.write_index(built.index, str(index_dir / INDEX_FILE))
     manifest = IndexManifest(
         model=model,
@@ -272,14 +279,35 @@ def build_index(
     # An earlier, interrupted build left embeddings: encode_file reuses them if finished, resumes them if
     # not, and starts over only if they were made with other settings.
     encode_file(
-        model, input_path, embeddings, batch_size=batch_size, chunk_size=chunk_size, normalize=normalize,
-        show_progress=show_progress, model_name=identity, reuse=True, devices=devices, processes=processes,
-    )  # fmt: skip
+        model,
+        input_path,
+        embeddings,
+        batch_size=batch_size,
+        chunk_size=chunk_size,
+        normalize=normalize,
+        show_progress=show_progress,
+        model_name=identity,
+        reuse=True,
+        devices=devices,
+        processes=processes,
+    )
     _write_index(
-        find_shards(embeddings), index_dir, model=identity, source=str(input_path.resolve()), normalize=normalize,
-        ivf_threshold=ivf_threshold, nlist=nlist, nprobe=nprobe, target_recall=target_recall, train_size=train_size,
-        use_gpu=use_gpu, seed=seed, precision=precision, rescore_multiplier=rescore_multiplier, started=started,
-    )  # fmt: skip
+        find_shards(embeddings),
+        index_dir,
+        model=identity,
+        source=str(input_path.resolve()),
+        normalize=normalize,
+        ivf_threshold=ivf_threshold,
+        nlist=nlist,
+        nprobe=nprobe,
+        target_recall=target_recall,
+        train_size=train_size,
+        use_gpu=use_gpu,
+        seed=seed,
+        precision=precision,
+        rescore_multiplier=rescore_multiplier,
+        started=started,
+    )
     if not keep_embeddings:
         for path in output_files(embeddings):
             path.unlink(missing_ok=True)
@@ -314,10 +342,22 @@ def build_index_from_embeddings(
     shards = find_shards(embeddings)
     _prepare(index_dir, overwrite)
     _write_index(
-        shards, index_dir, model=shards[0].model, source=str(Path(embeddings).resolve()), normalize=normalize,
-        ivf_threshold=ivf_threshold, nlist=nlist, nprobe=nprobe, target_recall=target_recall, train_size=train_size,
-        use_gpu=use_gpu, seed=seed, precision=precision, rescore_multiplier=rescore_multiplier, started=started,
-    )  # fmt: skip
+        shards,
+        index_dir,
+        model=shards[0].model,
+        source=str(Path(embeddings).resolve()),
+        normalize=normalize,
+        ivf_threshold=ivf_threshold,
+        nlist=nlist,
+        nprobe=nprobe,
+        target_recall=target_recall,
+        train_size=train_size,
+        use_gpu=use_gpu,
+        seed=seed,
+        precision=precision,
+        rescore_multiplier=rescore_multiplier,
+        started=started,
+    )
     return SearchIndex(index_dir, use_gpu=use_gpu)
 
 

@@ -158,13 +158,11 @@ def distill(
     plan = start_stage(
         "distill",
         output_dir,
-        training,
+        settings,
         {
             "teacher": model_fingerprint(teacher),
             "student": student_source,
             "data": sentences_digest(sentences)[:16],
-            "objective": objective,
-            "student_pooling": student_pooling,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,

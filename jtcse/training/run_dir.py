@@ -189,17 +189,20 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
     if done is not None:
         logger.warning(
             "%s already holds this finished run (%s steps, same settings); nothing to do. "
-            "Pass --overwrite to train it again.", output_dir, done.get("steps"),
-        )  # fmt: skip
+            "Pass --overwrite to train it again.",
+            output_dir,
+            done.get("steps"),
+        )
         return OutputPlan(output_dir, config, FINISHED, summary=done)
     if resume and not overwrite:
         checkpoint, state, partial = newest_checkpoint(output_dir)
         if partial:
             logger.warning(
                 "Skipping incomplete checkpoint(s) %s in %s (cut off while being saved); %s.",
-                ", ".join(p.name for p in partial), checkpoints_dir(output_dir),
+                ", ".join(p.name for p in partial),
+                checkpoints_dir(output_dir),
                 f"resuming from {checkpoint.name}" if checkpoint else "starting from step 0",
-            )  # fmt: skip
+            )
         if checkpoint is not None:
             return _resume_plan(output_dir, config, checkpoint, state, tuple(partial), finished)
     if finished is not None and not overwrite:
@@ -238,8 +241,10 @@ def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> Ou
         logger.warning(
             "Training the finished run in %s further from step %d. Its learning-rate schedule ended with that "
             "step: the first step after the resume runs at the rate it ended with (0 for the default linear "
-            "decay), the next ones follow the schedule for the new length.", output_dir, step,
-        )  # fmt: skip
+            "decay), the next ones follow the schedule for the new length.",
+            output_dir,
+            step,
+        )
     at_end = not length_changed and step >= state.get("max_steps", step + 1)
     return OutputPlan(output_dir, config, RESUME, resume_from=str(checkpoint), at_end=at_end, partial=partial)
 

@@ -109,7 +109,7 @@ def choose_weights(
     from scipy.stats import spearmanr
 
     from jtcse.evaluation.sts import encode_unique
-    from jtcse.modeling.ensemble import check_combine
+    from jtcse.modeling.combine import check_combine
     from jtcse.modeling.loading import load_model
 
     check_combine(combine)

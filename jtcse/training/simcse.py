@@ -142,16 +142,12 @@ def train_simcse(
     plan = start_stage(
         "simcse",
         output_dir,
-        training,
+        settings,
         {
             "model": model_source,
             "pooling": pooling,
             "data": _fingerprint(anchors + positives),
-            "temperature": terms.temperature,
-            "regularizers": list(terms.regularizers),
             "extra_losses": sorted(extra_losses or {}),
-            "gather_across_devices": terms.gather_across_devices,
-            "mini_batch_size": terms.mini_batch_size,
             "dev_file": str(dev_file) if dev_file else None,
         },
         resume=resume,

@@ -37,24 +37,24 @@ from jtcse.training.run_dir import (
     remove_checkpoints,
 )
 from jtcse.training.run_summary import facts_from_run_summary, run_summary, write_run_summary
-from jtcse.training.settings import MIN_BATCH_SIZE, TrainingSettings
+from jtcse.training.settings import MIN_BATCH_SIZE, TrainingSettings, recorded_settings
 
 
 def start_stage(
     name: str,
     output_dir: str | Path,
-    settings: TrainingSettings,
+    settings: Any,
     config: dict[str, Any],
     *,
     resume: bool,
     overwrite: bool,
 ) -> OutputPlan:
-    """The run's config (``stage``, ``config``, the settings, the number of processes) and what to do with
-    the output directory (:func:`~jtcse.training.run_dir.plan_output_dir`). Reads only: nothing is written
-    until :func:`run_stage`. Under a multi-process launch rank 0 plans and every rank gets its plan
-    (:func:`~jtcse.processes.run_on_main`). A trainer returns ``plan.summary`` at once when
-    ``plan.finished``."""
-    config = {"stage": name, **config, **settings.recorded(), "world_size": processes.world_size()}
+    """The run's config (``stage``, ``config``, the trainer's recorded ``settings``
+    (:func:`~jtcse.training.settings.recorded_settings`), the number of processes) and what to do with the output
+    directory (:func:`~jtcse.training.run_dir.plan_output_dir`). Reads only: nothing is written until
+    :func:`run_stage`. Under a multi-process launch rank 0 plans and every rank gets its plan
+    (:func:`~jtcse.processes.run_on_main`). A trainer returns ``plan.summary`` at once when ``plan.finished``."""
+    config = {"stage": name, **config, **recorded_settings(settings), "world_size": processes.world_size()}
     return processes.run_on_main(lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite))
 
 
@@ -88,13 +88,9 @@ def require_negatives(count: int, what: str) -> None:
 def dev_evaluator(dev_file: str | Path | None, settings: TrainingSettings, batch_size: int = 64):
     """An :class:`~jtcse.evaluation.sts.STSDevEvaluator` for ``dev_file`` (``None`` without one), scored every
     ``eval_steps``; the stage keeps its best checkpoint by it when ``settings.checkpoint`` is ``best-dev``, which
-    without a dev file is an error."""
+    needs one (:meth:`~jtcse.training.settings.TrainingSettings.check_dev_file`)."""
+    settings.check_dev_file(dev_file)
     if dev_file is None:
-        if settings.best_dev:
-            raise JTCSEError(
-                "checkpoint best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
-                "(--dev-file); or keep the last step (checkpoint last)."
-            )
         return None
     from jtcse.evaluation.sts import STSDevEvaluator
 
@@ -219,7 +215,7 @@ def _train(stage: Stage, args):
     )
     try:
         if stage.plan.at_end and stage.resume_from is not None:
-            _finish_from_checkpoint(trainer, stage.resume_from)
+            _finish_from_checkpoint(trainer, stage.resume_from, stage.settings)
         else:
             trainer.train(resume_from_checkpoint=stage.resume_from)
     finally:
@@ -228,18 +224,18 @@ def _train(stage: Stage, args):
     return trainer, progress
 
 
-def _finish_from_checkpoint(trainer, checkpoint: str | Path) -> None:
+def _finish_from_checkpoint(trainer, checkpoint: str | Path, settings: TrainingSettings) -> None:
     """Give ``trainer`` the state and the final model of a run whose last step ``checkpoint`` holds.
 
     ``Trainer.train`` resumed from such a checkpoint would run one step more; this loads what the end
-    of training would have left instead: the best checkpoint by dev score when the trainer keeps it
-    (``load_best_model_at_end``), else the checkpoint's own weights.
+    of training would have left instead: the best checkpoint by dev score when the run keeps it
+    (``checkpoint`` best-dev), else the checkpoint's own weights.
     """
     from transformers import TrainerState
 
     trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_FILE))
     best = trainer.state.best_model_checkpoint
-    use_best = trainer.args.load_best_model_at_end and best is not None and Path(best).is_dir()
+    use_best = settings.checkpoint == "best-dev" and best is not None and Path(best).is_dir()
     trainer._load_from_checkpoint(best if use_best else str(checkpoint))  # sentence-transformers' own loader
 
 
@@ -286,23 +282,12 @@ def _save_and_summarise(stage: Stage, trainer, progress) -> dict[str, Any]:
 
 
 def _training_args(stage: Stage):
-    s = stage.settings
     return build_training_args(
         stage.output_dir,
-        batch_size=s.batch_size,
-        learning_rate=s.learning_rate,
-        epochs=s.epochs,
-        max_steps=s.max_steps,
-        seed=s.seed,
+        stage.settings,
         has_dev=stage.evaluator is not None,
-        keep_best=s.best_dev,
-        eval_steps=s.eval_steps,
-        save_steps=s.save_steps,
         logging_steps=_logging_steps(stage),
-        warmup_ratio=s.warmup_ratio,
         use_no_duplicates_sampler=stage.use_no_duplicates_sampler,
-        precision=s.precision,
-        gradient_checkpointing=s.gradient_checkpointing,
         device=stage.device,
         **stage.trainer_overrides,
     )

@@ -95,7 +95,7 @@ def train_twin(
     plan = start_stage(
         "twin",
         output_dir,
-        training,
+        settings,
         {
             # a retrained tower folder is another tower: its files' sizes and times are part of its name
             "towers": [model_fingerprint(t, missing_ok=True) if t else None for t in (tower_a, tower_b)],
@@ -103,13 +103,8 @@ def train_twin(
             "sentences": len(sentences),
             "cael_every": cael_every,
             "pooling": pooling,
-            "temperature": terms.temperature,
             "loss_weights": [settings.nce_weight, settings.icnce_weight, settings.ictm_weight],
             "extra_losses": sorted(extra_losses or {}),
-            "regularizers": list(terms.regularizers),
-            "gather_across_devices": terms.gather_across_devices,
-            "mini_batch_size": terms.mini_batch_size,
-            "hard_negatives": settings.hard_negatives,
             "paraphrase_threshold": settings.paraphrase_threshold if settings.hard_negatives else None,
             "dev_file": str(dev_file) if dev_file else None,
         },
@@ -121,24 +116,12 @@ def train_twin(
 
     from datasets import Dataset
 
-    from jtcse.losses import CachedJTCSELoss, JTCSELoss
     from jtcse.losses.registry import build_regularised_loss
     from jtcse.modeling.build import build_twin
     from jtcse.training.distributed import pooler_parameters
 
     model = build_twin(tower_a, tower_b, cael_every=cael_every, pooling=pooling, device=device)  # tower I's length
-    weights = dict(
-        temperature=terms.temperature,
-        nce_weight=settings.nce_weight,
-        icnce_weight=settings.icnce_weight,
-        ictm_weight=settings.ictm_weight,
-        seed=training.seed,
-        gather_across_devices=terms.gather_across_devices,
-    )
-    if terms.mini_batch_size is None:
-        base = JTCSELoss(model, **weights)
-    else:
-        base = CachedJTCSELoss(model, mini_batch_size=terms.mini_batch_size, **weights)
+    base = _jtcse_loss(model, settings)
     twin = model[0]
     dataset, overrides = Dataset.from_dict({"text": sentences}), {}
     if settings.hard_negatives:  # batches of neighbours, by tower I as it starts
@@ -178,6 +161,25 @@ def train_twin(
     )  # now at its training length: counted at it, saved at its own
     data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
     return run_stage(stage)
+
+
+def _jtcse_loss(model, settings: TwinSettings):
+    """The JTCSE loss of ``settings`` on the twin ``model``: :class:`~jtcse.losses.JTCSELoss`, or with a
+    ``mini_batch_size`` its GradCache form :class:`~jtcse.losses.CachedJTCSELoss`."""
+    from jtcse.losses import CachedJTCSELoss, JTCSELoss
+
+    terms = settings.loss
+    weights = dict(
+        temperature=terms.temperature,
+        nce_weight=settings.nce_weight,
+        icnce_weight=settings.icnce_weight,
+        ictm_weight=settings.ictm_weight,
+        seed=settings.training.seed,
+        gather_across_devices=terms.gather_across_devices,
+    )
+    if terms.mini_batch_size is None:
+        return JTCSELoss(model, **weights)
+    return CachedJTCSELoss(model, mini_batch_size=terms.mini_batch_size, **weights)
 
 
 def _neighbour_batches(dataset, guide, training, threshold: float, device):
