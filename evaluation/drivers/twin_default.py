@@ -169,7 +169,7 @@ class TwinDefaultRunner(ScoredGrid):
         twin = f"twin_{tag}_s{seed}"
         return {
             "twin": [SHIPPED, twin],
-            "towers": [SHIPPED, f"{twin}_t1", f"{twin}_t2"],
+            "twin_towers": [SHIPPED, f"{twin}_t1", f"{twin}_t2"],
             "twin_warmups": [SHIPPED, twin, *warmups],
         }[variant]
 
@@ -215,7 +215,7 @@ class TwinDefaultRunner(ScoredGrid):
         twin = {"enabled": True, **self.twin_settings(self.twin_choice())}
         if variant == "twin":
             ensemble = {"enabled": True, "weights": [w, 1.0]}
-        elif variant == "towers":
+        elif variant == "twin_towers":
             ensemble = {"enabled": True, "twin_towers": True, "weights": [w, w, 1.0]}
         else:  # the twin, the start, then the two warm-ups joined as other models
             from jtcse.pipeline.stages import WARMUP_A, WARMUP_B
