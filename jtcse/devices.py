@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 
+from jtcse.errors import SettingError
+
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
 
@@ -76,14 +78,25 @@ def check_precision(precision: str, device: str | None = None) -> str:
     if precision == "auto":
         return "bf16" if kind == "cuda" and _bf16_supported(device) else "fp32"
     if precision == "fp16" and kind != "cuda":
-        raise ValueError(f"precision fp16 needs a CUDA device, not {device!r}; use bf16 on the CPU, or fp32")
+        raise SettingError(
+            "{precision} fp16 needs a CUDA device, not {device!r}; use bf16 on the CPU, or fp32",
+            ["precision"],
+            device=device,
+        )
     if precision == "bf16" and kind == "mps":
-        raise ValueError(f"precision bf16 needs a CUDA device or the CPU, not {device!r}; use fp32")
+        raise SettingError(
+            "{precision} bf16 needs a CUDA device or the CPU, not {device!r}; use fp32", ["precision"], device=device
+        )
     if precision == "bf16" and kind == "cuda" and not _bf16_supported(device):
         import torch
 
         gpu = torch.cuda.get_device_name(device)
-        raise ValueError(f"precision bf16: {gpu} ({device}) does not support bfloat16; use fp16 or fp32")
+        raise SettingError(
+            "{precision} bf16: {gpu} ({device}) does not support bfloat16; use fp16 or fp32",
+            ["precision"],
+            gpu=gpu,
+            device=device,
+        )
     return precision
 
 

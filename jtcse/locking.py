@@ -135,8 +135,9 @@ def output_lock(output: str | Path) -> Iterator[Path]:
     if left_behind:
         logger.warning(
             "Taking over the lock on %s left by %s, which ended without releasing it (killed?).",
-            output, _describe(left_behind),
-        )  # fmt: skip
+            output,
+            _describe(left_behind),
+        )
     try:
         yield path
     finally:

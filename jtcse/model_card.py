@@ -8,7 +8,8 @@ recipe, the data counts, the dev Spearman history, the citations and, once ``jtc
 
 * :func:`write_model_card` renders ``<output_dir>/README.md`` for a model and its :class:`CardFacts`;
   :func:`attach_card_data` gives a model the card it writes when it is saved.
-* :func:`update_card_sts` writes an STS table into an existing card, in place.
+* :func:`update_card_sts` writes an STS table into an existing card, in place; :func:`update_card_mteb` the main
+  scores of ``jtcse eval mteb``.
 
 The facts come from where the model was made: a training run's summary
 (:func:`jtcse.training.run_summary.facts_from_run_summary`), an ensemble's members
@@ -35,6 +36,9 @@ STS_TASK_TYPE = "semantic-similarity"
 STS_METRIC = "spearman_cosine"
 STS_BEGIN = "<!-- jtcse:sts-table -->"
 STS_END = "<!-- /jtcse:sts-table -->"
+MTEB_BEGIN = "<!-- jtcse:mteb-table -->"
+MTEB_END = "<!-- /jtcse:mteb-table -->"
+MTEB_SOURCE = "MTEB"
 
 KINDS = {
     "twin": "JTCSE twin: two encoder towers, coupled by cross-attention while training, whose [CLS] vectors are summed",
@@ -407,36 +411,89 @@ def write_model_card(model, output_dir: str | Path, facts: CardFacts) -> Path:
     return atomic_write_text(output_dir / CARD_NAME, generate_model_card(model))
 
 
-def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str = "") -> Path:
-    """Write the STS ``results`` (``{task: Spearman ×100}``) into ``<output_dir>/README.md`` in place.
+def _place_section(text: str, section: str, begin: str, end: str, after: str | None = None) -> str:
+    """``text`` with ``section`` between the markers ``begin``/``end`` (replacing an earlier one), else after the
+    marker ``after``, else under the "## Evaluation" heading, else before "## Training Details", else at the end."""
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    if pattern.search(text):
+        return pattern.sub(lambda _: section, text, count=1)
+    if after is not None and after in text:
+        return text.replace(after, f"{after}\n\n{section}", 1)
+    if "\n## Evaluation\n" in text:
+        return text.replace("\n## Evaluation\n", f"\n## Evaluation\n\n{section}\n", 1)
+    if "\n## Training Details" in text:
+        return text.replace("\n## Training Details", f"\n## Evaluation\n\n{section}\n\n## Training Details", 1)
+    return text.rstrip("\n") + f"\n\n## Evaluation\n\n{section}\n"
 
-    The front matter's ``model-index`` gets one entry per task (replacing earlier entries of the same
-    task and metric); the Markdown table shows every STS entry of the model-index and goes between the STS
-    markers (replacing an earlier table), else before "## Training Details", else at the end. ``note``
-    (e.g. how inputs were truncated) follows the table's caption. Read-only checkpoints raise (see :func:`check_writable`).
-    """
+
+def _update_card(output_dir: str | Path, new: list, section, markers: tuple[str, ...]) -> Path:
+    """Merge the ``huggingface_hub.EvalResult`` entries ``new`` into ``<output_dir>/README.md``'s ``model-index``
+    (replacing earlier entries of the same task type, dataset and metric), then place ``section(all entries)`` in its
+    text (:func:`_place_section` with ``markers``). Read-only checkpoints raise (see :func:`check_writable`)."""
     from huggingface_hub import ModelCard
 
     from jtcse.locking import atomic_write_text
 
     output_dir = check_writable(output_dir, card=True)
     path = output_dir / CARD_NAME
-    if not results:
-        raise JTCSEError("no STS scores to write into the model card.")
     card = ModelCard.load(path)
-    new = sts_eval_results(results)
     replaced = {(r.task_type, r.dataset_type, r.metric_type) for r in new}
     kept = [r for r in (card.data.eval_results or []) if (r.task_type, r.dataset_type, r.metric_type) not in replaced]
     card.data.eval_results = kept + new
     if not card.data.model_name:
         card.data.model_name = output_dir.name
-    section = sts_markdown(sts_results_in(card.data.eval_results), note)
-    text = card.text
-    pattern = re.compile(re.escape(STS_BEGIN) + r".*?" + re.escape(STS_END), re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text, count=1)
-    elif "\n## Training Details" in text:
-        text = text.replace("\n## Training Details", f"\n## Evaluation\n\n{section}\n\n## Training Details", 1)
-    else:
-        text = text.rstrip("\n") + f"\n\n## Evaluation\n\n{section}\n"
+    text = _place_section(card.text, section(card.data.eval_results), *markers)
     return atomic_write_text(path, f"---\n{card.data.to_yaml()}\n---\n{text}")
+
+
+def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str = "") -> Path:
+    """Write the STS ``results`` (``{task: Spearman ×100}``) into ``<output_dir>/README.md`` in place: one
+    ``model-index`` entry per task (:func:`_update_card`) and a table of every STS entry, between the STS markers
+    (:func:`_place_section`); ``note`` (e.g. how inputs were truncated) follows the table's caption."""
+    if not results:
+        raise JTCSEError("no STS scores to write into the model card.")
+    section = lambda entries: sts_markdown(sts_results_in(entries), note)  # noqa: E731
+    return _update_card(output_dir, sts_eval_results(results), section, (STS_BEGIN, STS_END))
+
+
+def mteb_eval_results(results: dict[str, dict]) -> list:
+    """``huggingface_hub.EvalResult`` entries (source MTEB, main score as a fraction) of ``jtcse eval mteb``'s summary
+    entries ``{task: {"main_score", "metric", "type", "hf_task_type"}}``."""
+    from huggingface_hub import EvalResult
+
+    return [
+        EvalResult(
+            task_type=entry["hf_task_type"],
+            task_name=entry["type"],
+            dataset_type=task,
+            dataset_name=task,
+            metric_type=entry["metric"],
+            metric_name=entry["metric"],
+            metric_value=round(float(entry["main_score"]), 4),
+            source_name=MTEB_SOURCE,
+            source_url="https://github.com/embeddings-benchmark/mteb",
+        )
+        for task, entry in results.items()
+    ]
+
+
+def mteb_markdown(entries: list) -> str:
+    """The MTEB section body: one row per MTEB entry of the model-index (task, type, main metric, score ×100)."""
+    rows = [
+        [r.dataset_name, r.task_name, f"`{r.metric_type}`", f"{float(r.metric_value) * 100:.2f}"]
+        for r in entries
+        if r.source_name == MTEB_SOURCE
+    ]
+    table = _markdown_table(["Task", "Type", "Main score", "this model (×100)"], rows)
+    return (
+        f"{MTEB_BEGIN}\n### MTEB\n\nMain score of each task ×100, scored by mteb's own evaluators "
+        f"(`jtcse eval mteb`).\n\n{table}\n{MTEB_END}"
+    )
+
+
+def update_card_mteb(output_dir: str | Path, results: dict[str, dict]) -> Path:
+    """Write ``jtcse eval mteb``'s main scores (its summary's entries of the tasks that ran) into
+    ``<output_dir>/README.md`` in place: ``model-index`` entries and a table of every MTEB entry, after the STS table."""
+    if not results:
+        raise JTCSEError("no MTEB scores to write into the model card.")
+    return _update_card(output_dir, mteb_eval_results(results), mteb_markdown, (MTEB_BEGIN, MTEB_END, STS_END))

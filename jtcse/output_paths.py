@@ -98,13 +98,17 @@ def read_record(path: PathLike) -> dict | None:
 
 
 def _listed(name: str, files: Iterable[str]) -> bool:
-    """Whether ``name`` is a listed name (or matches a listed pattern such as ``part-*.parquet``), or what jtcse
-    leaves beside one when killed (a temporary, a lock)."""
+    """Whether ``name`` (``/``-separated inside the output) is a listed name (or matches a listed pattern such as
+    ``part-*.parquet``), or what jtcse leaves beside one when killed (a temporary, a lock)."""
     files = set(files)
     if name in files or name == SCRATCH or any("*" in f and fnmatchcase(name, f) for f in files):
         return True
-    match = _BELONGS.fullmatch(name)
-    return bool(match) and _listed(next(group for group in match.groups() if group), files)
+    folder, _, base = name.rpartition("/")
+    match = _BELONGS.fullmatch(base)
+    if not match:
+        return False
+    group = next(group for group in match.groups() if group)
+    return _listed(f"{folder}/{group}" if folder else group, files)
 
 
 def _refuse_link(path: Path) -> None:
@@ -129,9 +133,10 @@ def _refuse_under_file(path: Path) -> None:
 
 
 def _not_written(path: Path, made_by: str, listed_in: Path) -> JTCSEError:
+    unlisted = f" ({listed_in.name} does not list it)" if listed_in != path else ""
     return JTCSEError(
-        f"{path} was not written by {made_by} ({listed_in.name} does not list it), so it is never replaced or "
-        "deleted, --overwrite or not: move it away, or give another -o/--output."
+        f"{path} was not written by {made_by}{unlisted}, so it is never replaced or deleted, --overwrite or not: "
+        "move it away, or give another -o/--output."
     )
 
 
@@ -162,10 +167,14 @@ class FolderOutput:
         self.record_path = self.path / record
         self.beside = tuple(Path(p) for p in beside)
 
+    def record(self) -> dict | None:
+        """The output's record (:func:`read_record`), or ``None`` when there is none."""
+        return read_record(self.record_path)
+
     @property
     def files(self) -> list[str]:
         """The names the record lists (none when there is no record of this command's)."""
-        record = read_record(self.record_path)
+        record = self.record()
         return list(record.get("files") or []) if record and record["written_by"] == self.made_by else []
 
     def check(self) -> None:
@@ -179,16 +188,26 @@ class FolderOutput:
         check_output_apart([self.path, *self.beside], self.inputs)
         if not self.path.is_dir():
             return
-        record = read_record(self.record_path)
+        record = self.record()
+        if record is None and (self.record_path.exists() or self.record_path.is_symlink()):
+            raise _not_written(self.record_path, self.made_by, self.record_path)
         if record is not None and record["written_by"] != self.made_by:
             raise JTCSEError(
                 f"{self.path} holds the output of {record['written_by']}; give {self.made_by} a folder of its own."
             )
-        files = [*(record or {}).get("files", []), self.record_path.name]
-        for entry in sorted(self.path.iterdir()):
-            if not _listed(entry.name, files):
+        self._check_entries(self.path, "", [*(record or {}).get("files", []), self.record_path.name])
+
+    def _check_entries(self, folder: Path, prefix: str, files: list[str]) -> None:
+        """Refuse an entry of ``folder`` the record does not list (a folder some listed name is inside: each of
+        its entries), or a link."""
+        for entry in sorted(folder.iterdir()):
+            name = prefix + entry.name
+            if _listed(name, files):
+                _refuse_link(entry)
+            elif entry.is_dir() and not entry.is_symlink() and any(f.startswith(f"{name}/") for f in files):
+                self._check_entries(entry, f"{name}/", files)
+            else:
                 raise _not_written(entry, self.made_by, self.record_path)
-            _refuse_link(entry)
 
     def _refuse_special(self) -> None:
         target = resolved(self.path)
@@ -215,7 +234,7 @@ class FolderOutput:
 
     def add(self, *names: str) -> None:
         """Enter ``names`` in the record (made with the folder when there is none): call before writing them."""
-        record = read_record(self.record_path) or {}
+        record = self.record() or {}
         if record and record["written_by"] != self.made_by:  # (check() refused it already: never rewrite another's)
             raise JTCSEError(f"{self.path} holds the output of {record['written_by']}, not of {self.made_by}.")
         files = list(self.files)
@@ -228,7 +247,7 @@ class FolderOutput:
 
     def drop(self, *names: str) -> None:
         """Take ``names`` out of the record (after removing them)."""
-        record = read_record(self.record_path)
+        record = self.record()
         if record is not None and any(name in self.files for name in names):
             atomic_write_json(self.record_path, {**record, "files": [n for n in self.files if n not in names]})
 

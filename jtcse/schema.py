@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jtcse.errors import JTCSEError
+from jtcse.errors import JTCSEError, SettingError
 
 Check = Callable[[Any], "str | None"]
 _KIND = "jtcse.schema"
@@ -86,14 +86,26 @@ def setting(
     metavar: str | None = None,
     switch: bool = False,
     short: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Any:
     """A declared value. ``unset``: what ``None`` means (shown as the default); ``key``: its name in recipes and
     on the command line when the attribute cannot have it (``with``); ``flag``: its option's name when that
     differs from the key (``--regularizer`` for ``regularizers``); ``repeat``: a list given by repeating the
     option (else comma-separated); ``switch``: a table's on/off (``[twin] enabled`` is ``--twin/--no-twin``);
-    ``short``: a one-letter option name too (``-r``), where the option has no table prefix."""
-    meta = {"help": help, "check": check, "unset": unset, "key": key, "flag": flag, "repeat": repeat,
-            "metavar": metavar, "switch": switch, "short": short}  # fmt: skip
+    ``short``: a one-letter option name too (``-r``), where the option has no table prefix; ``extra``: what the
+    owner of the settings says about the value (``Key.extra``: a training setting's trainer argument ...)."""
+    meta = {
+        "help": help,
+        "check": check,
+        "unset": unset,
+        "key": key,
+        "flag": flag,
+        "repeat": repeat,
+        "metavar": metavar,
+        "switch": switch,
+        "short": short,
+        "extra": dict(extra or {}),
+    }
     return dataclasses.field(default=default, metadata={_KIND: ("setting", meta)})
 
 
@@ -135,6 +147,11 @@ class Key:
     def check(self) -> Check | None:
         return self.meta["check"]
 
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        """What the settings' owner declared about this value beyond the schema's own (``setting(extra=...)``)."""
+        return self.meta["extra"]
+
     def problem(self, value: Any) -> str | None:
         """What is wrong with ``value`` for this key (type, then its check), or ``None``."""
         if value is None:
@@ -154,8 +171,12 @@ class Key:
         return tuple(convert(v) for v in value) if self.sequence else convert(value)
 
 
-_KINDS = {int: ("a whole number", "whole numbers"), float: ("a number", "numbers"), bool: ("true or false", "booleans"),
-          str: ("a string", "strings")}  # fmt: skip
+_KINDS = {
+    int: ("a whole number", "whole numbers"),
+    float: ("a number", "numbers"),
+    bool: ("true or false", "booleans"),
+    str: ("a string", "strings"),
+}
 
 
 def _fits(value: Any, kind: type) -> bool:
@@ -328,6 +349,8 @@ def build(cls: type, layers: Sequence[Layer], base: Any = None) -> Any:
             changes[(name,)] = built[name]
     try:
         return _replace(instance, changes)
+    except SettingError as err:
+        raise err.within(None, _origin(layers, "")) from None
     except JTCSEError as err:
         raise JTCSEError(_where(layers, "", err)) from None
 
@@ -345,15 +368,23 @@ def _build_section(instance: Any, layers: Sequence[Layer], exclude: Sequence[str
             changes[known[key].path] = known[key].coerce(value)
     try:
         return _replace(instance, changes)
+    except SettingError as err:  # a check across keys: the keys are this table's
+        raise err.within(name, _origin(layers, name)) from None
     except JTCSEError as err:
         raise JTCSEError(_where(layers, name, err)) from None
 
 
-def _where(layers: Sequence[Layer], section: str, err: Exception) -> str:
-    """A check across keys failed: the error, after the layers that set that table (a layer without a ``where``,
-    the command line's options, is left out: its error names the options itself)."""
+def _origin(layers: Sequence[Layer], section: str) -> str:
+    """The layers that set ``section`` (``""``: the top), as an error names them (a layer without a ``where``, the
+    command line's options, is left out: its error names the options itself)."""
     named = [f"{layer.where}{f' [{section}]' if section else ''}" for layer in layers if layer.where]
-    return f"{' / '.join(dict.fromkeys(named))}: {err}" if named else str(err)
+    return " / ".join(dict.fromkeys(named))
+
+
+def _where(layers: Sequence[Layer], section: str, err: Exception) -> str:
+    """A check across keys failed: the error, after the layers that set that table (:func:`_origin`)."""
+    origin = _origin(layers, section)
+    return f"{origin}: {err}" if origin else str(err)
 
 
 def _unknown(cls: type, layer: Layer, section: str, key: str, value: Any) -> JTCSEError:

@@ -69,7 +69,7 @@ def test_cosine_spearman_matches_direct_computation(tmp_path):
 def test_a_byte_order_mark_does_not_start_the_first_sentence(tmp_path):
     """Every sentence file is read by jtcse.corpus.decode_line: a BOM (U+FEFF, which str.strip keeps) stayed in the
     first text encode stored, the first corpus sentence and the first STS-B genre."""
-    from jtcse.evaluation.mteb_runner import _read_local_pairs
+    from jtcse.evaluation.mteb_local_tasks import read_sts_pairs
     from jtcse.search.lines import iter_chunks, plan_chunks
 
     bom = "\ufeff".encode()
@@ -84,4 +84,4 @@ def test_a_byte_order_mark_does_not_start_the_first_sentence(tmp_path):
     assert read_stsb_file(stsb).genres == ["main-news"]
     local = tmp_path / "local.tsv"
     local.write_bytes(bom + b"sentence1\tsentence2\tscore\nA cat.\tA dog.\t4.0\n")
-    assert _read_local_pairs(local) == (["A cat."], ["A dog."], [4.0])
+    assert read_sts_pairs(local) == (["A cat."], ["A dog."], [4.0])

@@ -209,7 +209,7 @@ def test_trainer_modules_import_no_torch_so_bad_options_fail_at_once():
     reads the trainers' presets when it starts, loads not even numpy: ``jtcse --help`` answers at once."""
     code = (
         "import sys\n"
-        "import jtcse.training.twin, jtcse.training.simcse, jtcse.training.distill, jtcse.training.pipeline\n"
+        "import jtcse.training.twin, jtcse.training.simcse, jtcse.training.distill, jtcse.pipeline.run\n"
         "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
     )
     result = run_python(code)
@@ -259,8 +259,8 @@ def test_the_pipelines_options_show_its_configs_defaults_and_run_them_when_none_
     """Each --KEY / --STAGE-KEY option is unset by default, so the config's default applies (one number, one
     place: the stage's settings class), and --help shows it; with no option typed the config is the default one."""
     from jtcse.commands.pipeline import STAGE_OPTIONS, TOP, pipeline_config
+    from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS, PipelineConfig
     from jtcse.schema import get
-    from jtcse.training.pipeline import ENSEMBLE_WEIGHTS, PipelineConfig
 
     params = {param.name: param for param in _command("pipeline").params}
     for options in (TOP, *STAGE_OPTIONS):
@@ -273,7 +273,7 @@ def test_the_pipelines_options_show_its_configs_defaults_and_run_them_when_none_
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 assert param.show_default == (f"{value:g}" if isinstance(value, float) else str(value)), param.name
     assert params["twin_learning_rate"].show_default == "1e-05" and params["warmup_batch_size"].show_default == "32"
-    for weights in ENSEMBLE_WEIGHTS.values():  # both defaults, with and without a twin
+    for weights in (ENSEMBLE_WEIGHTS.warmups, ENSEMBLE_WEIGHTS.twin):  # both defaults, with and without a twin
         assert ",".join(f"{w:g}" for w in weights) in params["ensemble_weights"].show_default
     context = _command("pipeline").make_context("pipeline", ["-o", "out"])
     config, record = pipeline_config(context.params)

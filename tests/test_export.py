@@ -5,12 +5,12 @@ scripts/test.sh), real conversions of a tiny tower that load with sentence-trans
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 
 import numpy as np
 import pytest
+from helpers.backends import installed, needs_openvino
 from helpers.cli import invoke_cli, one_error_line, run_cli
 
 from jtcse.defaults import default_corpus_sentences
@@ -18,16 +18,6 @@ from jtcse.errors import JTCSEError
 from jtcse.export import check_backend, export_model
 
 SENTENCES = default_corpus_sentences(limit=12)  # calibration and comparison sentences (standard-library prose)
-
-
-def _installed(package: str) -> bool:
-    try:
-        return importlib.util.find_spec(package) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-OPENVINO = _installed("optimum.intel") and _installed("openvino")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +90,7 @@ def test_cli_bad_inputs_are_one_line_and_write_nothing(tmp_path, tiny_bert, twin
     "fmt, extra, package", [("onnx", "onnx", "optimum.onnxruntime"), ("openvino", "openvino", "optimum.intel")]
 )
 def test_cli_missing_backend_names_the_extra(tmp_path, tiny_bert, calibration, fmt, extra, package):
-    if _installed(package):
+    if installed(package):
         pytest.skip(f"{package} is installed here")
     options = ("--calibration", calibration) if fmt == "openvino" else ()
     line = one_error_line(
@@ -115,7 +105,7 @@ def test_cli_missing_backend_names_the_extra(tmp_path, tiny_bert, calibration, f
 def test_cli_backend_that_breaks_inside_the_export_is_one_line(tmp_path, tiny_bert):
     """optimum-onnx 0.1.0 beside transformers 5 imports, then fails at `get_parameter_dtype`; this stand-in
     package fails on that same import, against the transformers installed here."""
-    if _installed("optimum") or _installed("onnxruntime"):
+    if installed("optimum") or installed("onnxruntime"):
         pytest.skip("a real optimum/onnxruntime is installed here")
     stand_in = tmp_path / "site"
     (stand_in / "onnxruntime").mkdir(parents=True)
@@ -192,7 +182,7 @@ def _cosines(tower: str, exported, **backend_options) -> np.ndarray:
 @pytest.mark.export
 @pytest.mark.slow
 @pytest.mark.cli
-@pytest.mark.skipif(not OPENVINO, reason="needs OpenVINO's Optimum backend: pip install jtcse[openvino]")
+@needs_openvino
 def test_openvino_fp32_export_loads_and_matches_torch(tmp_path, long_tower):
     out = tmp_path / "ov"
     result = run_cli("export", long_tower, "-f", "openvino", "-o", out)
@@ -211,7 +201,7 @@ def test_openvino_fp32_export_loads_and_matches_torch(tmp_path, long_tower):
 @pytest.mark.export
 @pytest.mark.slow
 @pytest.mark.cli
-@pytest.mark.skipif(not OPENVINO, reason="needs OpenVINO's Optimum backend: pip install jtcse[openvino]")
+@needs_openvino
 def test_openvino_int8_calibrates_on_a_local_file_offline(tmp_path, long_tower, calibration):
     out = tmp_path / "ov8"
     result = run_cli("export", long_tower, "-f", "openvino", "-q", "int8", "--calibration", calibration, "-o", out)
@@ -228,7 +218,7 @@ def test_openvino_int8_calibrates_on_a_local_file_offline(tmp_path, long_tower, 
 
 @pytest.mark.export
 @pytest.mark.slow
-@pytest.mark.skipif(not OPENVINO, reason="needs OpenVINO's Optimum backend: pip install jtcse[openvino]")
+@needs_openvino
 def test_a_failed_export_leaves_no_temporary_folder(tmp_path, tiny_bert, calibration):
     """The tiny tower's position table (68) is shorter than the 384 tokens OpenVINO calibrates with: refused
     (the quantizer itself would fail deep inside OpenVINO) after the float graph was written, and nothing of

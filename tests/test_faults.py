@@ -502,7 +502,7 @@ def test_rejected_overwrite_leaves_the_finished_model_as_it_was(
             "--overwrite",
         )
     )
-    assert "cael_every=3 does not divide the towers' 4 layers" in line
+    assert "--cael-every=3 does not divide the towers' 4 layers" in line  # the option, as the command names it
     cases = [
         (
             lambda: train_twin(tiny_bert, tiny_bert_b, corpus, twin, device="tpu9", overwrite=True),

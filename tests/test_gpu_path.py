@@ -206,8 +206,9 @@ def test_cuda_on_a_machine_without_it_is_one_line_and_nothing_is_written(tmp_pat
 def test_trainers_check_device_and_precision_before_loading_anything(tmp_path):
     """fp16 on the CPU is refused up front by every trainer and by the pipeline (no model named here exists: a
     check after loading would fail otherwise); bf16 on the CPU is accepted (autocast)."""
+    from jtcse.pipeline.run import run_pipeline
+    from jtcse.pipeline.settings import PipelineConfig
     from jtcse.training.distill import distill
-    from jtcse.training.pipeline import PipelineConfig, run_pipeline
     from jtcse.training.simcse import train_simcse
     from jtcse.training.stage import training_device
     from jtcse.training.twin import train_twin

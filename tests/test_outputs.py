@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import test_export
+from helpers.backends import OPENVINO
 from helpers.cli import click_app, invoke_cli
 from helpers.file_server import FileServer
 from helpers.sts import write_stsb
@@ -124,7 +124,6 @@ CASES = (
     "overwrite with my file added",
 )
 SLOW_CASES = {"overwrite with my file added"}
-OPENVINO = test_export.OPENVINO  # (the export tests' one test of it)
 
 
 def _params():
@@ -480,7 +479,7 @@ def test_case7_the_best_checkpoint_by_dev_is_the_step_saved():
     ]:
         history = [{"step": step, DEV_METRIC: score} for step, score in scores.items()]
         state = SimpleNamespace(global_step=4, best_model_checkpoint=best_checkpoint, best_metric=scores.get(best))
-        summary = {**loss_history(history), **_kept(state, best_dev=True)}
+        summary = {**loss_history(history), **_kept(state, checkpoint="best-dev")}
         assert summary["best_step"] == best and summary["saved_step"] == (best or 4), scores
 
 

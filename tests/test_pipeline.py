@@ -10,7 +10,8 @@ import pytest
 
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
-from jtcse.training.pipeline import PipelineConfig, run_pipeline
+from jtcse.pipeline.run import run_pipeline
+from jtcse.pipeline.settings import PipelineConfig
 
 TINY = {"batch_size": 16, "max_steps": 2, "learning_rate": 1e-3}
 
@@ -75,10 +76,10 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path, tiny_bert):
         ({}, r"the eval stage reports on a dev file: give --dev-file"),
         (dict(dev_file=str(tmp_path / "missing.csv")), r"dev file not found"),
         (dict(until="twin", twin={"enabled": True, "checkpoint": "best-dev"}),
-         r"^\[twin\] checkpoint = best-dev keeps the best checkpoint by the dev file: give --dev-file, or keep the "
-         r"last step \(--twin-checkpoint last\)\.$"),
+         r"^\[twin\] checkpoint best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
+         r"\(dev_file\); or keep the last step \(\[twin\] checkpoint last\)\.$"),
         (dict(until="twin", twin={"enabled": True}, probe={"enabled": True}),
-         r"the probe scores its twins on a selection file"),
+         r"the probe scores its twins on selection files"),
     ]  # fmt: skip
     for values, message in cases:  # JTCSEError, or the Ensemble's own ValueError of its weights
         with pytest.raises(ValueError, match=message):
@@ -213,7 +214,7 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
 
     dev = write_stsb(tmp_path / "dev.csv")
     with pytest.raises(JTCSEError, match="shares 6 of its 6 sentence pairs with the dev file"):
-        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=str(dev)))
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_files=[str(dev)]))
     selection = tmp_path / "selection.csv"
     a, b, score = DEV_PAIRS[2]
     rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(120)] + [
@@ -230,10 +231,51 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
         "".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)), encoding="utf-8"
     )
     with pytest.raises(JTCSEError, match="shares 1 of its 11 sentence pairs with the dev file"):
-        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=str(selection)))
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_files=[str(selection)]))
     with pytest.raises(JTCSEError, match="selection file not found: "):
         missing = str(tmp_path / "nope.csv")
-        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=missing))
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_files=[missing]))
+
+
+def test_the_one_rule_maximises_the_mean_over_the_files_and_keeps_every_file_at_the_start():
+    """best_by_total: the best mean among candidates at or above the start on every file; when none is, the one
+    whose worst file falls least below it; ties to the first. Hand-computed cases."""
+    from jtcse.training.selection import best_by_total, shortfall, total
+
+    start = {"sts": 0.80, "sick": 0.70}
+    candidates = {
+        0.5: {"sts": 0.81, "sick": 0.70},  # mean 0.755, keeps both
+        1.0: {"sts": 0.84, "sick": 0.69},  # mean 0.765, but SICK below the start
+        2.0: {"sts": 0.82, "sick": 0.71},  # mean 0.765, keeps both: the choice
+        3.0: {"sts": 0.83, "sick": 0.70},  # mean 0.765 too, later: a tie goes to the first
+    }
+    assert best_by_total(candidates, start) == 2.0
+    assert best_by_total(candidates) == 1.0  # without a floor: the best mean (the first of the tie)
+    assert total(candidates[2.0]) == pytest.approx(0.765) and shortfall(candidates[1.0], start) == pytest.approx(0.01)
+    high = {"sts": 0.90, "sick": 0.90}  # nothing reaches it: the one that falls least below
+    assert best_by_total(candidates, high) == 2.0  # worst files 0.20, 0.21, 0.19, 0.20 below
+    assert best_by_total({**candidates, 2.0: {"sts": 0.70, "sick": 0.71}}, high) == 3.0  # three 0.20 below: best mean
+    with pytest.raises(ValueError, match="no candidates"):
+        best_by_total({}, start)
+
+
+def test_selection_files_repeat_on_the_command_line_and_a_file_given_twice_is_refused(tmp_path):
+    from helpers.cli import click_app
+    from helpers.sts import write_stsb
+
+    from jtcse.commands.pipeline import pipeline_config
+    from jtcse.training.selection import selection_sets
+
+    command = click_app().commands["pipeline"]
+    context = command.make_context("pipeline", ["--selection-file", "a.csv", "--selection-file", "b.csv"])
+    config, _ = pipeline_config(context.params)
+    assert config.selection_files == ("a.csv", "b.csv")
+    one = write_stsb(tmp_path / "one.csv")
+    with pytest.raises(JTCSEError, match="given twice"):
+        selection_sets([str(one), str(tmp_path / "." / "one.csv")], None)
+    with pytest.raises(JTCSEError, match=r"selection_files = \["):
+        config_from = PipelineConfig.from_values
+        config_from({"selection_file": "x.csv"}, where="recipe old.toml")
 
 
 def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(shared_data, caplog):
@@ -253,7 +295,8 @@ def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(sha
 
 
 def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny_bert, tmp_path):
-    from jtcse.training.pipeline import ENSEMBLE_WEIGHTS, is_sentence_encoder
+    from jtcse.pipeline.plan import is_sentence_encoder
+    from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS
 
     assert is_sentence_encoder(None) and is_sentence_encoder(tiny_bert)
     assert not is_sentence_encoder(str(tiny_bert) + ".hf")  # a plain transformers folder (make_tiny_tower's source)
@@ -263,23 +306,37 @@ def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):  # twin + start
         run_pipeline(tmp_path, config(tower_a=tiny_bert, until="ensemble", twin={"enabled": True},
                                       ensemble={"weights": [1]}))  # fmt: skip
-    assert len(ENSEMBLE_WEIGHTS["warmups"]) == 3 and len(ENSEMBLE_WEIGHTS["twin"]) == 2
+    assert len(ENSEMBLE_WEIGHTS.warmups) == 3 and len(ENSEMBLE_WEIGHTS.twin) == 2
 
 
 @pytest.mark.slow
-def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_probe(
+def _chosen_by_mean_over_files(scores: dict, start: dict):
+    """The key of ``scores`` (key -> {file: {"all": ...}}) with the best mean over the files among those scoring at
+    least ``start`` on every file, else the one whose worst file falls least below it: the rule, written as a loop."""
+    best, best_key = None, None
+    for key, files in scores.items():
+        short = max([0.0] + [start[f]["all"] - files[f]["all"] for f in start])
+        mean = sum(files[f]["all"] for f in files) / len(files)
+        if best is None or (short, -mean) < best:
+            best, best_key = (short, -mean), key
+    return best_key
+
+
+def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data
 ):
     from jtcse.training.selection import WEIGHT_GRID
 
-    dev, selection = tmp_path / "dev.csv", tmp_path / "selection.csv"
+    dev, sts, sick = tmp_path / "dev.csv", tmp_path / "sts.csv", tmp_path / "sick.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
     dev.write_text("\n".join(lines[:30] + lines[700:730] + lines[1200:1230]) + "\n", encoding="utf-8")
     train = (shared_data / "stsbenchmark" / "sts-train.csv").read_text(encoding="utf-8").splitlines()
-    selection.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
+    sts.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
+    sick_lines = (shared_data / "sick" / "sick-train.csv").read_text(encoding="utf-8").splitlines()
+    sick.write_text("\n".join(sick_lines[:40]) + "\n", encoding="utf-8")
     settings = {"batch_size": 8, "max_steps": 2}
     common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), dev_file=str(dev),
-                  selection_file=str(selection), warmup=settings, twin={"batch_size": 4, "max_steps": 2},
+                  selection_files=[str(sts), str(sick)], warmup=settings, twin={"batch_size": 4, "max_steps": 2},
                   distill=settings)  # fmt: skip
     result = run_pipeline(tmp_path / "recipe", config(**common))
     stages, out = result["stages"], tmp_path / "recipe"
@@ -288,10 +345,13 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     ]  # fmt: skip
     ens = stages["ensemble"]
     assert ens["members"] == [str(out / "tower_a"), str(out / "tower_b"), tiny_bert]
-    scores = ens["selection_spearman"]
+    scores, start = ens["selection_spearman"], ens["start_selection_spearman"]
     assert list(scores) == [f"{w:g}" for w in WEIGHT_GRID]
-    best = max(WEIGHT_GRID, key=lambda w: scores[f"{w:g}"])
-    assert ens["weights"] == [best, best, 1.0]  # the start at 1, the warm-ups at the weight best on the selection
+    assert all(set(files) == {str(sts), str(sick)} for files in scores.values())  # each file reported, per genre
+    assert set(scores["1"][str(sts)]) == {"all", "main-captions"}  # these 40 pairs are captions
+    assert set(start[str(sick)]) == {"all", "sick"}
+    best = float(_chosen_by_mean_over_files(scores, start))
+    assert ens["weights"] == [best, best, 1.0]  # the start at 1, the warm-ups at the weight the rule chose
     assert stages["distill"]["model"]["teacher"] == str(out / "ensemble")
     genres = stages["eval"]["dev_spearman_by_genre"]
     assert set(genres["start"]) == {"main-captions", "main-news", "main-forums"}
@@ -307,10 +367,10 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     probed = run_pipeline(tmp_path / "twin", config(**common, until="twin", probe=probe))
     chose = probed["stages"]["probe"]
     assert set(chose["selection_spearman"]) == {"1e-05", "0.001"}
-    lr = max((1e-5, 1e-3), key=lambda lr: chose["selection_spearman"][f"{lr:g}"])
+    lr = float(_chosen_by_mean_over_files(chose["selection_spearman"], chose["start_selection_spearman"]))
     assert chose["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
     assert probed["stages"]["twin"]["model"]["pooling"] == "cls"  # the towers' own
-    # the same run on to the ensemble, the twin's towers as two members chosen on the selection file with the start
+    # the same run on to the ensemble, the twin's towers as two members chosen on the selection files with the start
     towers = run_pipeline(
         tmp_path / "twin", config(**common, until="ensemble", probe=probe, ensemble={"twin_towers": True})
     )
@@ -326,8 +386,8 @@ def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_ta
     """STAGES is the one list: --until takes its values, each settings table is one of its stages', and the
     --help of the command lists each stage with its folder."""
     from jtcse.commands.pipeline import HELP
+    from jtcse.pipeline.stages import STAGES, UNTIL
     from jtcse.schema import sections
-    from jtcse.training.pipeline import STAGES, UNTIL
 
     assert UNTIL == ("warmup", "probe", "twin", "ensemble", "distill", "eval")
     assert set(sections(PipelineConfig)) == {stage.table for stage in STAGES} - {None}
@@ -336,3 +396,47 @@ def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_ta
     assert [stage.folder for stage in STAGES] == folders
     for stage in STAGES:
         assert f"{stage.name} ({stage.folder}/)" in HELP
+
+
+def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
+    """make_plan, one decision a function: from a sentence-transformers start the twin is off and the ensemble holds
+    the warm-ups and the start at the default weights; from a plain transformers model the twin trains and there is
+    no ensemble; named members leave the start out unless asked; the twin's towers are two members."""
+    from jtcse.pipeline.plan import make_plan
+    from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS
+    from jtcse.pipeline.stages import DISTILL, ENSEMBLE, TWIN, WARMUP_A, WARMUP_B
+
+    out = tmp_path / "run"
+    encoder = make_plan(config(tower_a=tiny_bert, until="distill"), out, "cpu")
+    assert not encoder.twin and encoder.members == (str(out / "tower_a"), str(out / "tower_b"), tiny_bert)
+    assert encoder.weights == ENSEMBLE_WEIGHTS.warmups and not encoder.choose and encoder.start_index == 2
+    assert encoder.stages == (WARMUP_A, WARMUP_B, ENSEMBLE, DISTILL) and encoder.evaluated == encoder.stages
+    assert encoder.teacher == out / "ensemble" and encoder.student == tiny_bert
+    assert encoder.dev_file is None and encoder.selection == {} and encoder.selection_files == ()  # none read
+
+    plain = make_plan(config(tower_a=tiny_bert + ".hf", until="distill"), out, "cpu")
+    assert plain.twin and plain.members == () and plain.teacher == out / "twin" and TWIN in plain.stages
+    assert ENSEMBLE not in plain.stages and list(plain.starting) == ["start", "start_b"]
+
+    named = make_plan(config(tower_a=tiny_bert, until="distill", ensemble={"with": [tiny_bert]}), out, "cpu")
+    assert named.twin and named.members == (str(out / "twin"), tiny_bert) and named.weights is None
+    towers = make_plan(config(tower_a=tiny_bert, until="ensemble", twin={"enabled": True},
+                              ensemble={"twin_towers": True}), out, "cpu")  # fmt: skip
+    assert towers.members[:2] == (str(out / "twin"),) * 2 and towers.weights == ENSEMBLE_WEIGHTS.twin_towers
+    assert towers.member_labels[:2] == (f"{out / 'twin'}/tower_1", f"{out / 'twin'}/tower_2")
+    assert not out.exists()
+
+
+def test_a_stage_whose_table_is_not_a_section_fails_on_import():
+    """Stage.table (and the table a stage trains with) is checked against the config's sections when the config is
+    declared: a table without a stage, or a stage's table that is no section, is a TypeError."""
+    from dataclasses import make_dataclass
+
+    from jtcse.pipeline.settings import TwinStage
+    from jtcse.pipeline.stages import check_tables
+    from jtcse.schema import section
+
+    check_tables(PipelineConfig)
+    partial = make_dataclass("Partial", [("twin", TwinStage, section(TwinStage(), "Only the twin."))], frozen=True)
+    with pytest.raises(TypeError, match=r"not a section \['distill', 'ensemble', 'probe', 'warmup', 'warmup_b'\]"):
+        check_tables(partial)

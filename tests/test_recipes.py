@@ -15,10 +15,10 @@ import pytest
 from helpers.cli import REPO, click_app, invoke_cli, one_error_line
 
 from jtcse.errors import JTCSEError
+from jtcse.pipeline.recipe import load_recipe
+from jtcse.pipeline.settings import PipelineConfig
 from jtcse.schema import get, keys
 from jtcse.toml_file import tomllib
-from jtcse.training.pipeline import PipelineConfig
-from jtcse.training.recipe import load_recipe
 
 MODELS = REPO / "models"
 RECIPES = sorted(MODELS.glob("*/recipe.toml"))

@@ -130,8 +130,8 @@ def test_the_toml_written_reads_back_to_the_same_settings():
 def test_the_pipelines_dump_reads_back_to_the_same_config_for_every_recipe():
     from helpers.cli import REPO
 
-    from jtcse.training.pipeline import PipelineConfig
-    from jtcse.training.recipe import dump_recipe, load_recipe
+    from jtcse.pipeline.recipe import dump_recipe, load_recipe
+    from jtcse.pipeline.settings import PipelineConfig
 
     for path in sorted((REPO / "models").glob("*/recipe.toml")):
         config = load_recipe(path)

@@ -174,7 +174,7 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
     pipeline's stages are those very classes: one number, one place."""
     from dataclasses import replace
 
-    from jtcse.training.pipeline import PipelineConfig
+    from jtcse.pipeline.settings import PipelineConfig
     from jtcse.training.settings import DistillSettings, TrainingSettings, TwinSettings, WarmupSettings, resolve
 
     warmup, twin, distill = WarmupSettings(), TwinSettings(), DistillSettings()

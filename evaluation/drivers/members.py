@@ -306,7 +306,9 @@ class MembersRunner(ScoredGrid):
         students scored."""
         from sentence_transformers import SentenceTransformer
 
-        from jtcse.training.pipeline import PipelineConfig, run_pipeline
+        from jtcse.pipeline.run import run_pipeline
+        from jtcse.pipeline.settings import PipelineConfig
+        from jtcse.pipeline.stages import DISTILL, TWIN, WARMUP_A, WARMUP_B
 
         for choice in dict.fromkeys([self.default_choice(), "today"]):
             tag, kind = choice.replace(":", "-"), "dropout" if choice == "today" else choice.split(":")[-1]
@@ -314,15 +316,15 @@ class MembersRunner(ScoredGrid):
             for seed in self.cfg["seeds"][: self.cfg["today_seeds"] if choice == "today" else None]:
                 name, out = f"student_{tag}_s{seed}", self.work / f"pipeline_{tag}_s{seed}"
                 _, a, b = self.members_of(kind, seed)
-                copies = {"tower_a": a, "tower_b": b}
+                copies = {WARMUP_A.folder: a, WARMUP_B.folder: b}
                 if ":" in choice:
-                    copies["twin"] = f"{trained_twin(choice)}_{kind}_s{seed}"
+                    copies[TWIN.folder] = f"{trained_twin(choice)}_{kind}_s{seed}"
                 for folder, row in copies.items():
                     if not (out / folder).exists():
                         shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
                 config = PipelineConfig.from_values(self.pipeline_values(choice, seed))
-                self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"]["distill"],
-                             lambda: SentenceTransformer(str(out / "distilled"), device="cpu"),
+                self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.name],
+                             lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
                              group="student", choice=choice, seed=seed, settings=config.values())  # fmt: skip
                 self.ensemble_time(name, out)
 

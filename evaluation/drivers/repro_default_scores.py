@@ -15,7 +15,10 @@ from evaluation.drivers.splits import dev_and_selection
 
 class ScoredGrid(TrainingGrid):
     """:class:`~evaluation.drivers.grid.TrainingGrid` with the selection split, per-genre scores and cached pair
-    cosines: every row of the defaults driver is scored on both splits, per genre."""
+    cosines: every row of the defaults driver is scored on both splits, per genre (a driver scoring other splits
+    names them in ``split_names`` and returns their pairs from :meth:`pairs`)."""
+
+    split_names = SPLITS
 
     def __init__(self, work: Path, cfg: dict, threads: int, data: Path = DATA):
         super().__init__(work, cfg, threads, data)
@@ -43,8 +46,8 @@ class ScoredGrid(TrainingGrid):
         for path in sorted((self.work / "results").glob("*.json")):
             row = json.loads(path.read_text(encoding="utf-8"))
             name = row["name"]
-            if "select_spearman" in row and all(self.cos_path(name, s).exists() for s in SPLITS):
-                fresh = self.scores_from({split: self.cosines(name, split) for split in SPLITS})
+            if all(f"{s}_spearman" in row and self.cos_path(name, s).exists() for s in self.split_names):
+                fresh = self.scores_from({split: self.cosines(name, split) for split in self.split_names})
                 if any(row.get(k) != v for k, v in fresh.items()):
                     path.write_text(
                         json.dumps({**row, **fresh, "select_pairs": len(self.select)}, indent=2, default=str),
@@ -69,13 +72,13 @@ class ScoredGrid(TrainingGrid):
         from jtcse.evaluation.sts import encode_unique, paired_cosine
 
         row = self.row(name) or {}
-        if "select_spearman" in row and all(self.cos_path(name, s).exists() for s in SPLITS):
+        if all(f"{s}_spearman" in row and self.cos_path(name, s).exists() for s in self.split_names):
             return row
         model = load()
         model.max_seq_length = self.cfg["eval_max_seq_length"]
         started = time.perf_counter()
         cos = {}
-        for split in SPLITS:
+        for split in self.split_names:
             pairs = self.pairs(split)
             cos[split] = paired_cosine(encode_unique(model, pairs.sentences1 + pairs.sentences2, 64), pairs)
             np.save(self.cos_path(name, split), cos[split])

@@ -31,9 +31,10 @@ def model_argument(required: bool = False):
 
 def tower_option(which: str):
     return typer.Option(
-        None, f"--tower-{which}",
+        None,
+        f"--tower-{which}",
         help="Tower to start from: a sentence-transformers or transformers model dir, or a hub name. Default: the embedded MiniLM.",
-    )  # fmt: skip
+    )
 
 
 def checked_device(value: str | None) -> str | None:
@@ -57,9 +58,10 @@ def device_option():
 
 def devices_option():
     return typer.Option(
-        None, "--devices",
+        None,
+        "--devices",
         help="Encode with one worker process per device, e.g. cuda:0,cuda:1 (sentence-transformers' multi-process pool).",
-    )  # fmt: skip
+    )
 
 
 def processes_option():
@@ -89,22 +91,6 @@ def pooling_option(training: bool = False):
     return typer.Option(
         None, "--pooling", callback=checked_pooling, help="Override the checkpoint's pooling: cls or mean."
     )
-
-
-def ensemble_weights_option(flag: str = "--weights"):
-    return typer.Option(
-        None, flag, help="One positive weight per ensemble member, comma-separated (e.g. 1,0.5). Default: all 1."
-    )
-
-
-def parse_weights(text: str | None, flag: str = "--weights") -> list[float] | None:
-    """``"1,0.5"`` -> ``[1.0, 0.5]``; None stays None."""
-    if text is None:
-        return None
-    try:
-        return [float(part) for part in text.split(",")]
-    except ValueError:
-        raise JTCSEError(f"{flag} must be comma-separated numbers such as 1,0.5; got {text!r}.") from None
 
 
 def inference_batch_size_option(default: int, what: str = "encoded"):
@@ -197,9 +183,10 @@ def old_output_option(old: str):
 
 def resume_option():
     return typer.Option(
-        True, "--resume/--no-resume",
+        True,
+        "--resume/--no-resume",
         help="Resume from the last checkpoint in -o/--output; the other settings must match (see docs/runs.md).",
-    )  # fmt: skip
+    )
 
 
 def overwrite_option():

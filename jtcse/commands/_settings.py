@@ -21,6 +21,7 @@ from typing import Any
 import typer
 
 from jtcse.commands._options import given_once
+from jtcse.errors import SettingError
 from jtcse.schema import Key, Layer, build, get, keys
 
 
@@ -142,7 +143,8 @@ def settings_from(options: Options, arguments: Mapping[str, Any]) -> Any:
 
 def with_settings(*groups: Options) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add the options of ``groups`` to a typer command function, which takes them as ``**options`` beside its
-    own arguments (read them with :func:`given` / :func:`settings_from`)."""
+    own arguments (read them with :func:`given` / :func:`settings_from`). A
+    :class:`~jtcse.errors.SettingError` the command raises names each setting by its option (:func:`option_name`)."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         hints = typing.get_type_hints(command)  # in the command's module: its annotations may be strings
@@ -159,7 +161,10 @@ def with_settings(*groups: Options) -> Callable[[Callable[..., Any]], Callable[.
 
         @functools.wraps(command)
         def wrapper(**arguments: Any) -> Any:
-            return command(**arguments)
+            try:
+                return command(**arguments)
+            except SettingError as err:  # raised by a check, a trainer or a loss: named by its option here
+                raise err.renamed(option_name(groups, err.table)) from None
 
         parameters = own + generated
         wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
@@ -168,6 +173,13 @@ def with_settings(*groups: Options) -> Callable[[Callable[..., Any]], Callable[.
         return wrapper
 
     return decorate
+
+
+def option_name(groups: Sequence[Options], table: str | None) -> Callable[[str], str | None]:
+    """The option of a key of ``table`` among ``groups`` (a key of no table, or of none of ``groups``' tables, is
+    looked for among the unprefixed options; ``None``: it has no option here)."""
+    named = flags(groups)
+    return lambda key: named.get((table or "", key)) or named.get(("", key))
 
 
 def flags(groups: Sequence[Options]) -> dict[tuple[str, str], str]:

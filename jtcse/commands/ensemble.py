@@ -7,22 +7,26 @@ from pathlib import Path
 import typer
 
 from jtcse.commands import _options as opts
+from jtcse.commands._settings import Options, settings_from, with_settings
 from jtcse.locking import json_text
+from jtcse.training.ensemble import JoinSettings
+
+OPTIONS = Options(JoinSettings, JoinSettings())
 
 
 def register(app: typer.Typer) -> None:
     app.command("ensemble")(ensemble)
 
 
+@with_settings(OPTIONS)
 def ensemble(
     models: list[str] = typer.Argument(
         ..., help="Two or more member models: jtcse twins, towers or any sentence-transformers checkpoint."
     ),
     output: Path = opts.output_option("the ensemble checkpoint"),
     output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
-    combine: str = typer.Option("concat", help="concat (any widths) or sum (members of one width)."),
-    weights: str | None = opts.ensemble_weights_option(),
     overwrite: bool = opts.overwrite_option(),
+    **options,
 ) -> None:
     """Combine models into one checkpoint: each member keeps its own tokenizer and pooling.
 
@@ -34,19 +38,20 @@ def ensemble(
     Example: jtcse ensemble runs/twin all-MiniLM-L6-v2-dir -o runs/ensemble
     """
     from jtcse.errors import JTCSEError
-    from jtcse.modeling.ensemble import check_weights
     from jtcse.training.ensemble import save_ensemble
 
+    join = settings_from(OPTIONS, options)
     output_dir = Path(output)
     if len(models) < 2:
         raise JTCSEError(f"An ensemble needs at least two models; got {len(models)}.")
-    parsed = check_weights(opts.parse_weights(weights), len(models))
-    model = save_ensemble(models, output_dir, combine=combine, weights=parsed, overwrite=overwrite, device="cpu")
+    model = save_ensemble(
+        models, output_dir, combine=join.combine, weights=join.weights, overwrite=overwrite, device="cpu"
+    )
     summary = {
         "output_dir": str(output_dir),
         "members": [str(m) for m in models],
-        "combine": combine,
-        "weights": parsed,
+        "combine": join.combine,
+        "weights": model[0].weights,
         "dimension": model.get_embedding_dimension(),
     }
     typer.echo(json_text(summary), nl=False)

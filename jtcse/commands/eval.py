@@ -159,14 +159,21 @@ def mteb_command(
     tasks: str | None = typer.Option(
         None,
         "--tasks",
-        help="Comma-separated MTEB task names. Default: STS17 (en-en), STS22.v2 (en), STSBenchmarkMultilingualSTS (en, test).",
+        help="Comma-separated MTEB task names. Default: STS17 (en-en), STS22.v2 (en), STSBenchmarkMultilingualSTS (en, "
+        "test); none with --benchmark.",
     ),
-    local_task: list[Path] = typer.Option(
+    benchmark: str | None = typer.Option(
+        None, "--benchmark", help="An MTEB benchmark by name (mteb.get_benchmark), e.g. 'MTEB(eng, v2)': all its tasks."
+    ),
+    local_task: list[str] = typer.Option(
         [],
         "--local-task",
-        help="An STS file to run as an MTEB task (TSV/CSV/JSONL with sentence1, sentence2, score; repeatable).",
+        help="PATH or TYPE:PATH of a task on disk (repeatable); the type comes from the layout: a BEIR folder "
+        "(retrieval), text/label/split rows or a train.jsonl + test.jsonl folder (classification), "
+        "sentence1/sentence2/label rows (pair-classification), sentence1/sentence2/score rows or an STS-B file (sts). "
+        "retrieval-pairs:FILE reads an STS file as retrieval (pairs scoring 4 or more: sentence1 finds sentence2).",
     ),
-    output: Path = opts.output_option("one JSON per task plus summary.json", Path("mteb-results")),
+    output: Path = opts.output_option("the results, in mteb's results layout, and summary.json", Path("mteb-results")),
     output_dir_alias: Path | None = opts.old_output_option("--output-dir"),
     pooling: str | None = opts.pooling_option(),
     batch_size: int = opts.inference_batch_size_option(64),
@@ -176,28 +183,69 @@ def mteb_command(
         "--cache-dir",
         help="MTEB result cache; results are reused only for the same weights (default: $MTEB_CACHE or ~/.cache/mteb).",
     ),
+    update_card: bool = typer.Option(
+        False,
+        "--update-card",
+        help="Write the main scores into MODEL/README.md (model-index entries and a table); MODEL must be a writable "
+        "folder.",
+    ),
 ) -> None:
-    """Run MTEB tasks; a task whose data cannot be loaded (e.g. offline) is reported and skipped.
+    """Run MTEB tasks with mteb's own tasks and evaluators: by name, a whole benchmark, or tasks from local files.
 
     Task names are MTEB's (see `mteb.get_tasks()`); "NAME:SUBSET" keeps one subset (e.g. STS17:en-en).
-    Results: OUTPUT/<task>.json (MTEB's TaskResult) and OUTPUT/summary.json (main score per task), in a folder of
-    eval mteb's own (its jtcse_outputs.json lists them; a file it does not list is never replaced).
+    Results, in mteb's results layout: OUTPUT/<model>/<revision>/<Task>.json (mteb's TaskResult) and
+    model_meta.json, plus OUTPUT/summary.json (main score per task). Name OUTPUT "results" and mteb reads it:
+    mteb.ResultCache(PARENT).load_results(). OUTPUT is a folder of eval mteb's own: summary.json lists every file it
+    wrote there, and a run into a folder holding any other file is refused before the model loads (nothing replaced).
+
+    A task whose data cannot be loaded (e.g. offline) is reported and skipped. Exit status: 0 when at least one
+    task ran (the ones that did not are listed); 2 when none ran, or on a mistake in the command.
 
     Example: jtcse eval mteb runs/jtcse -o results/mteb
-    Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_sts.tsv
+    Example: jtcse eval mteb runs/jtcse --benchmark 'MTEB(eng, v2)' -o mteb/results
+    Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_beir/ --local-task retrieval-pairs:sts-dev.csv
     """
+    from jtcse.evaluation.mteb_local_tasks import parse_task_spec
+    from jtcse.evaluation.mteb_results import results_output
     from jtcse.evaluation.mteb_runner import DEFAULT_MTEB_TASKS, run_mteb
     from jtcse.modeling.loading import FULL_LENGTH, load_model
-    from jtcse.output_paths import FolderOutput
 
-    names = DEFAULT_MTEB_TASKS if tasks is None else tuple(t.strip() for t in tasks.split(",") if t.strip())
-    if not names and not local_task:
-        raise JTCSEError("nothing to run: give --tasks and/or --local-task")
-    FolderOutput(output, "jtcse eval mteb", inputs=[model, *local_task]).check()  # before the model loads
+    if tasks is None:
+        names = () if benchmark else DEFAULT_MTEB_TASKS
+    else:
+        names = tuple(t.strip() for t in tasks.split(",") if t.strip())
+    if not names and not local_task and not benchmark:
+        raise JTCSEError("nothing to run: give --tasks, --benchmark and/or --local-task")
+    if update_card:
+        from jtcse.model_card import check_writable
+
+        if pooling is not None:
+            raise JTCSEError(
+                "--update-card records the checkpoint as saved; drop --pooling (it evaluates another model)."
+            )
+        check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
+    results_output(output, [model, *(parse_task_spec(spec)[1] for spec in local_task)]).check()  # before loading
     encoder = load_model(model, pooling=pooling, max_seq_length=FULL_LENGTH, device=device)
     summary = run_mteb(
-        encoder, names, output, local_tasks=local_task, batch_size=batch_size, name=model, cache_dir=cache_dir
+        encoder,
+        names,
+        output,
+        local_tasks=local_task,
+        batch_size=batch_size,
+        name=model,
+        cache_dir=cache_dir,
+        benchmark=benchmark,
     )
+    _report_mteb(summary, output)
+    if update_card:
+        from jtcse.model_card import update_card_mteb
+
+        ran = {name: entry for name, entry in summary["tasks"].items() if "error" not in entry}
+        typer.echo(f"updated {update_card_mteb(model, ran)}")
+
+
+def _report_mteb(summary: dict, output: Path) -> None:
+    """Print each task's main score or why it did not run; raise when none ran."""
     ran = [name for name, entry in summary["tasks"].items() if "error" not in entry]
     for name, entry in summary["tasks"].items():
         if "error" in entry:
@@ -207,8 +255,9 @@ def mteb_command(
     typer.echo(f"wrote {output / 'summary.json'}")
     not_run = [name for name in summary["tasks"] if name not in ran]
     if not ran:
+        named = ", ".join(not_run[:8]) + (f" and {len(not_run) - 8} more" if len(not_run) > 8 else "")
         raise JTCSEError(
-            f"none of the {len(not_run)} requested MTEB tasks ran ({', '.join(not_run)}); their data could not be "
+            f"none of the {len(not_run)} requested MTEB tasks ran ({named}); their data could not be "
             "loaded (offline? see the lines above). Run them where the Hugging Face Hub is reachable, or give local "
             "files with --local-task."
         )

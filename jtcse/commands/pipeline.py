@@ -1,10 +1,10 @@
 """``jtcse pipeline``: warm-up of two towers → twin → (ensemble) → distillation → dev evaluation, resumable.
 
-Its options are generated from :class:`~jtcse.training.pipeline.PipelineConfig` (``jtcse/commands/_settings.py``):
+Its options are generated from :class:`~jtcse.pipeline.settings.PipelineConfig` (``jtcse/commands/_settings.py``):
 the top-level keys as ``--KEY``, each stage's as ``--STAGE-KEY``. The settings of a run are the declared
 defaults, then the recipe file (``--recipe``, with what it extends), then the options typed, each layer checked
 where it is given; the command parses them into one config and makes one library call
-(:func:`~jtcse.training.pipeline.run_pipeline`), or prints the config as a recipe (``--dump-recipe``).
+(:func:`~jtcse.pipeline.run.run_pipeline`), or prints the config as a recipe (``--dump-recipe``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import typer
 from jtcse.commands import _options as opts
 from jtcse.commands._settings import Options, given, with_settings
 from jtcse.errors import JTCSEError
+from jtcse.pipeline.settings import PipelineConfig
+from jtcse.pipeline.stages import STAGES, TRAINED
 from jtcse.schema import Layer, build, sections
-from jtcse.training.pipeline import STAGES, PipelineConfig
 
 SHORT_HELP = "Whole recipe: warm up two towers, train the twin, ensemble, distil, evaluate (resumable)."
 HELP = (
@@ -44,12 +45,16 @@ HELP = (
 
 TOP = Options(PipelineConfig, PipelineConfig(), panel="The run")
 STAGE_OPTIONS = tuple(
-    Options(cls, getattr(PipelineConfig(), name), prefix=name, exclude=meta["exclude"],
-            panel=f"[{name}] {meta['help']}", same_as=meta["base"])
+    Options(
+        cls,
+        getattr(PipelineConfig(), name),
+        prefix=name,
+        exclude=meta["exclude"],
+        panel=f"[{name}] {meta['help']}",
+        same_as=meta["base"],
+    )
     for name, (cls, meta) in sections(PipelineConfig).items()
-)  # fmt: skip
-EVERY_STAGE = ("warmup", "warmup_b", "twin", "distill")
-"""The stages ``--batch-size`` and ``--eval-steps`` set at once."""
+)
 
 
 def command_line_layer(arguments: dict[str, Any]) -> tuple[Layer, dict[str, dict[str, Any]]]:
@@ -61,7 +66,7 @@ def command_line_layer(arguments: dict[str, Any]) -> tuple[Layer, dict[str, dict
     for options in STAGE_OPTIONS:
         table = dict(typed[options.prefix])
         for shortcut in ("batch_size", "eval_steps"):
-            if arguments.get(shortcut) is not None and options.prefix in EVERY_STAGE and shortcut not in table:
+            if arguments.get(shortcut) is not None and options.prefix in TRAINED and shortcut not in table:
                 table[shortcut] = arguments[shortcut]
                 labels[(options.prefix, shortcut)] = f"--{shortcut.replace('_', '-')}"
         if table:
@@ -77,7 +82,7 @@ def command_line_layer(arguments: dict[str, Any]) -> tuple[Layer, dict[str, dict
 def pipeline_config(arguments: dict[str, Any]) -> tuple[PipelineConfig, dict[str, Any] | None]:
     """The config a command line stands for (defaults, ``--recipe``, options typed) and, with a recipe, what the
     summary records of it (the files, their sha256 and each option typed over it)."""
-    from jtcse.training.recipe import read_recipe, recipe_layers, recipe_record
+    from jtcse.pipeline.recipe import read_recipe, recipe_layers, recipe_record
 
     files = read_recipe(arguments["recipe"]) if arguments.get("recipe") is not None else []
     typed_layer, typed = command_line_layer(arguments)
@@ -113,7 +118,7 @@ def pipeline(
         help="A TOML file of this command's settings (models/*/recipe.toml): its values replace the defaults, and "
         "options given on the command line override them; the summary records the file, its sha256 and each "
         "override.",
-    ),  # fmt: skip
+    ),
     dump_recipe: bool = typer.Option(
         False, "--dump-recipe", help="Print the settings this command line stands for as a recipe file, and stop."
     ),
@@ -122,7 +127,7 @@ def pipeline(
         "--batch-size",
         show_default="each stage's own",
         help="Batch size of every trained stage whose --STAGE-batch-size is not given.",
-    ),  # fmt: skip
+    ),
     device: str | None = opts.device_option(),
     eval_steps: int | None = typer.Option(
         None,
@@ -130,7 +135,7 @@ def pipeline(
         show_default="each stage's own",
         help="Checkpoint (and score a dev file) every N steps, in every trained stage whose --STAGE-eval-steps is "
         "not given.",
-    ),  # fmt: skip
+    ),
     # renamed when the options came to be generated from the settings: still accepted, hidden, with a warning
     warmup_steps_alias: str | None = opts.alias_option("--warmup-steps", "--warmup-max-steps"),
     twin_steps_alias: str | None = opts.alias_option("--twin-steps", "--twin-max-steps"),
@@ -141,9 +146,9 @@ def pipeline(
     objective_alias: str | None = opts.alias_option("--objective", "--distill-objective"),
     **options,
 ) -> None:
-    from jtcse.training.pipeline import run_pipeline
-    from jtcse.training.pipeline_report import format_table
-    from jtcse.training.recipe import dump_recipe as as_recipe
+    from jtcse.pipeline.recipe import dump_recipe as as_recipe
+    from jtcse.pipeline.report import format_table
+    from jtcse.pipeline.run import run_pipeline
 
     config, record = pipeline_config({"recipe": recipe, "batch_size": batch_size, "eval_steps": eval_steps, **options})
     if dump_recipe:

@@ -133,6 +133,21 @@ def _encoder_cls(encoder: Encoder, sentences: list[str], max_length: int, batch_
     return torch.cat(rows)
 
 
+def _positive_pairs(pairs, threshold: float, max_pairs: int | None):
+    """``((firsts, seconds), sentences)``: the pairs scoring above ``threshold`` and every sentence of ``pairs``,
+    the first ``max_pairs`` of each (``(None, None)`` without pairs)."""
+    if pairs is None:
+        return None, None
+    keep = pairs.scores > threshold
+    if not keep.any():
+        raise JTCSEError(f"no pair scores above {threshold}; alignment needs positive pairs")
+    positives = (
+        [s for s, k in zip(pairs.sentences1, keep, strict=True) if k][:max_pairs],
+        [s for s, k in zip(pairs.sentences2, keep, strict=True) if k][:max_pairs],
+    )
+    return positives, list(dict.fromkeys(pairs.sentences1 + pairs.sentences2))[:max_pairs]
+
+
 @locks_output("out_dir")
 def run_diagnostics(
     st_model,
@@ -172,16 +187,8 @@ def run_diagnostics(
         "plots": [],
     }
 
-    positives = None
-    if pairs is not None:
-        keep = pairs.scores > positive_threshold
-        if not keep.any():
-            raise JTCSEError(f"no pair scores above {positive_threshold}; alignment needs positive pairs")
-        positives = (
-            [s for s, k in zip(pairs.sentences1, keep, strict=True) if k][:max_pairs],
-            [s for s, k in zip(pairs.sentences2, keep, strict=True) if k][:max_pairs],
-        )
-        pair_sentences = list(dict.fromkeys(pairs.sentences1 + pairs.sentences2))[:max_pairs]
+    positives, pair_sentences = _positive_pairs(pairs, positive_threshold, max_pairs)
+    if positives is not None:
         report["n_positive_pairs"] = len(positives[0])
         report["n_pair_sentences"] = len(pair_sentences)
 

@@ -196,8 +196,11 @@ class STSFileReport:
 
     def csv_row(self) -> dict[str, str]:
         scores = self.to_json()["spearman"]
-        return {"model": str(self.meta.get("model", "")), "file": self.path,
-                **{genre: "" if v is None else f"{v:.2f}" for genre, v in scores.items()}}  # fmt: skip
+        return {
+            "model": str(self.meta.get("model", "")),
+            "file": self.path,
+            **{genre: "" if v is None else f"{v:.2f}" for genre, v in scores.items()},
+        }
 
     def write_csv(self, path: str | Path) -> None:
         """Write (or append a row to) ``model, file, all, <genre> …`` (:func:`append_csv_row`)."""

@@ -144,9 +144,13 @@ def fetch_dataset(
         try:
             for source in entry.files:
                 digests[source.name] = download(
-                    source.url, downloads / source.name, sha256=source.sha256, size=source.size,
-                    client=client, progress=progress,
-                )  # fmt: skip
+                    source.url,
+                    downloads / source.name,
+                    sha256=source.sha256,
+                    size=source.size,
+                    client=client,
+                    progress=progress,
+                )
         except BaseException:
             if not any(p.name != RECORD for p in downloads.iterdir()):  # nothing to resume from: leave no folder
                 shutil.rmtree(downloads)

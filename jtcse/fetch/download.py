@@ -122,8 +122,10 @@ def download(
             if offset and response.status_code == 206:
                 match = _CONTENT_RANGE.match(response.headers.get("content-range", ""))
                 if not match or int(match.group(1)) != offset:
-                    raise JTCSEError(f"cannot resume {url}: asked for bytes {offset}-, the server sent "
-                                     f"{response.headers.get('content-range', 'no Content-Range')}")  # fmt: skip
+                    raise JTCSEError(
+                        f"cannot resume {url}: asked for bytes {offset}-, the server sent "
+                        f"{response.headers.get('content-range', 'no Content-Range')}"
+                    )
             elif offset:
                 logger.warning("%s ignores Range requests: downloading %s again from the start.", url, dest.name)
                 offset = written = 0
@@ -137,8 +139,16 @@ def download(
                     f"{url} is {total} bytes, the manifest says {size}: the source changed. Nothing was kept; "
                     "update data/manifest.toml if the change is expected."
                 )
-            bar = tqdm(total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024,
-                       desc=dest.name, disable=not progress, leave=False)  # fmt: skip
+            bar = tqdm(
+                total=total,
+                initial=offset,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=dest.name,
+                disable=not progress,
+                leave=False,
+            )
             with open(part, mode) as handle:
                 for chunk in response.iter_raw():  # as the bytes arrive: a break keeps all that came
                     handle.write(chunk)

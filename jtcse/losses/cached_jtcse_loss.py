@@ -22,7 +22,7 @@ import torch
 from sentence_transformers.base.losses.gradcache import CachedLossMixin, RandContext, _create_minibatch
 from torch import Tensor
 
-from jtcse.losses.jtcse_loss import JTCSELoss, split_views
+from jtcse.losses.jtcse_loss import JTCSELoss, no_pooler_error, split_views
 
 
 class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
@@ -149,7 +149,7 @@ class CachedJTCSELoss(CachedLossMixin, JTCSELoss):
         if "pooled_1" not in outputs:
             raise ValueError("CachedJTCSELoss needs the twin's training-mode outputs (call model.train() first).")
         if self.ictm_weight and "pooler_1" not in outputs:
-            raise ValueError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")
+            raise no_pooler_error()
         return torch.cat([outputs[key] for key in self.feature_keys()], dim=-1)
 
     def unpack(self, packed: Tensor) -> dict[str, Tensor]:

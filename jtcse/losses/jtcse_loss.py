@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from jtcse.errors import SettingError
 from jtcse.losses.functional import icnce, ictm, info_nce
 
 _VIEW_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
@@ -72,6 +73,13 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
         model = model.module
     return getattr(model, "_orig_mod", model)
+
+
+def no_pooler_error() -> SettingError:
+    """ICTM reads the towers' pooler outputs: towers without a pooler train with ``ictm_weight`` 0."""
+    return SettingError(
+        "ICTM needs pooler outputs, but the towers have no pooler; set {ictm_weight}=0.", ["ictm_weight"]
+    )
 
 
 class JTCSELoss(nn.Module):
@@ -185,7 +193,11 @@ class JTCSELoss(nn.Module):
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, not {value}.")
         if not any(weights.values()):
-            raise ValueError("Every JTCSE loss term is switched off; set at least one weight above 0.")
+            raise SettingError(
+                "Every JTCSE loss term is switched off ({nce_weight}, {icnce_weight}, {ictm_weight}); set at least "
+                "one weight above 0.",
+                list(weights),
+            )
         self.model = model
         self.temperature = temperature
         self.nce_weight = nce_weight
@@ -264,7 +276,7 @@ class JTCSELoss(nn.Module):
             losses["icnce"] = self.icnce_weight * term
         if self.ictm_weight:
             if "pooler_1" not in outputs:
-                raise ValueError("ICTM needs pooler outputs, but the towers have no pooler; set ictm_weight=0.")
+                raise no_pooler_error()
             p = {1: views("pooler_1"), 2: views("pooler_2")}
             eps = self.ictm_eps
             losses["ictm"] = self.ictm_weight * (

@@ -17,6 +17,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from jtcse.errors import SettingError
+
 __all__ = [
     "REGULARIZERS",
     "REGULARIZER_HELP",  # noqa: F822 (built on first use by the module __getattr__ below)
@@ -220,12 +222,15 @@ def check_mini_batch_size(mini_batch_size: int | None, specs: Sequence[str], ext
     """
     if mini_batch_size is None:
         return
+    names = {"mini_batch_size": "--mini-batch-size", "regularizers": "--regularizer"}
     if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 1:
-        raise ValueError(f"--mini-batch-size must be a positive integer, not {mini_batch_size!r}.")
+        raise SettingError("{mini_batch_size} must be a positive integer, not {value!r}.", names, value=mini_batch_size)
     extra = [parse_regularizer_spec(s).name for s in specs] + sorted(extra_terms or {})
     if extra:
-        raise ValueError(
-            f"--mini-batch-size (GradCache) cannot be combined with token-level terms ({', '.join(extra)}): the "
-            "cached loss embeds without a graph, so no token states reach them. Drop --mini-batch-size or the "
-            "--regularizer options."
+        raise SettingError(
+            "{mini_batch_size} (GradCache) cannot be combined with token-level terms ({terms}): the cached loss "
+            "embeds without a graph, so no token states reach them. Drop {mini_batch_size} or the {regularizers} "
+            "options.",
+            names,
+            terms=", ".join(extra),
         )

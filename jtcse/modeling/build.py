@@ -8,7 +8,7 @@ def build_twin(
     tower_b=None,
     *,
     cael_every: int | None = 2,
-    max_seq_length: int | None = 64,
+    max_seq_length: int | None = None,
     pooling: str | None = None,
     device=None,
 ):
@@ -21,13 +21,16 @@ def build_twin(
     a sentence-transformers model's ``cls``/``mean`` Pooling, CLS for a plain ``transformers`` model; any other
     pooling is refused). Towers pooling differently need it given.
     ``cael_every``: CAEL spacing (a divisor of the layer count) or None for no cross-attention.
+    ``max_seq_length``: both towers' length; ``None`` (default): tower I's own, so the twin encodes as long inputs
+    as the model it starts from (training sets it back to this before saving).
     ``encode`` returns the sum of the two towers' pooled last hidden states.
     """
     from sentence_transformers import SentenceTransformer
 
-    from jtcse.errors import JTCSEError
+    from jtcse.errors import JTCSEError, SettingError
+    from jtcse.modeling.cross_attention import encoder_layers
     from jtcse.modeling.loading import check_device, describe_source, load_tower
-    from jtcse.modeling.twin import TwinTowers
+    from jtcse.modeling.twin import TwinTowers, check_cael_every
 
     device = check_device(device)
     loaded = [load_tower(t, pooling=pooling, role="tower") for t in (tower_a, tower_b)]
@@ -37,6 +40,11 @@ def build_twin(
             f"the towers pool differently (tower I {describe_source(tower_a)!r}: {poolings[0]}, tower II "
             f"{describe_source(tower_b)!r}: {poolings[1]}); the twin pools both one way: give pooling='cls' or 'mean'."
         )
+    layers = len(encoder_layers(loaded[0][0][0].auto_model))
+    try:  # the twin's own check, its error naming the setting
+        check_cael_every(cael_every, layers)
+    except ValueError as err:
+        raise SettingError.naming(str(err), "cael_every") from None
     twin = TwinTowers(
         loaded[0][0][0], loaded[1][0][0], cael_every=cael_every, max_seq_length=max_seq_length, pooling=poolings[0]
     )

@@ -54,8 +54,10 @@ def installed_module_classes(path: str | Path) -> dict[str, type]:
                     logger.warning(
                         "%s %s (another jtcse version?); opening %s with the installed jtcse classes. "
                         "SentenceTransformer(path, trust_remote_code=True) would run the checkpoint's own code.",
-                        copy, state, path,
-                    )  # fmt: skip
+                        copy,
+                        state,
+                        path,
+                    )
                     break
             classes[portable_type] = cls
     return classes

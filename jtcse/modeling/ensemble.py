@@ -11,8 +11,8 @@ This is the "+UC" ensemble of Zong et al., JTCSE (2025), Table I: the twin combi
 independently trained checkpoint. With equal weights, the cosine of two concatenated embeddings
 is the mean of the members' cosines.
 
-This file and ``portable.py`` are saved into every ensemble checkpoint (see
-:mod:`jtcse.modeling.portable`), so it imports only torch, sentence-transformers and ``portable`` (jtcse
+This file, ``combine.py`` and ``portable.py`` are saved into every ensemble checkpoint (see
+:mod:`jtcse.modeling.portable`), so it imports only torch, sentence-transformers, ``combine`` and ``portable`` (jtcse
 only inside ``try``, which transformers' remote-code import check skips) and raises plain ``ValueError``:
 ``SentenceTransformer(path, trust_remote_code=True)`` opens an ensemble where jtcse is not installed.
 With jtcse installed, members are opened by its loader (installed classes, never code read from the
@@ -21,7 +21,6 @@ checkpoint). Building one from checkpoint paths is :func:`jtcse.modeling.build.b
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -29,10 +28,10 @@ import torch
 from sentence_transformers.base.modules import InputModule
 from torch import nn
 
+from .combine import check_combine, check_weights
 from .portable import portable, write_source_files
 
 ENSEMBLE_CONFIG_FILE = "ensemble_config.json"
-COMBINE_CHOICES = ("concat", "sum")
 
 
 def _member_loader(path: str):
@@ -53,30 +52,6 @@ def member_dir(index: int) -> str:
 
 def _prefix(index: int) -> str:
     return f"{member_dir(index)}."
-
-
-def check_combine(combine: str) -> str:
-    """``combine`` if it is one of :data:`COMBINE_CHOICES`, else a ``ValueError``: the check :class:`Ensemble`
-    makes, for a caller that must fail before the ensemble is built (the pipeline, before it trains)."""
-    if combine not in COMBINE_CHOICES:
-        raise ValueError(f"combine must be one of {', '.join(COMBINE_CHOICES)}, not {combine!r}.")
-    return combine
-
-
-def check_weights(weights: Any, count: int) -> list[float]:
-    """``weights`` as ``count`` positive finite floats (None: all 1.0)."""
-    if weights is None:
-        return [1.0] * count
-    try:
-        values = [float(w) for w in weights]
-    except (TypeError, ValueError):
-        raise ValueError(f"Ensemble weights must be numbers, not {weights!r}.") from None
-    if len(values) != count:
-        raise ValueError(f"{len(values)} weight(s) given for {count} ensemble members; give one weight per member.")
-    bad = [w for w in values if not (math.isfinite(w) and w > 0)]
-    if bad:
-        raise ValueError(f"Ensemble weights must be positive finite numbers; got {bad}.")
-    return values
 
 
 def _is_ensemble(module: nn.Module) -> bool:

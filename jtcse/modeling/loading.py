@@ -133,8 +133,8 @@ _OPTIMUM_INTEL_LOGGER = "optimum.intel.openvino.modeling_base"
 
 def _open(source, role: str, device: str | None, backend: str = "torch"):
     """``SentenceTransformer(source)``: a loaded model is returned as is, a path or hub name is opened
-    (twins with jtcse's own classes; ``backend`` as sentence-transformers takes it); failures are
-    one-line errors naming ``role``."""
+    (twins with jtcse's own classes; ``backend`` as sentence-transformers takes it) at its own length
+    (:func:`_within_positions`); failures are one-line errors naming ``role``."""
     from sentence_transformers import SentenceTransformer
 
     from jtcse.modeling.checkpoint_code import sentence_transformer_loader
@@ -154,7 +154,7 @@ def _open(source, role: str, device: str | None, backend: str = "torch"):
         if backend != "torch" and path.exists():
             logging.getLogger(_OPTIMUM_INTEL_LOGGER).addFilter(probe_filter)
         try:
-            return loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
+            model = loader(str(path) if path.exists() else name, device=device, trust_remote_code=trust, **options)
         finally:
             logging.getLogger(_OPTIMUM_INTEL_LOGGER).removeFilter(probe_filter)
     except Exception as err:  # noqa: BLE001 - any load failure is a problem with the user's path, said in one line
@@ -165,24 +165,49 @@ def _open(source, role: str, device: str | None, backend: str = "torch"):
             f"{what} not found: {name!r} is not a local folder and could not be loaded from the Hugging Face "
             f"cache or hub (offline machines need a local path): {first_line}"
         ) from err
+    return _within_positions(model)
+
+
+def position_limit(model) -> int | None:
+    """The longest input ``model`` (a ``SentenceTransformer``) can read: its Transformer's position table, the
+    tightest of a twin's (or an ensemble's) towers; ``None`` when unbounded or not a torch model (another backend)."""
+    from sentence_transformers.base.modules import Transformer
+    from torch import nn
+
+    from jtcse.modeling.twin import position_capacity
+
+    first = model[0]
+    if isinstance(first, Transformer):
+        models = [first.auto_model]
+    elif hasattr(first, "tower_models"):  # a twin or an ensemble
+        models = first.tower_models()
+    else:
+        models = []
+    capacities = [position_capacity(m) for m in models if isinstance(m, nn.Module)]
+    return min((c for c in capacities if c is not None), default=None)
+
+
+def _within_positions(model):
+    """``model`` at its own length: the one loading gave it (a sentence-transformers checkpoint's saved length; for a
+    plain ``transformers`` model sentence-transformers' default, the tokenizer's ``model_max_length`` capped at
+    ``max_position_embeddings``), cut to what its position table holds where that is less (RoBERTa's positions start
+    after the padding index, so a 514-position table holds 512 tokens). Twins clamp themselves
+    (``TwinTowers.max_seq_length``); an ensemble's members were opened, and cut, one by one."""
+    from sentence_transformers.base.modules import Transformer
+
+    if not isinstance(model[0], Transformer):
+        return model
+    limit = position_limit(model)
+    if limit is not None and model.max_seq_length is not None and model.max_seq_length > limit:
+        model.max_seq_length = limit
+    return model
 
 
 def set_max_seq_length(model, max_seq_length, role: str) -> int:
     """Set ``model``'s ``max_seq_length`` (``"max"``: the position capacity), clamped to that capacity with a
     warning naming ``role``; returns the length set. Every command that takes a length goes through here, so a
     length above the position table never reaches a forward pass."""
-    from sentence_transformers.base.modules import Transformer
-
-    from jtcse.modeling.twin import position_capacity
-
-    first = model[0]
-    if isinstance(first, Transformer):
-        capacities = [position_capacity(first.auto_model)]
-    elif hasattr(first, "tower_models"):  # a twin: the tightest of its towers
-        capacities = [position_capacity(m) for m in first.tower_models()]
-    else:
-        capacities = []
-    capacity = min((c for c in capacities if c is not None), default=None)
+    capacity = position_limit(model)
     if max_seq_length == FULL_LENGTH:
         if capacity is None:
             return model.max_seq_length
@@ -197,10 +222,7 @@ def set_max_seq_length(model, max_seq_length, role: str) -> int:
             capacity,
         )
         max_seq_length = capacity
-    if isinstance(first, Transformer):
-        model.max_seq_length = max_seq_length
-    else:
-        first.max_seq_length = max_seq_length
+    model.max_seq_length = max_seq_length  # sentence-transformers sets its first module's: a twin's for both towers
     return max_seq_length
 
 

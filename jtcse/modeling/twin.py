@@ -191,8 +191,9 @@ class TwinTowers(InputModule):
         tower_1, tower_2: ``Transformer`` modules of the same BERT-layout architecture and tokenizer.
         cael_every: CAEL spacing ``k`` (a divisor of the layer count; the CAELs are layers k, 2k, ..., L),
             or None for no cross stream (TNCSE). Changes training only, never ``encode``.
-        max_seq_length: truncation length of the shared tokenizer (None keeps the towers' own); a
-            length beyond the towers' position table is clamped to it, with a warning.
+        max_seq_length: truncation length of the shared tokenizer, for both towers (None: tower 1's own, the
+            length of the model the twin starts from); a length beyond the towers' position table is clamped
+            to it, with a warning.
         pooling: ``cls`` or ``mean`` (:data:`TWIN_POOLINGS`), for each tower's last hidden states, in
             ``encode`` and in every stream the losses read. A checkpoint without it pools ``cls``.
 
@@ -212,7 +213,7 @@ class TwinTowers(InputModule):
         tower_1: Transformer,
         tower_2: Transformer,
         cael_every: int | None = 2,
-        max_seq_length: int | None = 64,
+        max_seq_length: int | None = None,
         pooling: str = "cls",
     ) -> None:
         super().__init__()
@@ -222,8 +223,7 @@ class TwinTowers(InputModule):
         self.towers = nn.ModuleList([tower_1, tower_2])
         self.num_layers = len(encoder_layers(tower_1.model))
         self.cael_every = cael_every
-        if max_seq_length is not None:
-            self.max_seq_length = max_seq_length
+        self.max_seq_length = tower_1.max_seq_length if max_seq_length is None else max_seq_length
 
     # -- configuration -------------------------------------------------------------------------
 

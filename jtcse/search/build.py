@@ -28,7 +28,7 @@ import numpy as np
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
 from jtcse.output_paths import FolderOutput
-from jtcse.search.encode import encode_file, output_files, resolve_model
+from jtcse.search.encode import encode_file, output_files
 from jtcse.search.faiss_index import (
     DEFAULT_IVF_THRESHOLD,
     DEFAULT_RESCORE_MULTIPLIER,
@@ -58,6 +58,7 @@ from jtcse.search.index import (
     write_rescore_vectors,
 )
 from jtcse.search.lines import ROW_DTYPE, count_rows
+from jtcse.search.model_identity import resolve_model
 from jtcse.search.shards import Shard, ShardVectors, find_shards, iter_texts
 
 _PARTS_FOLDER = ".ivf-parts"
@@ -198,9 +199,15 @@ def _write_index(
         else:
             out.add(IVF_DATA_FILE, _PARTS_FOLDER)
             built = build_ivf_on_disk(
-                vectors, index_dir, nlist=nlist, nprobe=nprobe, target_recall=target_recall, train_size=train_size,
-                seed=seed, use_gpu=use_gpu,
-            )  # fmt: skip
+                vectors,
+                index_dir,
+                nlist=nlist,
+                nprobe=nprobe,
+                target_recall=target_recall,
+                train_size=train_size,
+                seed=seed,
+                use_gpu=use_gpu,
+            )
         faiss.write_index(built.index, str(index_dir / INDEX_FILE))
     manifest = IndexManifest(
         model=model,
@@ -279,14 +286,35 @@ def build_index(
     # An earlier, interrupted build left embeddings: encode_file reuses them if finished, resumes them if
     # not, and starts over only if they were made with other settings.
     encode_file(
-        model, input_path, embeddings, batch_size=batch_size, chunk_size=chunk_size, normalize=normalize,
-        show_progress=show_progress, model_name=identity, reuse=True, devices=devices, processes=processes,
-    )  # fmt: skip
+        model,
+        input_path,
+        embeddings,
+        batch_size=batch_size,
+        chunk_size=chunk_size,
+        normalize=normalize,
+        show_progress=show_progress,
+        model_name=identity,
+        reuse=True,
+        devices=devices,
+        processes=processes,
+    )
     _write_index(
-        find_shards(embeddings), out, model=identity, source=str(input_path.resolve()), normalize=normalize,
-        ivf_threshold=ivf_threshold, nlist=nlist, nprobe=nprobe, target_recall=target_recall, train_size=train_size,
-        use_gpu=use_gpu, seed=seed, precision=precision, rescore_multiplier=rescore_multiplier, started=started,
-    )  # fmt: skip
+        find_shards(embeddings),
+        out,
+        model=identity,
+        source=str(input_path.resolve()),
+        normalize=normalize,
+        ivf_threshold=ivf_threshold,
+        nlist=nlist,
+        nprobe=nprobe,
+        target_recall=target_recall,
+        train_size=train_size,
+        use_gpu=use_gpu,
+        seed=seed,
+        precision=precision,
+        rescore_multiplier=rescore_multiplier,
+        started=started,
+    )
     if not keep_embeddings:
         out.remove(*working)
     index = SearchIndex(out.path, use_gpu=use_gpu)
@@ -320,8 +348,20 @@ def build_index_from_embeddings(
     shards = find_shards(embeddings)
     _prepare(out, overwrite)
     _write_index(
-        shards, out, model=shards[0].model, source=str(Path(embeddings).resolve()), normalize=normalize,
-        ivf_threshold=ivf_threshold, nlist=nlist, nprobe=nprobe, target_recall=target_recall, train_size=train_size,
-        use_gpu=use_gpu, seed=seed, precision=precision, rescore_multiplier=rescore_multiplier, started=started,
-    )  # fmt: skip
+        shards,
+        out,
+        model=shards[0].model,
+        source=str(Path(embeddings).resolve()),
+        normalize=normalize,
+        ivf_threshold=ivf_threshold,
+        nlist=nlist,
+        nprobe=nprobe,
+        target_recall=target_recall,
+        train_size=train_size,
+        use_gpu=use_gpu,
+        seed=seed,
+        precision=precision,
+        rescore_multiplier=rescore_multiplier,
+        started=started,
+    )
     return SearchIndex(out.path, use_gpu=use_gpu)

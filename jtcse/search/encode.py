@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -41,6 +40,8 @@ from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, crash_point, output_lock
 from jtcse.output_paths import FileOutput, FolderOutput
 from jtcse.search.lines import plan_chunks
+from jtcse.search.model_identity import model_name_of, resolve_model
+from jtcse.search.ray_encode import RayEngine
 from jtcse.search.sinks import (
     SHARD_META_FILE,
     SINKS,
@@ -75,60 +76,6 @@ class EncodeResult:
     resumed_from: int
     chunks_encoded: int
     seconds: float
-
-
-@dataclass
-class RayEngine:
-    """``jtcse encode --engine ray``: chunks encoded by a pool of Ray actors, each loading the model once.
-
-    ``actors``: how many (None: Ray scales the pool to the resources there are); ``gpus_per_actor`` and
-    ``cpus_per_actor``: what each actor reserves (Ray sets its CUDA devices and thread count from them).
-    """
-
-    actors: int | None = None
-    gpus_per_actor: float = 0.0
-    cpus_per_actor: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.actors is not None and self.actors < 1:
-            raise JTCSEError(f"--actors must be at least 1, not {self.actors}")
-        if self.gpus_per_actor < 0 or self.cpus_per_actor <= 0:
-            raise JTCSEError(
-                f"--gpus-per-actor must be 0 or more and --cpus-per-actor more than 0 "
-                f"(got {self.gpus_per_actor}, {self.cpus_per_actor})."
-            )
-
-
-def model_identity(model: str) -> str:
-    """How an index or embedding file names its model: an absolute path for a local directory,
-    the name as given otherwise (a hub id)."""
-    path = Path(model).expanduser()
-    return str(path.resolve()) if path.exists() else model
-
-
-def model_name_of(model: Any, model_name: str | None = None) -> str:
-    """The identity to record for ``model``: ``model_name`` if given, else that of a name/path.
-
-    A loaded SentenceTransformer does not know where it came from, so it needs ``model_name``.
-    """
-    if model_name:
-        return model_name
-    if isinstance(model, (str, os.PathLike)):
-        return model_identity(str(model))
-    raise JTCSEError(
-        "A loaded SentenceTransformer was given without model_name=...: pass the name or path it "
-        "was loaded from, so the output records which model made it."
-    )
-
-
-def resolve_model(model: Any, model_name: str | None = None, device: str | None = None) -> tuple[Any, str]:
-    """Accept a model name/path or a loaded SentenceTransformer; return (model, identity)."""
-    from jtcse.modeling.loading import load_model
-
-    name = model_name_of(model, model_name)
-    if isinstance(model, (str, os.PathLike)):
-        return load_model(str(model), device=device), name
-    return model, name
 
 
 def meta_path_for(output: str | Path) -> Path:
@@ -245,13 +192,37 @@ def encode_file(
         meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
         fresh = meta is None
         if fresh:
-            meta = {"format": META_FORMAT, "format_version": META_VERSION, **_record_fields(out), **wanted, "rows": None,
-                    "dim": None, "empty_lines": None, "rows_done": 0, "next_byte": 0, "next_line": 1, "complete": False}  # fmt: skip
+            meta = {
+                "format": META_FORMAT,
+                "format_version": META_VERSION,
+                **_record_fields(out),
+                **wanted,
+                "rows": None,
+                "dim": None,
+                "empty_lines": None,
+                "rows_done": 0,
+                "next_byte": 0,
+                "next_line": 1,
+                "complete": False,
+            }
         chunks, resumed_from = _encode(
-            model, identity, input_path, out, fmt, meta, fresh=fresh, overwrite=overwrite, batch_size=batch_size,
-            chunk_size=chunk_size, normalize=normalize, device=device, workers=workers, engine=engine,
-            show_progress=show_progress, on_chunk=on_chunk,
-        )  # fmt: skip
+            model,
+            identity,
+            input_path,
+            out,
+            fmt,
+            meta,
+            fresh=fresh,
+            overwrite=overwrite,
+            batch_size=batch_size,
+            chunk_size=chunk_size,
+            normalize=normalize,
+            device=device,
+            workers=workers,
+            engine=engine,
+            show_progress=show_progress,
+            on_chunk=on_chunk,
+        )
         meta["complete"] = True
         atomic_write_json(meta_file, meta)
         return EncodeResult(
@@ -273,8 +244,25 @@ def _sink_info(meta: dict) -> dict:
     return {"model": meta["model"], "normalized": meta["normalized"], "input": meta["input"]}
 
 
-def _encode(model, identity, input_path, out, fmt, meta, *, fresh, overwrite, batch_size, chunk_size, normalize,
-            device, workers, engine, show_progress, on_chunk) -> tuple[int, int]:  # fmt: skip
+def _encode(
+    model,
+    identity,
+    input_path,
+    out,
+    fmt,
+    meta,
+    *,
+    fresh,
+    overwrite,
+    batch_size,
+    chunk_size,
+    normalize,
+    device,
+    workers,
+    engine,
+    show_progress,
+    on_chunk,
+) -> tuple[int, int]:
     """Plan the chunks (one pass over the input), keep those already on disk (:func:`_kept_chunks`) and encode the
     others: in this process, on a multi-process pool of this machine, or on Ray actors (in any order). The
     progress file counts the unbroken prefix of finished chunks after each. Returns (chunks encoded, rows kept
@@ -319,9 +307,18 @@ def _encode(model, identity, input_path, out, fmt, meta, *, fresh, overwrite, ba
             from jtcse.search.ray_encode import encode_spans
 
             encoded = encode_spans(
-                identity, input_path, todo, parts_folder(output), info=info, dtype=meta["dtype"], dim=meta["dim"],
-                batch_size=batch_size, normalize=normalize, engine=engine, show_progress=show_progress,
-            )  # fmt: skip
+                identity,
+                input_path,
+                todo,
+                parts_folder(output),
+                info=info,
+                dtype=meta["dtype"],
+                dim=meta["dim"],
+                batch_size=batch_size,
+                normalize=normalize,
+                engine=engine,
+                show_progress=show_progress,
+            )
         for start, rows, dim in encoded:
             meta["dim"] = meta["dim"] or dim
             done[start] = rows

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
-from jtcse.search.encode import model_identity, resolve_model
 from jtcse.search.faiss_index import (
     DEFAULT_RESCORE_MULTIPLIER,
     GPU_MAX_NPROBE,
@@ -44,6 +43,7 @@ from jtcse.search.faiss_index import (
     want_gpu,
 )
 from jtcse.search.lines import read_line_at
+from jtcse.search.model_identity import model_identity, resolve_model
 
 INDEX_FORMAT = "jtcse-index"
 INDEX_FORMAT_VERSION = 3

@@ -151,7 +151,7 @@ def mine_hard_negatives_file(
     from sentence_transformers.util import mine_hard_negatives
 
     from jtcse.corpus import read_corpus
-    from jtcse.search.encode import resolve_model
+    from jtcse.search.model_identity import resolve_model
 
     if sampling_strategy not in ("top", "random"):
         raise JTCSEError(f"sampling strategy must be 'top' or 'random', not {sampling_strategy!r}")

@@ -179,8 +179,10 @@ def encode_pool(model: Any, devices: list[str]) -> Iterator[dict]:
         pool = model.start_multi_process_pool(list(devices))
     watchdog = subprocess.Popen(
         [sys.executable, "-c", _WATCHDOG, str(os.getpid()), *(str(p.pid) for p in pool["processes"])],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         yield pool
     finally:

@@ -32,7 +32,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,28 @@ from jtcse.search.lines import ChunkSpan
 from jtcse.search.sinks import PartWriter
 
 _SPAN_FIELDS = [field.name for field in fields(ChunkSpan)]
+
+
+@dataclass
+class RayEngine:
+    """``jtcse encode --engine ray``: chunks encoded by a pool of Ray actors, each loading the model once.
+
+    ``actors``: how many (None: Ray scales the pool to the resources there are); ``gpus_per_actor`` and
+    ``cpus_per_actor``: what each actor reserves (Ray sets its CUDA devices and thread count from them).
+    """
+
+    actors: int | None = None
+    gpus_per_actor: float = 0.0
+    cpus_per_actor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.actors is not None and self.actors < 1:
+            raise JTCSEError(f"--actors must be at least 1, not {self.actors}")
+        if self.gpus_per_actor < 0 or self.cpus_per_actor <= 0:
+            raise JTCSEError(
+                f"--gpus-per-actor must be 0 or more and --cpus-per-actor more than 0 "
+                f"(got {self.gpus_per_actor}, {self.cpus_per_actor})."
+            )
 
 
 def import_ray():
@@ -74,8 +96,17 @@ def check_request(model: Any, fmt: str, device: str | None, workers: list[str] |
 class ChunkEncoder:
     """The ``map_batches`` callable class: one model per actor; each call encodes spans and writes their parts."""
 
-    def __init__(self, model: str, input_path: str, folder: str, info: dict, dtype: str, dim: int | None,
-                 batch_size: int, normalize: bool):  # fmt: skip
+    def __init__(
+        self,
+        model: str,
+        input_path: str,
+        folder: str,
+        info: dict,
+        dtype: str,
+        dim: int | None,
+        batch_size: int,
+        normalize: bool,
+    ):
         from jtcse.modeling.loading import load_model
 
         self.model = load_model(model)
@@ -123,7 +154,7 @@ def encode_spans(
     show_progress: bool = True,
 ) -> Iterator[tuple[int, int, int]]:
     """Encode ``spans`` of ``input_path`` into parts in ``folder`` on Ray; yield ``(first row, rows, dim)`` per part
-    as it lands (in any order). ``engine``: a :class:`jtcse.search.encode.RayEngine`."""
+    as it lands (in any order). ``engine``: a :class:`RayEngine`."""
     if not spans:
         return
     ray = import_ray()
@@ -134,10 +165,22 @@ def encode_spans(
         if started_here:
             ray.init(include_dashboard=False, logging_level="WARNING")
         try:
-            yield from _run(ray, spans, engine, show_progress, dict(
-                model=model, input_path=str(Path(input_path).resolve()), folder=str(Path(folder).resolve()), info=info,
-                dtype=dtype, dim=dim, batch_size=batch_size, normalize=normalize,
-            ))  # fmt: skip
+            yield from _run(
+                ray,
+                spans,
+                engine,
+                show_progress,
+                dict(
+                    model=model,
+                    input_path=str(Path(input_path).resolve()),
+                    folder=str(Path(folder).resolve()),
+                    info=info,
+                    dtype=dtype,
+                    dim=dim,
+                    batch_size=batch_size,
+                    normalize=normalize,
+                ),
+            )
         finally:
             if started_here:
                 ray.shutdown()

@@ -3,7 +3,7 @@
 One set of arguments for every stage (:func:`build_training_args`): checkpoints in
 ``<output_dir>/checkpoints`` (:mod:`jtcse.training.run_dir`), the dev file scored when there is one, the best
 checkpoint by dev Spearman (:data:`DEV_METRIC`) kept when the stage's ``checkpoint`` is ``best-dev``, mixed
-precision by name (:func:`precision_flags`).
+precision by name (:func:`precision_flags`), and the settings that are trainer arguments as they are.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from jtcse.devices import check_precision, resolve_device
 from jtcse.training import distributed
 from jtcse.training.run_dir import checkpoints_dir
+from jtcse.training.settings import TrainingSettings
 
 DEV_EVALUATOR_NAME = "sts-dev"
 DEV_METRIC = f"eval_{DEV_EVALUATOR_NAME}_spearman_cosine"
@@ -32,66 +33,50 @@ def precision_flags(precision: str, device: str | None = None) -> dict[str, bool
 
 def build_training_args(
     output_dir: str | Path,
+    settings: TrainingSettings,
     *,
-    batch_size: int,
-    learning_rate: float,
-    epochs: float,
-    max_steps: int,
-    seed: int,
     has_dev: bool,
-    keep_best: bool = False,
-    eval_steps: int,
-    save_steps: int | None = None,
-    logging_steps: int = 50,
-    warmup_ratio: float = 0.0,
+    logging_steps: int,
     use_no_duplicates_sampler: bool = False,
-    precision: str = "auto",
-    gradient_checkpointing: bool = False,
     device: str | None = None,
     **overrides: Any,
 ):
-    """``SentenceTransformerTrainingArguments`` for a jtcse stage (values checked by
-    :class:`~jtcse.training.stage.TrainingSettings`).
+    """``SentenceTransformerTrainingArguments`` for a jtcse stage trained with ``settings``.
 
-    With a dev file (``has_dev``): evaluate and save every ``eval_steps``; with ``keep_best`` too, end on the
-    best checkpoint by dev Spearman (``load_best_model_at_end``; the trainer keeps at most two: that checkpoint
-    and the last), else on the last step. Without: save every ``save_steps`` (default ``eval_steps``) so an
-    interrupted run can resume, keeping the last. The
-    trainer's NaN/inf log filter is off (it syncs with the host every step);
-    :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead.
-    ``precision`` (see :func:`precision_flags`) and ``gradient_checkpointing`` (recompute each
-    encoder layer's activations in the backward pass: less memory, ~30% more compute) are for GPUs.
-    ``device``: ``cpu`` trains on the CPU where a GPU is visible too; ``None`` (or another device) leaves the
-    choice to the trainer (the first visible GPU, else the CPU); see :func:`jtcse.training.stage.training_device`.
-    ``overrides`` are further ``SentenceTransformerTrainingArguments`` fields, applied last; under a
-    multi-process launch without CUDA, CPU DDP is switched on (:func:`distributed.training_arguments`).
+    The settings that are trainer arguments as they are come from their declarations
+    (:meth:`~jtcse.training.settings.TrainingSettings.trainer_arguments`); the rest are rules. With a dev file
+    (``has_dev``): evaluate and save every ``eval_steps``; with ``checkpoint`` best-dev (which needs one,
+    :meth:`~jtcse.training.settings.TrainingSettings.check_dev_file`) end on the best checkpoint by dev Spearman
+    (the trainer keeps at most two: that checkpoint and the last), else on the last step. Without: save every
+    ``save_steps`` (default ``eval_steps``) so an interrupted run can resume, keeping the last. The trainer's
+    NaN/inf log filter is off (it syncs with the host every step);
+    :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead. ``precision`` (see
+    :func:`precision_flags`) and ``gradient_checkpointing`` are for GPUs. ``logging_steps``: as the stage
+    resolved it (:func:`jtcse.training.stage.run_stage`). ``device``: ``cpu`` trains on the CPU where a GPU is
+    visible too; ``None`` (or another device) leaves the choice to the trainer (the first visible GPU, else the
+    CPU); see :func:`jtcse.training.stage.training_device`. ``overrides`` are further
+    ``SentenceTransformerTrainingArguments`` fields, applied last; under a multi-process launch without CUDA, CPU
+    DDP is switched on (:func:`distributed.training_arguments`).
     """
     import torch
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
 
     device = resolve_device("cpu" if overrides.get("use_cpu") else device)
-    save_every = eval_steps if has_dev or save_steps is None else save_steps
+    best = settings.checkpoint == "best-dev"
+    save_every = settings.eval_steps if has_dev or settings.save_steps is None else settings.save_steps
     kwargs: dict[str, Any] = dict(
         output_dir=str(checkpoints_dir(output_dir)),
-        per_device_train_batch_size=batch_size,
-        per_device_eval_batch_size=batch_size,
-        learning_rate=learning_rate,
-        num_train_epochs=epochs,
-        max_steps=max_steps,
-        seed=seed,
-        data_seed=seed,
-        warmup_steps=warmup_ratio,
+        **settings.trainer_arguments(),
         logging_steps=max(1, min(logging_steps, save_every)),
         logging_nan_inf_filter=False,
         save_strategy="steps",
         save_steps=save_every,
         # with a dev file two, the best and the last: with a limit of 1 transformers deletes every checkpoint but
         # the best once training ends, and a finished run could not be trained further from its last step
-        save_total_limit=2 if keep_best else 1,
+        save_total_limit=2 if best else 1,
         report_to="none",
-        **precision_flags(precision, device),
-        gradient_checkpointing=gradient_checkpointing,
+        **precision_flags(settings.precision, device),
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
     )
@@ -99,8 +84,8 @@ def build_training_args(
         kwargs["batch_sampler"] = BatchSamplers.NO_DUPLICATES
     kwargs["eval_strategy"] = "steps" if has_dev else "no"
     if has_dev:
-        kwargs["eval_steps"] = eval_steps
-    if has_dev and keep_best:
+        kwargs["eval_steps"] = settings.eval_steps
+    if has_dev and best:
         kwargs.update(load_best_model_at_end=True, metric_for_best_model=DEV_METRIC, greater_is_better=True)
     if device == "cpu" and (kwargs["bf16"] or torch.cuda.is_available()):
         kwargs["use_cpu"] = (

@@ -36,7 +36,6 @@ from jtcse.training.stage import (
     Stage,
     dev_evaluator,
     run_stage,
-    set_training_length,
     start_stage,
     training_device,
 )
@@ -159,13 +158,11 @@ def distill(
     plan = start_stage(
         "distill",
         output_dir,
-        training,
+        settings,
         {
             "teacher": model_fingerprint(teacher),
             "student": student_source,
             "data": sentences_digest(sentences)[:16],
-            "objective": objective,
-            "student_pooling": student_pooling,
             "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
         inputs=[teacher, student, train_file, dev_file],
@@ -176,7 +173,6 @@ def distill(
         return plan.summary
 
     model, changes = load_student(student, pooling=student_pooling, device=device)
-    own_length = set_training_length(model, training, "student")
     student_dim = model.get_embedding_dimension()
 
     if is_main_process():
@@ -209,6 +205,7 @@ def distill(
             loss=loss,
             train_dataset=targets_dataset(sentences, targets.embeddings),
             settings=training,
+            role="student",
             evaluator=evaluator,
             model_info={
                 "teacher": describe_source(teacher),
@@ -219,7 +216,6 @@ def distill(
                 "objective": objective,
             },
             data=data,
-            restore_max_seq_length=own_length,
             device=device,
             # neither CLS nor mean pooling reads the transformers pooler, so under DDP its parameters get no gradient
             trainer_overrides=dict(ddp_find_unused_parameters=bool(pooler_parameters(model))),

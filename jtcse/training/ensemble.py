@@ -1,14 +1,55 @@
 """Saving an ensemble checkpoint (``jtcse ensemble`` and the pipeline's ensemble stage): the members combined
-(:func:`jtcse.modeling.build.build_ensemble`), its model card, one writer and an all-or-nothing folder."""
+(:func:`jtcse.modeling.build.build_ensemble`), its model card, one writer and an all-or-nothing folder; and how an
+ensemble is joined as settings (:func:`combine_setting`, :func:`weights_setting`: one type each, wherever given)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from jtcse.errors import JTCSEError
+from jtcse.errors import JTCSEError, SettingError
 from jtcse.locking import locks_output
+from jtcse.modeling.combine import COMBINE_CHOICES, check_weights
 from jtcse.output_paths import FolderOutput
+from jtcse.schema import every, one_of, positive, setting, validate
+
+
+def combine_setting(help: str) -> Any:
+    """How an ensemble joins its members: one of :data:`~jtcse.modeling.combine.COMBINE_CHOICES`, ``concat`` by
+    default (the declaration of ``jtcse ensemble --combine`` and the pipeline's ``[ensemble] combine``)."""
+    return setting("concat", help, check=one_of(*COMBINE_CHOICES))
+
+
+def weights_setting(help: str, unset: str) -> Any:
+    """One positive weight per member, ``unset`` saying what ``None`` means: the one type of ensemble weights
+    (``jtcse ensemble --weights``, the pipeline's ``[ensemble] weights``), comma-separated on a command line, an
+    array in a recipe; counted against the members by :func:`member_weights`."""
+    return setting(None, help, check=every(positive), unset=unset)
+
+
+def member_weights(weights: Sequence[float] | None, count: int) -> list[float]:
+    """``weights`` for ``count`` members (``None``: all 1) by the ensemble's own check
+    (:func:`~jtcse.modeling.combine.check_weights`), a wrong count a :class:`~jtcse.errors.SettingError` naming the
+    weights."""
+    try:
+        return check_weights(weights, count)
+    except ValueError as err:
+        raise SettingError("{weights}: {problem}", ["weights"], problem=str(err)) from None
+
+
+@dataclass(frozen=True)
+class JoinSettings:
+    """How ``jtcse ensemble`` joins its members."""
+
+    combine: str = combine_setting("concat (any widths) or sum (members of one width).")
+    weights: tuple[float, ...] | None = weights_setting(
+        "One positive weight per ensemble member, comma-separated (e.g. 1,0.5).", unset="all 1"
+    )
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 def ensemble_card_facts(model, sources):
@@ -61,6 +102,7 @@ def save_ensemble(
 
     out = FolderOutput(output_dir, "jtcse ensemble", inputs=models, whole=True)
     out.check()
+    member_weights(weights, len(models))  # before any member loads
     if out.path.is_dir() and any(out.path.iterdir()) and not overwrite:
         raise JTCSEError(f"{out.path} holds an earlier ensemble; pass --overwrite to replace it.")
     model = build_ensemble(models, combine=combine, weights=weights, device=device)

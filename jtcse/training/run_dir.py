@@ -228,8 +228,10 @@ def plan_output_dir(
     if done is not None:
         logger.warning(
             "%s already holds this finished run (%s steps, same settings); nothing to do. "
-            "Pass --overwrite to train it again.", output_dir, done.get("steps"),
-        )  # fmt: skip
+            "Pass --overwrite to train it again.",
+            output_dir,
+            done.get("steps"),
+        )
         return OutputPlan(output_dir, config, FINISHED, summary=done, output=output)
     output.check()  # it will write: nothing there that jtcse did not write
     if (damage := unfinished_because(output_dir)) is not None:
@@ -239,9 +241,10 @@ def plan_output_dir(
         if partial:
             logger.warning(
                 "Skipping incomplete checkpoint(s) %s in %s (cut off while being saved); %s.",
-                ", ".join(p.name for p in partial), checkpoints_dir(output_dir),
+                ", ".join(p.name for p in partial),
+                checkpoints_dir(output_dir),
                 f"resuming from {checkpoint.name}" if checkpoint else "starting from step 0",
-            )  # fmt: skip
+            )
         if checkpoint is not None:
             return replace(_resume_plan(output_dir, config, checkpoint, state, tuple(partial), finished), output=output)
     if finished is not None and not overwrite:
@@ -281,8 +284,10 @@ def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> Ou
         logger.warning(
             "Training the finished run in %s further from step %d. Its learning-rate schedule ended with that "
             "step: the first step after the resume runs at the rate it ended with (0 for the default linear "
-            "decay), the next ones follow the schedule for the new length.", output_dir, step,
-        )  # fmt: skip
+            "decay), the next ones follow the schedule for the new length.",
+            output_dir,
+            step,
+        )
     at_end = not length_changed and step >= state.get("max_steps", step + 1)
     return OutputPlan(output_dir, config, RESUME, resume_from=str(checkpoint), at_end=at_end, partial=partial)
 

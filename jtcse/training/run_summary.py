@@ -21,6 +21,7 @@ from jtcse.processes import world_size
 from jtcse.training.arguments import DEV_METRIC
 from jtcse.training.curves import logged_terms
 from jtcse.training.run_dir import RUN_SUMMARY_NAME, checkpoints_dir
+from jtcse.training.settings import CHECKPOINTS, card_keys
 
 if TYPE_CHECKING:
     from jtcse.model_card import CardFacts
@@ -42,7 +43,7 @@ def run_summary(
         "schema_version": SCHEMA_VERSION,
         "stage": stage.name,
         "output_dir": str(Path(stage.output_dir).resolve()),
-        "saved_model": "best checkpoint by dev Spearman" if s.best_dev else "last step",
+        "saved_model": CHECKPOINTS[s.checkpoint],
         "model": stage.model_info,
         "data": stage.data,
         "loss": {"name": type(stage.loss).__name__, **_config_of(stage.loss)},
@@ -57,7 +58,7 @@ def run_summary(
         "seconds": round(progress.seconds, 2),
         "train_loss": progress.train_loss,
         **loss_history(history),
-        **_kept(trainer.state, s.best_dev),
+        **_kept(trainer.state, s.checkpoint),
         "loss_terms": logged_terms(last_logged),
         "dev_file": stage.evaluator.path if stage.evaluator is not None else None,
         "final_dev_spearman": final_dev,
@@ -103,11 +104,11 @@ def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _kept(state, best_dev: bool) -> dict[str, Any]:
+def _kept(state, checkpoint: str) -> dict[str, Any]:
     """Which step the saved model is: the last, or with ``checkpoint="best-dev"`` the checkpoint the trainer
     kept as best (``best_step`` and ``best_dev_spearman`` are then that checkpoint's, which only saved steps can
     be: a dev score of an unsaved step, e.g. before the first update, does not count)."""
-    if not best_dev:
+    if checkpoint != "best-dev":
         return {"saved_step": state.global_step}
     if not state.best_model_checkpoint:  # no saved step was scored: the last step is kept, and no step is "best"
         return {"saved_step": state.global_step, "best_step": None, "best_dev_spearman": None}
@@ -129,14 +130,12 @@ def read_run_summary(output_dir: str | Path) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------- the summary -> card facts
-_STAGE_KINDS = {"simcse": "warmup", "distill": "distilled", "twin": "twin"}
-_SETTING_KEYS = (
-    "batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "temperature",
-    "cael_every", "num_layers", "loss_weights", "warmup_ratio", "eval_steps", "objective", "student_pooling",
-    "dev_file",
-)  # fmt: skip
-"""Card settings, looked up in this order: the summary's top level, ``model``, ``settings`` (what was used),
-``config`` (what was asked for)."""
+_CARD_KINDS = {"simcse": "warmup", "distill": "distilled", "twin": "twin"}
+"""The card kind of each trainer's run (``run_summary.json``'s ``stage``: the trainers' names)."""
+_RUN_FACTS = ("num_layers", "loss_weights", "dev_file")
+"""What a card lists after the settings declared for it (:func:`~jtcse.training.settings.card_keys`): facts of the
+run, not settings. Each is looked up, like a setting, in the summary's top level, ``model``, ``settings`` (what
+was used), then ``config`` (what was asked for)."""
 _DATA_LABELS = {
     "source": "corpus",
     "pairs_file": "pairs file",
@@ -158,12 +157,12 @@ _DATA_LABELS = {
 def infer_kind(summary: dict[str, Any]) -> str:
     """The card kind of a run summary, from its ``stage``: ``simcse`` → warmup, ``distill`` → distilled,
     ``twin`` → twin."""
-    stage = summary.get("stage")
-    if stage not in _STAGE_KINDS:
+    trainer = summary.get("stage")
+    if trainer not in _CARD_KINDS:
         raise JTCSEError(
-            f"cannot tell what kind of model this run summary describes (stage {stage!r}); pass kind= explicitly."
+            f"cannot tell what kind of model this run summary describes (stage {trainer!r}); pass kind= explicitly."
         )
-    return _STAGE_KINDS[stage]
+    return _CARD_KINDS[trainer]
 
 
 def _regularizer_name(entry: Any) -> str:
@@ -191,7 +190,7 @@ def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> 
     layout of :data:`SCHEMA_VERSION`, ``docs/runs.md``); what it lacks is left out.
 
     Read: ``stage`` (the kind, unless ``kind`` is given), ``model`` (``towers``, ``source``, ``student``,
-    ``teacher``, ``objective``), the settings in ``_SETTING_KEYS``, ``steps``, ``loss`` and the regularisers,
+    ``teacher``, ``objective``), the settings declared for the card and the facts in ``_RUN_FACTS``, ``steps``, ``loss`` and the regularisers,
     the ``data`` counts in ``_DATA_LABELS``, ``dev_spearman_by_step``, ``best_dev_spearman`` and
     ``final_dev_spearman``. A distilled card states and cites the objective it was trained with.
     """
@@ -203,7 +202,7 @@ def facts_from_run_summary(summary: dict[str, Any], kind: str | None = None) -> 
     kind = kind or infer_kind(summary)
     model, config, used = summary.get("model") or {}, summary.get("config") or {}, summary.get("settings") or {}
     settings: dict[str, Any] = {}
-    for key in _SETTING_KEYS:
+    for key in (*card_keys(), *_RUN_FACTS):
         source = next((s for s in (summary, model, used, config) if key in s), None)
         if source is not None:
             settings[key] = source[key]

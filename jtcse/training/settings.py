@@ -8,24 +8,27 @@
 
 The command-line options of ``jtcse simcse``, ``train``, ``distill`` and ``pipeline``, the recipe reader and
 ``jtcse pipeline --dump-recipe`` are generated from these declarations (``jtcse/commands/_settings.py``,
-``jtcse/training/recipe.py``). A trainer takes its settings object and/or keys as keywords
+``jtcse/pipeline/recipe.py``). A trainer takes its settings object and/or keys as keywords
 (``train_twin(..., max_steps=100, cael_every=0)``: :func:`resolve`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from jtcse.devices import PRECISIONS
+from jtcse.errors import SettingError
 from jtcse.modeling.loading import POOLING
-from jtcse.schema import at_least, every, group, one_of, positive, replace_keys, setting, validate
+from jtcse.schema import at_least, every, get, group, keys, one_of, positive, replace_keys, setting, validate
 from jtcse.training.positives import POSITIVES, part_problem
 
 PRECISION = one_of(*PRECISIONS)
 """The one check of a precision name (:mod:`jtcse.devices`' list)."""
-CHECKPOINTS = ("last", "best-dev")
-"""Which model a stage keeps: its last step, or the checkpoint with the best dev-file Spearman."""
+CHECKPOINTS = {"last": "last step", "best-dev": "best checkpoint by dev Spearman"}
+"""Which model a stage keeps (``checkpoint``), and how its run summary says so (``saved_model``): its last step, or
+the checkpoint with the best dev-file Spearman."""
 OBJECTIVES = ("mse", "mse-normalized", "cosine", "similarity")
 """Distillation objectives (:mod:`jtcse.training.distill`)."""
 MIN_BATCH_SIZE = 2
@@ -47,6 +50,14 @@ def seed_range(spare: int = 0):
         return f"must be between 0 and {MAX_SEED - spare}" + (f" (seed + {spare} is used too)" if spare else "")
 
     return check
+
+
+def role(*, recorded: bool = False, card: bool = False, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a trainer's setting is beyond its value (``setting(extra=role(...))``), so that each list of settings is
+    derived from the declarations: ``recorded``, a resumed or rerun run must share it (:func:`recorded_settings`);
+    ``card``, the model card lists it (:func:`card_keys`); ``trainer_args``, the
+    ``SentenceTransformerTrainingArguments`` keywords it is, as it is (:meth:`TrainingSettings.trainer_arguments`)."""
+    return {"recorded": recorded, "card": card, "trainer_args": trainer_args}
 
 
 def _steps(value: int) -> str | None:
@@ -81,18 +92,50 @@ def _regularizer_help() -> str:
 class TrainingSettings:
     """How long and how a stage trains, and which model it keeps; checked once, the same way for every stage."""
 
-    max_steps: int = setting(-1, "Stop after this many optimizer steps (-1: run the epochs).", check=_steps)
-    epochs: float = setting(1.0, "Passes over the data (when max_steps is -1).", check=positive)
-    learning_rate: float = setting(5e-5, "AdamW learning rate.", check=positive)
+    max_steps: int = setting(
+        -1,
+        "Stop after this many optimizer steps (-1: run the epochs).",
+        check=_steps,
+        extra=role(recorded=True, card=True, trainer_args=("max_steps",)),
+    )
+    epochs: float = setting(
+        1.0,
+        "Passes over the data (when max_steps is -1).",
+        check=positive,
+        extra=role(recorded=True, card=True, trainer_args=("num_train_epochs",)),
+    )
+    learning_rate: float = setting(
+        5e-5,
+        "AdamW learning rate.",
+        check=positive,
+        extra=role(recorded=True, card=True, trainer_args=("learning_rate",)),
+    )
     batch_size: int = setting(
-        64, "Sentences per batch (each one's in-batch negatives are the others).", check=at_least(MIN_BATCH_SIZE)
+        64,
+        "Sentences per batch (each one's in-batch negatives are the others).",
+        check=at_least(MIN_BATCH_SIZE),
+        extra=role(
+            recorded=True, card=True, trainer_args=("per_device_train_batch_size", "per_device_eval_batch_size")
+        ),
     )
     max_seq_length: int = setting(
-        64, "Tokens per sentence in training; longer ones are truncated.", check=at_least(MIN_SEQ_LENGTH)
+        64,
+        "Tokens per sentence in training; longer ones are truncated. The saved model keeps the length of the model "
+        "it started from (docs/runs.md, Lengths).",
+        check=at_least(MIN_SEQ_LENGTH),
+        extra=role(recorded=True, card=True),
     )
-    warmup_ratio: float = setting(0.0, "Share of the steps over which the learning rate warms up.", check=_below_one)
+    warmup_ratio: float = setting(
+        0.0,
+        "Share of the steps over which the learning rate warms up.",
+        check=_below_one,
+        extra=role(recorded=True, card=True, trainer_args=("warmup_steps",)),  # a float below 1: a share
+    )
     eval_steps: int = setting(
-        100, "Checkpoint, and score the dev file when one is given, every N steps.", check=at_least(1)
+        100,
+        "Checkpoint, and score the dev file when one is given, every N steps.",
+        check=at_least(1),
+        extra=role(recorded=True, card=True),
     )
     checkpoint: str = setting(
         "last",
@@ -100,6 +143,7 @@ class TrainingSettings:
         "checkpoint with the best dev-file Spearman, scored every eval_steps: the papers' protocol; needs a "
         "dev file).",
         check=one_of(*CHECKPOINTS),
+        extra=role(recorded=True),
     )
     save_steps: int | None = setting(
         None, "Checkpoint every N steps without a dev file.", check=at_least(1), unset="every eval_steps"
@@ -107,14 +151,21 @@ class TrainingSettings:
     logging_steps: int | None = setting(
         50, "Log the training loss every N steps.", check=at_least(1), unset="about ten times a run"
     )
-    seed: int = setting(42, "Random seed (data order, dropout).", check=seed_range())
+    seed: int = setting(
+        42,
+        "Random seed (data order, dropout).",
+        check=seed_range(),
+        extra=role(recorded=True, card=True, trainer_args=("seed", "data_seed")),
+    )
     precision: str = setting(
         "auto",
         "auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16.",
         check=PRECISION,
     )
     gradient_checkpointing: bool = setting(
-        False, "Recompute layer activations in the backward pass: less GPU memory for ~30% more compute."
+        False,
+        "Recompute layer activations in the backward pass: less GPU memory for ~30% more compute.",
+        extra=role(trainer_args=("gradient_checkpointing",)),
     )
     keep_checkpoints: bool = setting(
         False,
@@ -125,15 +176,22 @@ class TrainingSettings:
     def __post_init__(self) -> None:
         validate(self)
 
-    @property
-    def best_dev(self) -> bool:
-        return self.checkpoint == "best-dev"
+    def trainer_arguments(self) -> dict[str, Any]:
+        """``{SentenceTransformerTrainingArguments keyword: value}`` of the settings that are one as they are (the
+        others, e.g. ``checkpoint``, are rules of :func:`~jtcse.training.arguments.build_training_args`)."""
+        return {
+            arg: get(self, key) for key in keys(TrainingSettings).values() for arg in key.extra.get("trainer_args", ())
+        }
 
-    def recorded(self) -> dict[str, Any]:
-        """The settings a resumed (or rerun) run must share with the run it continues (lengths may grow)."""
-        keys = ("batch_size", "max_seq_length", "learning_rate", "epochs", "max_steps", "seed", "eval_steps",
-                "warmup_ratio", "checkpoint")  # fmt: skip
-        return {key: getattr(self, key) for key in keys}
+    def check_dev_file(self, dev_file: str | Path | None) -> None:
+        """The one rule of ``checkpoint``: best-dev keeps the checkpoint with the best dev Spearman, so it needs a
+        dev file (a :class:`~jtcse.errors.SettingError` naming both)."""
+        if dev_file is None and self.checkpoint == "best-dev":
+            raise SettingError(
+                "{checkpoint} best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
+                "({dev_file}); or keep the last step ({checkpoint} last).",
+                {"checkpoint": "checkpoint", "dev_file": "--dev-file"},
+            )
 
 
 @dataclass(frozen=True)
@@ -141,15 +199,24 @@ class ContrastiveSettings:
     """The in-batch contrastive loss of a warm-up or a twin: its temperature, token-level terms added to it,
     negatives across devices and GradCache."""
 
-    temperature: float = setting(0.05, "InfoNCE temperature τ (scale 1/τ).", check=positive)
+    temperature: float = setting(
+        0.05, "InfoNCE temperature τ (scale 1/τ).", check=positive, extra=role(recorded=True, card=True)
+    )
     regularizers: tuple[str, ...] = setting(
-        (), _regularizer_help, check=every(_regularizer, non_empty=False), flag="regularizer", repeat=True,
-        metavar="SPEC", short="-r",
-    )  # fmt: skip
+        (),
+        _regularizer_help,
+        check=every(_regularizer, non_empty=False),
+        flag="regularizer",
+        repeat=True,
+        metavar="SPEC",
+        short="-r",
+        extra=role(recorded=True),
+    )
     gather_across_devices: bool = setting(
         False,
         "Under torchrun / accelerate launch: score every rank's sentences against the candidates of all ranks, "
         "so the in-batch negatives come from the global batch (world size × batch size).",
+        extra=role(recorded=True),
     )
     mini_batch_size: int | None = setting(
         None,
@@ -157,6 +224,7 @@ class ContrastiveSettings:
         "a batch of N, one extra forward pass; same result). Not with regularizers.",
         check=at_least(1),
         unset="no GradCache",
+        extra=role(recorded=True),
     )
 
     def __post_init__(self) -> None:
@@ -183,9 +251,10 @@ class WarmupSettings:
         check=one_of(*POSITIVES),
     )
     corpus_part: str = setting(
-        "all", "The part of the corpus it trains on: all, or K/N, the K-th of N equal contiguous parts (e.g. 1/2).",
+        "all",
+        "The part of the corpus it trains on: all, or K/N, the K-th of N equal contiguous parts (e.g. 1/2).",
         check=part_problem,
-    )  # fmt: skip
+    )
     loss: ContrastiveSettings = group(ContrastiveSettings())
 
     def __post_init__(self) -> None:
@@ -202,13 +271,16 @@ class TwinSettings:
     training: TrainingSettings = group(
         TrainingSettings(
             batch_size=16, max_seq_length=32, learning_rate=1e-5, max_steps=100, logging_steps=None, precision="fp32"
-        )  # fmt: skip
+        )
     )
+    # recorded by train_twin in the form earlier runs have: cael_every 0 as None, the three weights as loss_weights,
+    # paraphrase_threshold only with hard_negatives (so a finished run of the same settings stays finished)
     cael_every: int = setting(
         2,
         "A cross-attention encoder layer (CAEL) every k layers of the twin (k must divide the layer count; the "
         "last layer is always one). 0 = no cross-attention (TNCSE).",
         check=at_least(0),
+        extra=role(card=True),
     )
     nce_weight: float = setting(1.0, "Weight of InfoNCE inside each tower (0 = off).", check=at_least(0))
     icnce_weight: float = setting(
@@ -220,6 +292,7 @@ class TwinSettings:
         "Batches of neighbours: each batch gathers sentences the twin's tower I (as training starts) finds close, so "
         "the in-batch negatives are hard; one it scores as a paraphrase of another in the batch "
         "(paraphrase_threshold) is kept out of that batch.",
+        extra=role(recorded=True),
     )
     paraphrase_threshold: float = setting(
         0.8, "With hard_negatives: the guide's cosine from which two sentences count as paraphrases.", check=_unit
@@ -243,14 +316,36 @@ class DistillSettings:
         "Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, mse-normalized "
         "or mse (vectors; a training-only projection when widths differ).",
         check=one_of(*OBJECTIVES),
+        extra=role(recorded=True, card=True),
     )
     student_pooling: str | None = setting(
-        None, "Replace the student's pooling by cls or mean.", check=POOLING, unset="the student's own"
+        None,
+        "Replace the student's pooling by cls or mean.",
+        check=POOLING,
+        unset="the student's own",
+        extra=role(recorded=True, card=True),
     )
     teacher_batch_size: int = setting(128, "Batch size of the one-off teacher encoding.", check=at_least(1))
 
     def __post_init__(self) -> None:
         validate(self)
+
+
+TRAINERS = (WarmupSettings, TwinSettings, DistillSettings)
+"""Each trainer's settings class (``jtcse simcse``, ``train``, ``distill``)."""
+
+
+def recorded_settings(settings: Any) -> dict[str, Any]:
+    """``{key: value}`` of a trainer's ``settings`` that a resumed (or rerun) run must share with the run it
+    continues: each declared ``recorded`` (:func:`role`), through its groups (lengths may grow:
+    :data:`~jtcse.training.run_dir.LENGTH_KEYS`)."""
+    return {name: get(settings, key) for name, key in keys(type(settings)).items() if key.extra.get("recorded")}
+
+
+def card_keys() -> tuple[str, ...]:
+    """The trainers' settings a model card lists (declared ``card``), in declaration order, training's first."""
+    named = (name for cls in TRAINERS for name, key in keys(cls).items() if key.extra.get("card"))
+    return tuple(dict.fromkeys(named))
 
 
 def resolve(defaults: Any, settings: Any, keywords: dict[str, Any], caller: str) -> Any:

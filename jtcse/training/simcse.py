@@ -32,7 +32,6 @@ from jtcse.training.stage import (
     dev_evaluator,
     require_negatives,
     run_stage,
-    set_training_length,
     start_stage,
     training_device,
 )
@@ -144,16 +143,12 @@ def train_simcse(
     plan = start_stage(
         "simcse",
         output_dir,
-        training,
+        settings,
         {
             "model": model_source,
             "pooling": pooling,
             "data": _fingerprint(anchors + positives),
-            "temperature": terms.temperature,
-            "regularizers": list(terms.regularizers),
             "extra_losses": sorted(extra_losses or {}),
-            "gather_across_devices": terms.gather_across_devices,
-            "mini_batch_size": terms.mini_batch_size,
             "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
         inputs=[model, corpus, pairs_file, dev_file],
@@ -172,7 +167,6 @@ def train_simcse(
     from jtcse.training.distributed import pooler_parameters
 
     tower, pooled, pooling_changes = load_tower(model, pooling=pooling, role="tower", device=device)
-    own_length = set_training_length(tower, training, "tower")
     scale, gather = 1.0 / terms.temperature, terms.gather_across_devices
     if terms.mini_batch_size is None:
         base = MultipleNegativesRankingLoss(tower, scale=scale, gather_across_devices=gather)
@@ -190,10 +184,10 @@ def train_simcse(
             ),
             train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
             settings=training,
+            role="tower",
             evaluator=evaluator,
             model_info={"source": model_source, "pooling": pooled, "changes": pooling_changes},
             data=data,
-            restore_max_seq_length=own_length,
             use_no_duplicates_sampler=True,
             device=device,
             # neither pooling reads the transformers pooler, so under DDP its parameters get no gradient

@@ -37,26 +37,26 @@ from jtcse.training.run_dir import (
     remove_checkpoints,
 )
 from jtcse.training.run_summary import facts_from_run_summary, run_summary, write_run_summary
-from jtcse.training.settings import MIN_BATCH_SIZE, TrainingSettings
+from jtcse.training.settings import MIN_BATCH_SIZE, TrainingSettings, recorded_settings
 
 
 def start_stage(
     name: str,
     output_dir: str | Path,
-    settings: TrainingSettings,
+    settings: Any,
     config: dict[str, Any],
     *,
     inputs: Sequence[object],
     resume: bool,
     overwrite: bool,
 ) -> OutputPlan:
-    """The run's config (``stage``, ``config``, the settings, the number of processes) and what to do with
-    the output directory (:func:`~jtcse.training.run_dir.plan_output_dir`), which is never one of ``inputs``
-    (the models and files the stage reads) nor holds one. Reads only: nothing is written
-    until :func:`run_stage`. Under a multi-process launch rank 0 plans and every rank gets its plan
-    (:func:`~jtcse.processes.run_on_main`). A trainer returns ``plan.summary`` at once when
-    ``plan.finished``."""
-    config = {"stage": name, **config, **settings.recorded(), "world_size": processes.world_size()}
+    """The run's config (``stage``, ``config``, the trainer's recorded ``settings``
+    (:func:`~jtcse.training.settings.recorded_settings`), the number of processes) and what to do with the output
+    directory (:func:`~jtcse.training.run_dir.plan_output_dir`), which is never one of ``inputs`` (the models and
+    files the stage reads) nor holds one. Reads only: nothing is written until :func:`run_stage`. Under a
+    multi-process launch rank 0 plans and every rank gets its plan (:func:`~jtcse.processes.run_on_main`). A trainer
+    returns ``plan.summary`` at once when ``plan.finished``."""
+    config = {"stage": name, **config, **recorded_settings(settings), "world_size": processes.world_size()}
     return processes.run_on_main(
         lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite, inputs=inputs)
     )
@@ -89,27 +89,12 @@ def require_negatives(count: int, what: str) -> None:
         )
 
 
-def set_training_length(model, settings: TrainingSettings, role: str) -> int | None:
-    """Set ``model``'s length to ``settings.max_seq_length``, clamped to its position table with a warning
-    (:func:`~jtcse.modeling.loading.set_max_seq_length`); call it when the model is built. Returns the
-    model's own length before, for the final save (``Stage.restore_max_seq_length``)."""
-    from jtcse.modeling.loading import set_max_seq_length
-
-    own = model.max_seq_length
-    set_max_seq_length(model, settings.max_seq_length, role)
-    return own
-
-
 def dev_evaluator(dev_file: str | Path | None, settings: TrainingSettings, batch_size: int = 64):
     """An :class:`~jtcse.evaluation.sts.STSDevEvaluator` for ``dev_file`` (``None`` without one), scored every
     ``eval_steps``; the stage keeps its best checkpoint by it when ``settings.checkpoint`` is ``best-dev``, which
-    without a dev file is an error."""
+    needs one (:meth:`~jtcse.training.settings.TrainingSettings.check_dev_file`)."""
+    settings.check_dev_file(dev_file)
     if dev_file is None:
-        if settings.best_dev:
-            raise JTCSEError(
-                "checkpoint best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
-                "(--dev-file); or keep the last step (checkpoint last)."
-            )
         return None
     from jtcse.evaluation.sts import STSDevEvaluator
 
@@ -120,12 +105,17 @@ def dev_evaluator(dev_file: str | Path | None, settings: TrainingSettings, batch
 class Stage:
     """What one training stage trains, on what, and how; run by :func:`run_stage`.
 
-    ``plan``: the output directory and the recorded config (from :func:`start_stage`). ``model`` is
-    built with its training length already set (:func:`set_training_length`). ``model_info`` /
-    ``data`` describe the model(s) and the data counts for the summary. ``restore_max_seq_length``:
-    the model's own length, set back before saving (``None`` keeps the training length).
+    ``plan``: the output directory and the recorded config (from :func:`start_stage`). ``model``: as
+    loaded, at its own length (a warm-up's tower, a student, a twin: its tower I's; see
+    :func:`jtcse.modeling.loading.load_model`). ``role`` names it in messages (``tower``, ``student``, ``twin``).
+    ``model_info`` / ``data`` describe the model(s) and the data counts for the summary.
     ``device``: where it trains (``None``: the trainer's choice; checked by :func:`training_device`).
     ``trainer_overrides`` are further ``SentenceTransformerTrainingArguments`` fields.
+
+    The one length rule of every trainer: making the stage sets the model to its training length
+    (``settings.max_seq_length``, clamped to the position table with a warning) and keeps its own length in
+    ``own_length``; :func:`run_stage` saves it at that own length again, so every checkpoint jtcse trains
+    encodes as long inputs as the model it started from (docs/runs.md, "Lengths").
     """
 
     name: str
@@ -134,15 +124,22 @@ class Stage:
     loss: Any
     train_dataset: Any
     settings: TrainingSettings
+    role: str
     evaluator: Any = None
     model_info: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
-    restore_max_seq_length: int | None = None
     use_no_duplicates_sampler: bool = False
     device: str | None = None
     trainer_overrides: dict[str, Any] = field(default_factory=dict)
     callbacks: Sequence[Any] = ()
     plot: bool = True
+    own_length: int | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        from jtcse.modeling.loading import set_max_seq_length
+
+        self.own_length = self.model.max_seq_length
+        set_max_seq_length(self.model, self.settings.max_seq_length, self.role)
 
     @property
     def output_dir(self) -> Path:
@@ -222,7 +219,7 @@ def _train(stage: Stage, args):
     )
     try:
         if stage.plan.at_end and stage.resume_from is not None:
-            _finish_from_checkpoint(trainer, stage.resume_from)
+            _finish_from_checkpoint(trainer, stage.resume_from, stage.settings)
         else:
             trainer.train(resume_from_checkpoint=stage.resume_from)
     finally:
@@ -231,25 +228,25 @@ def _train(stage: Stage, args):
     return trainer, progress
 
 
-def _finish_from_checkpoint(trainer, checkpoint: str | Path) -> None:
+def _finish_from_checkpoint(trainer, checkpoint: str | Path, settings: TrainingSettings) -> None:
     """Give ``trainer`` the state and the final model of a run whose last step ``checkpoint`` holds.
 
     ``Trainer.train`` resumed from such a checkpoint would run one step more; this loads what the end
-    of training would have left instead: the best checkpoint by dev score when the trainer keeps it
-    (``load_best_model_at_end``), else the checkpoint's own weights.
+    of training would have left instead: the best checkpoint by dev score when the run keeps it
+    (``checkpoint`` best-dev), else the checkpoint's own weights.
     """
     from transformers import TrainerState
 
     trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_FILE))
     best = trainer.state.best_model_checkpoint
-    use_best = trainer.args.load_best_model_at_end and best is not None and Path(best).is_dir()
+    use_best = settings.checkpoint == "best-dev" and best is not None and Path(best).is_dir()
     trainer._load_from_checkpoint(best if use_best else str(checkpoint))  # sentence-transformers' own loader
 
 
 def _save_final_model(stage: Stage) -> float | None:
-    """Score the model on the dev evaluator (``None`` without one) and save it to the output directory with
-    its own length restored (``Stage.restore_max_seq_length``) and training-only heads
-    (:class:`~jtcse.losses.NITPHead`) removed; returns the dev score.
+    """Score the model on the dev evaluator (``None`` without one) and save it to the output directory at
+    its own length (``Stage.own_length``: its config and its tokenizer's ``model_max_length`` say it) without
+    training-only heads (:class:`~jtcse.losses.NITPHead`); returns the dev score.
 
     A finished run's summary there is removed first: from then until the new summary is written, the
     directory is an unfinished run, which a rerun completes from its last checkpoint. The model is saved into a
@@ -257,10 +254,12 @@ def _save_final_model(stage: Stage) -> float | None:
     (:meth:`~jtcse.output_paths.FolderOutput.moved_in`).
     """
     from jtcse.losses.nitp import remove_nitp_head
+    from jtcse.modeling.loading import set_max_seq_length
 
     model, evaluator = stage.model, stage.evaluator
     final_dev = evaluator(model)[evaluator.primary_metric] if evaluator is not None else None
-    model.max_seq_length = stage.restore_max_seq_length or model.max_seq_length
+    if stage.own_length is not None:
+        set_max_seq_length(model, stage.own_length, stage.role)
     remove_nitp_head(model)
     (Path(stage.output_dir) / RUN_SUMMARY_NAME).unlink(missing_ok=True)
     with stage.plan.output.moved_in() as scratch:
@@ -294,23 +293,12 @@ def _save_and_summarise(stage: Stage, trainer, progress) -> dict[str, Any]:
 
 
 def _training_args(stage: Stage):
-    s = stage.settings
     return build_training_args(
         stage.output_dir,
-        batch_size=s.batch_size,
-        learning_rate=s.learning_rate,
-        epochs=s.epochs,
-        max_steps=s.max_steps,
-        seed=s.seed,
+        stage.settings,
         has_dev=stage.evaluator is not None,
-        keep_best=s.best_dev,
-        eval_steps=s.eval_steps,
-        save_steps=s.save_steps,
         logging_steps=_logging_steps(stage),
-        warmup_ratio=s.warmup_ratio,
         use_no_duplicates_sampler=stage.use_no_duplicates_sampler,
-        precision=s.precision,
-        gradient_checkpointing=s.gradient_checkpointing,
         device=stage.device,
         **stage.trainer_overrides,
     )

@@ -22,7 +22,6 @@ from jtcse.training.stage import (
     dev_evaluator,
     require_negatives,
     run_stage,
-    set_training_length,
     start_stage,
     training_device,
 )
@@ -96,20 +95,15 @@ def train_twin(
     plan = start_stage(
         "twin",
         output_dir,
-        training,
+        settings,
         {
             # a retrained tower folder is another tower: its files' sizes and times are part of its name
             "towers": [model_fingerprint(t, missing_ok=True) if t else None for t in (tower_a, tower_b)],
             "corpus": sentences_digest(sentences)[:16],  # the sentences, not the file's path
             "cael_every": cael_every,
             "pooling": pooling,
-            "temperature": terms.temperature,
             "loss_weights": [settings.nce_weight, settings.icnce_weight, settings.ictm_weight],
             "extra_losses": sorted(extra_losses or {}),
-            "regularizers": list(terms.regularizers),
-            "gather_across_devices": terms.gather_across_devices,
-            "mini_batch_size": terms.mini_batch_size,
-            "hard_negatives": settings.hard_negatives,
             "paraphrase_threshold": settings.paraphrase_threshold if settings.hard_negatives else None,
             "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
@@ -122,64 +116,70 @@ def train_twin(
 
     from datasets import Dataset
 
-    from jtcse.losses import CachedJTCSELoss, JTCSELoss
     from jtcse.losses.registry import build_regularised_loss
     from jtcse.modeling.build import build_twin
     from jtcse.training.distributed import pooler_parameters
 
-    model = build_twin(tower_a, tower_b, cael_every=cael_every, max_seq_length=None, pooling=pooling, device=device)
-    set_training_length(model, training, "twin")
-    data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
-    weights = dict(
-        temperature=terms.temperature,
-        nce_weight=settings.nce_weight,
-        icnce_weight=settings.icnce_weight,
-        ictm_weight=settings.ictm_weight,
-        seed=training.seed,
-        gather_across_devices=terms.gather_across_devices,
-    )
-    if terms.mini_batch_size is None:
-        base = JTCSELoss(model, **weights)
-    else:
-        base = CachedJTCSELoss(model, mini_batch_size=terms.mini_batch_size, **weights)
+    model = build_twin(tower_a, tower_b, cael_every=cael_every, pooling=pooling, device=device)  # tower I's length
+    base = _jtcse_loss(model, settings)
     twin = model[0]
     dataset, overrides = Dataset.from_dict({"text": sentences}), {}
     if settings.hard_negatives:  # batches of neighbours, by tower I as it starts
         dataset, overrides = _neighbour_batches(dataset, tower_a, training, settings.paraphrase_threshold, device)
         data["hard_negative_batches"] = len(set(dataset["label"]))
-    return run_stage(
-        Stage(
-            name="twin",
-            plan=plan,
-            model=model,
-            loss=build_regularised_loss(model, base, list(terms.regularizers), extra_terms=extra_losses),
-            train_dataset=dataset,
-            settings=training,
-            evaluator=evaluator,
-            model_info={
-                "towers": [str(t) if t else "embedded MiniLM" for t in (tower_a, tower_b)],
-                "cael_every": twin.cael_every,
-                "cael_layers": twin.cael_layers,
-                "pooling": twin.pooling,
-                "num_layers": twin.num_layers,
-            },
-            data=data,
-            # a dev score and a logged loss before any update (not again on a resume); whole batches only
-            # (ICNCE/ICTM pair rows across a batch)
-            trainer_overrides=dict(
-                logging_first_step=True,
-                eval_on_start=evaluator is not None and plan.resume_from is None,
-                dataloader_drop_last=len(sentences) > training.batch_size,
-                disable_tqdm=not show_progress,
-                # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
-                ddp_find_unused_parameters=not settings.ictm_weight and bool(pooler_parameters(model)),
-                **overrides,
-            ),
-            callbacks=callbacks,
-            plot=plot,
-            device=device,
-        )
+    stage = Stage(
+        name="twin",
+        plan=plan,
+        model=model,
+        loss=build_regularised_loss(model, base, list(terms.regularizers), extra_terms=extra_losses),
+        train_dataset=dataset,
+        settings=training,
+        role="twin",
+        evaluator=evaluator,
+        model_info={
+            "towers": [str(t) if t else "embedded MiniLM" for t in (tower_a, tower_b)],
+            "cael_every": twin.cael_every,
+            "cael_layers": twin.cael_layers,
+            "pooling": twin.pooling,
+            "num_layers": twin.num_layers,
+        },
+        data=data,
+        # a dev score and a logged loss before any update (not again on a resume); whole batches only
+        # (ICNCE/ICTM pair rows across a batch)
+        trainer_overrides=dict(
+            logging_first_step=True,
+            eval_on_start=evaluator is not None and plan.resume_from is None,
+            dataloader_drop_last=len(sentences) > training.batch_size,
+            disable_tqdm=not show_progress,
+            # only ICTM reads the towers' poolers: without it DDP must expect parameters without gradients
+            ddp_find_unused_parameters=not settings.ictm_weight and bool(pooler_parameters(model)),
+            **overrides,
+        ),
+        callbacks=callbacks,
+        plot=plot,
+        device=device,
+    )  # now at its training length: counted at it, saved at its own
+    data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
+    return run_stage(stage)
+
+
+def _jtcse_loss(model, settings: TwinSettings):
+    """The JTCSE loss of ``settings`` on the twin ``model``: :class:`~jtcse.losses.JTCSELoss`, or with a
+    ``mini_batch_size`` its GradCache form :class:`~jtcse.losses.CachedJTCSELoss`."""
+    from jtcse.losses import CachedJTCSELoss, JTCSELoss
+
+    terms = settings.loss
+    weights = dict(
+        temperature=terms.temperature,
+        nce_weight=settings.nce_weight,
+        icnce_weight=settings.icnce_weight,
+        ictm_weight=settings.ictm_weight,
+        seed=settings.training.seed,
+        gather_across_devices=terms.gather_across_devices,
     )
+    if terms.mini_batch_size is None:
+        return JTCSELoss(model, **weights)
+    return CachedJTCSELoss(model, mini_batch_size=terms.mini_batch_size, **weights)
 
 
 def _neighbour_batches(dataset, guide, training, threshold: float, device):

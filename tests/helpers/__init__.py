@@ -9,6 +9,7 @@
   (``jtcse.testing.translate_stub``, shared with ``scripts/bench_rtt.py``; fixtures ``stub``, ``stub_cert``);
 - ``file_server``: a local HTTP file server for the download tests (``jtcse.testing.server_thread``);
 - ``spread_towers``: tiny towers whose CLS vectors differ between sentences (trainable in a few steps).
+- ``backends``: whether OpenVINO's Optimum backend is installed (``needs_openvino``, the ``export`` tests).
 
 Markers (registered in pytest.ini, ``--strict-markers``): ``slow`` (trains, starts a child process that
 imports torch, or takes more than about a quarter second of CPU), ``cli`` (runs the ``jtcse`` command line),

@@ -1,21 +1,10 @@
-"""The pipeline's report: the models a run started from (the rows to beat), every model's dev Spearman over all
-pairs and per genre, and the summary table (``pipeline_summary.md``) of :func:`~jtcse.training.pipeline.run_pipeline`."""
+"""The pipeline's report: every model's dev Spearman over all pairs and per genre, and the summary table
+(``pipeline_summary.md``) of :func:`~jtcse.pipeline.run.run_pipeline`, the models the run started from
+(:func:`~jtcse.pipeline.plan.starting_models`) first: the rows to beat."""
 
 from __future__ import annotations
 
 from typing import Any
-
-
-def starting_models(tower_a, tower_b, student) -> dict[str, Any]:
-    """``{row label: model}`` of the distinct models the run started from: ``start`` is tower I's (the row to
-    beat), then tower II's and the student's when they are other models (``None``: the embedded MiniLM)."""
-    from jtcse.modeling.loading import describe_source
-
-    out: dict[str, Any] = {}
-    for label, model in (("start", tower_a), ("start_b", tower_b), ("start_student", student)):
-        if describe_source(model) not in map(describe_source, out.values()):
-            out[label] = model
-    return out
 
 
 def dev_scores(dev_file, models: dict[str, Any], device=None) -> dict[str, dict]:
@@ -39,17 +28,28 @@ def summary_table(rows: list[dict[str, Any]], starting: dict[str, Any], evaluate
     scores = evaluated.get("dev_spearman", {})
     genres = evaluated.get("dev_spearman_by_genre", {})
     table = [
-        {"stage": label, "status": "starting model (its own pooling)", "seconds": 0.0, "output": describe_source(model),
-         "dev_spearman": scores.get(label), "dev_genres": genres.get(label)}
+        {
+            "stage": label,
+            "status": "starting model (its own pooling)",
+            "seconds": 0.0,
+            "output": describe_source(model),
+            "dev_spearman": scores.get(label),
+            "dev_genres": genres.get(label),
+        }
         for label, model in starting.items()
         if label in scores
-    ]  # fmt: skip
+    ]
     return table + [
-        {"stage": row["stage"], "status": row["status"], "seconds": row["seconds"], "output": row["output"],
-         "dev_spearman": scores.get(row["stage"], row["summary"].get("final_dev_spearman")),
-         "dev_genres": genres.get(row["stage"])}
+        {
+            "stage": row["stage"],
+            "status": row["status"],
+            "seconds": row["seconds"],
+            "output": row["output"],
+            "dev_spearman": scores.get(row["stage"], row["summary"].get("final_dev_spearman")),
+            "dev_genres": genres.get(row["stage"]),
+        }
         for row in rows
-    ]  # fmt: skip
+    ]
 
 
 def format_table(table: list[dict[str, Any]]) -> str:

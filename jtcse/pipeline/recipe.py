@@ -1,4 +1,4 @@
-"""Recipe files (``models/*/recipe.toml``): a :class:`~jtcse.training.pipeline.PipelineConfig` as TOML.
+"""Recipe files (``models/*/recipe.toml``): a :class:`~jtcse.pipeline.settings.PipelineConfig` as TOML.
 
 Top-level keys are the config's own (``tower_a``, ``corpus``, ``dev_file``, ``seed`` ...); each stage has a table
 of its settings (``[warmup]``, ``[probe]``, ``[twin]``, ``[ensemble]``, ``[distill]``), the keys of
@@ -56,8 +56,8 @@ def recipe_layers(files: list[tuple[Path, dict[str, Any]]]) -> list[Layer]:
 
 
 def load_recipe(path: str | Path):
-    """The :class:`~jtcse.training.pipeline.PipelineConfig` a recipe file describes."""
-    from jtcse.training.pipeline import PipelineConfig
+    """The :class:`~jtcse.pipeline.settings.PipelineConfig` a recipe file describes."""
+    from jtcse.pipeline.settings import PipelineConfig
 
     return build(PipelineConfig, recipe_layers(read_recipe(path)))
 

@@ -1,0 +1,235 @@
+"""The twin-default driver's choices and report, from its row files alone: ``evaluation/twin_default/results.json``
+and the tables between the ``TWIN_DEFAULT`` markers of ``evaluation/DEFAULTS.md``.
+
+The choices (the twin's settings, each variant's weight, the default) are functions of the rows, so the driver
+makes them and ``--report-only`` shows them from the same rows; each is :func:`jtcse.training.selection.best_by_total`
+on the two selection files with the shipped model as the floor.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from evaluation.drivers.grid import read_rows
+from evaluation.drivers.twin_default_settings import (
+    BEFORE,
+    SELECTION,
+    SHIPPED,
+    SPLIT_LABELS,
+    SPLITS,
+    VARIANTS,
+)
+from jtcse.training.selection import best_by_total
+
+
+# ---------------------------------------------------------------------------------------------------- choices
+def selection_of(row: dict) -> dict[str, float]:
+    """A row's ``{selection file: Spearman}``."""
+    return {split: row[f"{split}_spearman"] for split in SELECTION}
+
+
+def total(row: dict) -> float:
+    """A row's mean Spearman over the selection files."""
+    return statistics.fmean(selection_of(row).values())
+
+
+def mean_rows(rows: list[dict]) -> dict:
+    """Rows of one choice over the seeds: each split's mean and std, the selection total's mean and std."""
+    out: dict = {"seeds": len(rows)}
+    for split in SPLITS:
+        values = [r[f"{split}_spearman"] for r in rows]
+        out[f"{split}_spearman"] = statistics.fmean(values)
+        out[f"{split}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+    totals = [total(r) for r in rows]
+    out["total"], out["total_std"] = statistics.fmean(totals), statistics.stdev(totals) if len(totals) > 1 else 0.0
+    return out
+
+
+def twin_choice(rows: dict, cfg: dict) -> str | None:
+    """The twin grid's setting best by the rule (``None`` while a grid row is missing)."""
+    seed = cfg["grid_seed"]
+    found = {tag: rows.get(f"twin_{tag}_s{seed}") for tag in cfg["twin_grid"]}
+    if any(row is None for row in found.values()):
+        return None
+    return best_by_total({tag: selection_of(row) for tag, row in found.items()}, selection_of(rows[SHIPPED]))
+
+
+def variant_weight(grids: list[dict], shipped: dict) -> float:
+    """The one weight a variant ships with, from each seed's ``{weight: scores}``: the rule on each selection file's
+    mean over the seeds."""
+    means = {
+        w: {split: statistics.fmean(g[w][f"{split}_spearman"] for g in grids) for split in SELECTION} for w in grids[0]
+    }
+    return best_by_total(means, selection_of(shipped))
+
+
+def seeded(rows: dict, prefix: str, cfg: dict) -> list[dict] | None:
+    """The rows ``{prefix}_s{seed}`` of every seed, or ``None`` while one is missing."""
+    found = [rows.get(f"{prefix}_s{seed}") for seed in cfg["seeds"]]
+    return None if any(r is None for r in found) else found
+
+
+def cpu_seconds(rows: dict, variant: str, cfg: dict) -> float | None:
+    """A variant's CPU seconds through the pipeline: its two warm-ups, its twin (if it has one) and its ensemble and
+    distillation (each the mean over the runs that were timed here)."""
+
+    def mean(prefix: str) -> float | None:
+        values = [r["cpu_seconds"] for n, r in rows.items() if n.startswith(prefix) and r.get("cpu_seconds")]
+        return statistics.fmean(values) if values else None
+
+    parts = [mean("dropout_s"), mean("dropout_s"), mean(f"student_{variant}_s")]
+    if variant not in ("warmups", BEFORE):
+        parts.append(mean(f"twin_{twin_choice(rows, cfg)}_s") if twin_choice(rows, cfg) else None)
+    return None if any(p is None for p in parts) else sum(parts)
+
+
+def default_choice(rows: dict, cfg: dict) -> str | None:
+    """The default: the variant best by the rule on its students (each selection file's mean over the seeds) among
+    those within ``time_bar`` times today's CPU time; today's members (``warmups``) unless it wins by more than the
+    larger seed spread of the two totals. ``None`` while a student is missing."""
+    students = {v: seeded(rows, f"student_{v}", cfg) for v in VARIANTS}
+    if any(s is None for s in students.values()):
+        return None
+    means = {v: mean_rows(found) for v, found in students.items()}
+    today = cpu_seconds(rows, "warmups", cfg)
+    fits = {v: m for v, m in means.items() if today and (cpu_seconds(rows, v, cfg) or 0) <= cfg["time_bar"] * today}
+    fits = fits or {"warmups": means["warmups"]}
+    best = best_by_total({v: {s: m[f"{s}_spearman"] for s in SELECTION} for v, m in fits.items()},
+                         selection_of(rows[SHIPPED]))  # fmt: skip
+    ours, theirs = means["warmups"], means[best]
+    return best if theirs["total"] - ours["total"] > max(ours["total_std"], theirs["total_std"]) else "warmups"
+
+
+def chosen_weights(rows: dict, cfg: dict) -> dict[str, list[float]]:
+    """Each variant's weights as ``ENSEMBLE_WEIGHTS`` holds them: the trained members first, the start last."""
+    out = {}
+    for variant in VARIANTS:
+        row = rows.get(f"ens_{variant}_s{cfg['seeds'][0]}")
+        if row is not None:
+            weights = row["weights"]
+            out[variant] = [*weights[1:], weights[0]]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- tables
+def _pm(values: list[float]) -> str:
+    if not values:
+        return "–"
+    m = statistics.fmean(values)
+    return f"{100 * m:.2f}" + (f" ± {100 * statistics.stdev(values):.2f}" if len(values) > 1 else "")
+
+
+def _table(title: str, header: list[str], lines: list[list[str]], note: str = "") -> str:
+    out = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    out += ["| " + " | ".join(line) + " |" for line in lines]
+    return "\n".join(out) + "\n\n" + (f"{note}\n\n" if note else "")
+
+
+def _genre_cells(found: list[dict], split: str) -> list[str]:
+    genres = sorted(found[0][f"{split}_genres"])
+    return [_pm([r[f"{split}_genres"][g] for r in found]) for g in genres]
+
+
+def _score_cells(found: list[dict]) -> list[str]:
+    return [_pm([r["sts_spearman"] for r in found]), _pm([r["sick_spearman"] for r in found]),
+            _pm([total(r) for r in found]), _pm([r["dev_spearman"] for r in found])]  # fmt: skip
+
+
+def _retrieval_cell(found: list[dict]) -> str:
+    """nDCG@10 of the retrieval check (STS-B train pairs >= 4), mean ± std; "–" where a row has none."""
+    values = [r["retrieval"]["ndcg_at_10"] for r in found if "retrieval" in r]
+    return _pm(values) if len(values) == len(found) else "–"
+
+
+SCORE_HEADER = [SPLIT_LABELS["sts"], SPLIT_LABELS["sick"], "selection mean", SPLIT_LABELS["dev"]]
+RETRIEVAL_HEADER = "retrieval nDCG@10 (STS-B train pairs ≥ 4)"
+
+
+def lead_table(rows: dict, cfg: dict) -> str:
+    """The default's student first, then every row it is measured against."""
+    choice = default_choice(rows, cfg)
+    if choice is None:
+        return "### The default\n\nnot run yet\n\n"
+    order = [choice, *[v for v in [*VARIANTS, BEFORE] if v != choice]]
+    lines = []
+    shipped = rows[SHIPPED]
+    genres = sorted(shipped["dev_genres"])
+    today = cpu_seconds(rows, "warmups", cfg)
+    lines.append(["the start (shipped MiniLM)", "–", *_score_cells([shipped]), *_genre_cells([shipped], "dev"),
+                  _retrieval_cell([shipped]), "–"])  # fmt: skip
+    control = seeded(rows, "dropout", cfg)
+    if control:
+        lines.append(["same-budget control (warm-up I alone)", str(len(control)), *_score_cells(control),
+                      *_genre_cells(control, "dev"), _retrieval_cell(control), "–"])  # fmt: skip
+    for variant in order:
+        found = seeded(rows, f"student_{variant}", cfg)
+        if not found:
+            continue
+        label = VARIANTS.get(variant, "the weights before issue 31 (1.25, 1.25, 1) on today's members")
+        label = f"**{label} (the default)**" if variant == choice else label
+        weights = "/".join(f"{w:g}" for w in rows[f"ens_{variant}_s{cfg['seeds'][0]}"]["weights"])
+        cpu = cpu_seconds(rows, variant, cfg)
+        ratio = f"{cpu / today:.2f}" if cpu and today else "–"
+        lines.append([f"{label}, weights {weights} (start first)", str(len(found)), *_score_cells(found),
+                      *_genre_cells(found, "dev"), _retrieval_cell(found), ratio])  # fmt: skip
+    header = ["model", "seeds", *SCORE_HEADER, *[f"dev {g}" for g in genres], RETRIEVAL_HEADER, "CPU time vs today's"]
+    return _table("The default's student and the rows it is measured against (students through `jtcse pipeline`)",
+                  header, lines)  # fmt: skip
+
+
+def selection_genre_table(rows: dict, cfg: dict) -> str:
+    """Every student per genre of the selection files: reported, never a constraint."""
+    shipped = rows[SHIPPED]
+    lines = [["the start", *_genre_cells([shipped], "sts"), *_genre_cells([shipped], "sick")]]
+    for variant in [*VARIANTS, BEFORE]:
+        found = seeded(rows, f"student_{variant}", cfg)
+        if found:
+            lines.append([variant, *_genre_cells(found, "sts"), *_genre_cells(found, "sick")])
+    header = ["student", *[f"STS-B train {g}" for g in sorted(shipped["sts_genres"])], "SICK train"]
+    return _table("Per genre of the selection files (reported, never a constraint)", header, lines)
+
+
+def twin_table(rows: dict, cfg: dict) -> str:
+    seed = cfg["grid_seed"]
+    choice = twin_choice(rows, cfg)
+    lines = []
+    for tag, change in cfg["twin_grid"].items():
+        row = rows.get(f"twin_{tag}_s{seed}")
+        if row is None:
+            continue
+        moved = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in change.items()) or "–"
+        label = f"**{tag}** (chosen)" if tag == choice else tag
+        agreement = row.get("tower_agreement")
+        lines.append([label, moved, *_score_cells([row]), f"{agreement:.3f}" if agreement is not None else "–",
+                      f"{row.get('cpu_seconds', 0):.0f}"])  # fmt: skip
+    base = ", ".join(f"{k} {v}" for k, v in cfg["twin"].items())
+    return _table(f"The twin, one setting moved at a time (seed {seed}; from: {base})",
+                  ["setting", "moved", *SCORE_HEADER, "towers' error agreement", "CPU s"], lines)  # fmt: skip
+
+
+def ensemble_table(rows: dict, cfg: dict) -> str:
+    lines = []
+    for variant in [*VARIANTS, BEFORE]:
+        found = seeded(rows, f"ens_{variant}", cfg)
+        if found:
+            weights = "/".join(f"{w:g}" for w in found[0]["weights"])
+            lines.append([variant, weights, *_score_cells(found)])
+    return _table("Ensembles (the teachers), weight chosen by the rule on the mean over the seeds",
+                  ["variant", "weights (start first)", *SCORE_HEADER], lines)  # fmt: skip
+
+
+def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
+    rows = read_rows(work)
+    results = {
+        "twin_choice": twin_choice(rows, cfg),
+        "default": default_choice(rows, cfg),
+        "ensemble_weights": chosen_weights(rows, cfg),
+        "rows": rows,
+    }
+    if SHIPPED not in rows:
+        return results, "not run yet\n"
+    tables = (
+        lead_table(rows, cfg) + selection_genre_table(rows, cfg) + twin_table(rows, cfg) + ensemble_table(rows, cfg)
+    )
+    return results, tables

@@ -1,0 +1,227 @@
+"""A pipeline run's decisions, all made before anything is written: :func:`make_plan` turns a
+:class:`~jtcse.pipeline.settings.PipelineConfig` into a frozen :class:`Plan`, one small function a decision.
+
+Whether the twin trains and whether the starting model joins an ensemble follow from what tower I starts from
+(a sentence-transformers model or a plain ``transformers`` one); the ensemble's members and weights, the stages up
+to ``--until``, the student and the teacher, the rows to beat, and the files the stages read (a file no stage reads
+is not required) follow from those. Every check that needs no training is made here, so a mistake costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from jtcse.errors import JTCSEError, SettingError
+from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS, PipelineConfig, stage_error
+from jtcse.pipeline.stages import ENSEMBLE, EVAL, PROBE, STAGES, TRAINED, TWIN, WARMUP_A, WARMUP_B, Stage
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run does. ``twin``: the twin trains; ``probe``: its learning rate is probed first; ``members``: the
+    ensemble's members as its stage opens them (none: no ensemble), ``member_labels`` as the summary names them,
+    the first ``start_index`` of them trained by this run; ``weights``: theirs (``None``: all 1) unless
+    ``choose``: chosen on the selection file; ``stages``: those that run, in order; ``student``/``teacher``: of the
+    distillation; ``starting``: the models the run started from (``{row label: model}``, the rows to beat);
+    ``dev_file`` / ``selection_files``: the files the stages read (``None`` / none: not read), the selection's pairs
+    in ``selection`` (``{file: pairs}``)."""
+
+    output_dir: Path
+    twin: bool
+    probe: bool
+    members: tuple[str, ...]
+    member_labels: tuple[str, ...]
+    start_index: int
+    weights: tuple[float, ...] | None
+    choose: bool
+    student: str | None
+    teacher: Path
+    starting: Mapping[str, Any]
+    stages: tuple[Stage, ...] = ()
+    dev_file: str | None = None
+    selection_files: tuple[str, ...] = ()
+    selection: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def evaluated(self) -> tuple[Stage, ...]:
+        """The stages whose models the eval stage scores."""
+        return tuple(stage for stage in self.stages if stage.evaluated)
+
+    def folder(self, stage: Stage) -> Path:
+        return self.output_dir / stage.folder
+
+
+def is_sentence_encoder(source) -> bool:
+    """Whether ``source`` (``None``: the embedded MiniLM) is a pre-trained sentence encoder, i.e. a
+    sentence-transformers checkpoint with its own modules, rather than a plain ``transformers`` model."""
+    from jtcse.modeling.loading import has_own_modules, resolve_source
+
+    return has_own_modules(resolve_source(source))
+
+
+def make_plan(config: PipelineConfig, output_dir: str | Path, device: str | None = None) -> Plan:
+    """The plan of ``config`` run in ``output_dir`` on ``device`` (``None``: the best here), every check that needs
+    no training made: a device or precision this machine lacks, a probe without a selection file, an ``--until``
+    this run has no stage for, weights that do not count the members, a file a stage reads that is not there."""
+    output_dir = Path(output_dir)
+    _check_devices(config, device)
+    encoder_start = is_sentence_encoder(config.tower_a)
+    with_start = _start_joins(config, encoder_start)
+    twin = _twin_trains(config, encoder_start, with_start)
+    members, labels, start_index = _members(config, output_dir, twin, with_start)
+    choose = _weights_chosen(config, with_start)
+    _check_probe(config)
+    student = config.distill.student if config.distill.student is not None else config.tower_a
+    plan = Plan(
+        output_dir=output_dir,
+        twin=twin,
+        probe=twin and config.probe.enabled,
+        members=members,
+        member_labels=labels,
+        start_index=start_index,
+        weights=_weights(config, twin, with_start, choose),
+        choose=choose,
+        student=student,
+        teacher=output_dir / (ENSEMBLE if members else TWIN).folder,
+        starting=starting_models(config.tower_a, config.tower_b, student),
+    )
+    plan = replace(plan, stages=_stages(plan, config.until))
+    _check_weights(plan, config)
+    return _with_files(plan, config)
+
+
+def _check_devices(config: PipelineConfig, device: str | None) -> None:
+    """``device`` and each trained stage's precision, checked with :func:`~jtcse.training.stage.training_device`."""
+    from jtcse.training.stage import training_device
+
+    for table in TRAINED:
+        training_device(device, config.precision or getattr(config, table).training.precision)
+
+
+def _start_joins(config: PipelineConfig, encoder_start: bool) -> bool:
+    """Whether the starting model is a member of the ensemble: as ``[ensemble] enabled`` says, else when tower I
+    starts from a sentence encoder and no other members are named."""
+    if config.ensemble.enabled is not None:
+        return config.ensemble.enabled
+    return not config.ensemble.models and encoder_start
+
+
+def _twin_trains(config: PipelineConfig, encoder_start: bool, with_start: bool) -> bool:
+    """Whether the twin trains: as ``[twin] enabled`` says, else unless tower I starts from a sentence encoder that
+    joins the ensemble (the warm-ups do as well there, for half the time)."""
+    if config.twin.enabled is not None:
+        return config.twin.enabled
+    return not (encoder_start and with_start)
+
+
+def _members(
+    config: PipelineConfig, output_dir: Path, twin: bool, with_start: bool
+) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """The ensemble's members (none without one), their labels, and how many of them this run trains: the twin
+    (its two towers with ``twin_towers``), else the two warm-ups; then the starting model when it joins, then the
+    models named."""
+    from jtcse.modeling.loading import describe_source, resolve_source
+
+    twin_folder = output_dir / TWIN.folder
+    towers = twin and config.ensemble.twin_towers
+    trained = [twin_folder] * (2 if towers else 1) if twin else [output_dir / s.folder for s in (WARMUP_A, WARMUP_B)]
+    extra = ([config.tower_a] if with_start else []) + list(config.ensemble.models)
+    if not extra and twin:
+        return (), (), len(trained)
+    sources = (*map(str, trained), *(str(resolve_source(m)) for m in extra))
+    labels = [f"{twin_folder}/{t}" for t in ("tower_1", "tower_2")] if towers else list(map(str, trained))
+    return sources, (*labels, *map(describe_source, extra)), len(trained)
+
+
+def _weights_chosen(config: PipelineConfig, with_start: bool) -> bool:
+    """Whether the weights are chosen on the selection files: the start a member, no weights given, a file given."""
+    return with_start and config.ensemble.weights is None and bool(config.selection_files)
+
+
+def _weights(config: PipelineConfig, twin: bool, with_start: bool, choose: bool) -> tuple[float, ...] | None:
+    """The weights given, else with the start and no other members named :data:`ENSEMBLE_WEIGHTS` (unless
+    chosen), else ``None`` (all 1)."""
+    if with_start and not config.ensemble.models and config.ensemble.weights is None and not choose:
+        return ENSEMBLE_WEIGHTS.of(twin, towers=twin and config.ensemble.twin_towers)
+    return config.ensemble.weights
+
+
+def _check_probe(config: PipelineConfig) -> None:
+    if config.probe.enabled and not config.selection_files:
+        raise JTCSEError("the probe scores its twins on selection files: give --selection-file, or --no-probe.")
+
+
+def _stages(plan: Plan, until: str) -> tuple[Stage, ...]:
+    """The stages ``plan`` includes, up to the last one ``until`` names; one line naming the values this run
+    can stop after, and why a stage it lacks is off, otherwise."""
+    included = [stage for stage in STAGES if stage.include(plan)]
+    ends = {stage.until: i + 1 for i, stage in enumerate(included)}
+    if until not in ends:
+        reasons = (stage.off_reason(plan) for stage in STAGES if stage.until == until)
+        why = next((reason for reason in reasons if reason), "not a stage")
+        raise JTCSEError(f"--until {until}: {why}; this run stops after one of {', '.join(ends)}.")
+    return tuple(included[: ends[until]])
+
+
+def _check_weights(plan: Plan, config: PipelineConfig) -> None:
+    """The weights count the members (before any training: the ensemble comes late); none without members."""
+    from jtcse.training.ensemble import member_weights
+
+    if plan.members:
+        try:
+            member_weights(plan.weights, len(plan.members))
+        except SettingError as err:
+            raise stage_error(err, ENSEMBLE.table) from None
+    elif config.ensemble.weights is not None:
+        raise SettingError(
+            "{weights} were given without models to ensemble with ({with}).",
+            {"weights": "ensemble weights", "with": "[ensemble] with"},
+            table=ENSEMBLE.table,
+        )
+
+
+def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
+    """``plan`` with the files its stages read, each given and there (a file none reads is not required); the
+    selection files read and checked against the dev file."""
+    from jtcse.training.selection import selection_sets
+
+    if config.dev_file is None and EVAL in plan.stages:
+        raise JTCSEError(
+            "the eval stage reports on a dev file: give --dev-file (dev_file, an STS-B-format file), or stop earlier "
+            "with --until."
+        )
+    for stage in plan.stages:
+        training = stage.training(config)
+        if training is not None:
+            try:
+                training.check_dev_file(config.dev_file)
+            except SettingError as err:
+                raise stage_error(err, stage.trains_with) from None
+    reads_dev = EVAL in plan.stages or any(stage.dev_file(config) for stage in plan.stages)
+    reads_selection = PROBE in plan.stages or plan.choose
+    files = [("dev file", reads_dev, config.dev_file)]
+    files += [("selection file", reads_selection, path) for path in config.selection_files]
+    for label, read, path in files:
+        if read and path is not None and not Path(path).is_file():
+            raise JTCSEError(f"{label} not found: {path}")
+    return replace(
+        plan,
+        dev_file=config.dev_file if reads_dev else None,
+        selection_files=config.selection_files if reads_selection else (),
+        selection=selection_sets(config.selection_files, config.dev_file) if reads_selection else {},
+    )
+
+
+def starting_models(tower_a, tower_b, student) -> dict[str, Any]:
+    """``{row label: model}`` of the distinct models the run started from: ``start`` is tower I's (the row to
+    beat), then tower II's and the student's when they are other models (``None``: the embedded MiniLM)."""
+    from jtcse.modeling.loading import describe_source
+
+    out: dict[str, Any] = {}
+    for label, model in (("start", tower_a), ("start_b", tower_b), ("start_student", student)):
+        if describe_source(model) not in map(describe_source, out.values()):
+            out[label] = model
+    return out

@@ -1,0 +1,243 @@
+"""Every setting of one pipeline run, declared once (:mod:`jtcse.schema`): :class:`PipelineConfig`, its top-level
+keys and one table a stage (``[warmup]``, ``[warmup_b]``, ``[probe]``, ``[twin]``, ``[ensemble]``, ``[distill]``).
+``jtcse pipeline``'s options, recipe files and ``--dump-recipe`` are generated from it. The trained stages' tables are
+their trainers' own settings classes (:mod:`jtcse.training.settings`: the CPU recipe); the numbers the pipeline adds
+are here (:data:`ENSEMBLE_WEIGHTS`). Each stage's table is checked against the stages' (:mod:`jtcse.pipeline.stages`)
+when this module is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from jtcse.errors import JTCSEError, SettingError
+from jtcse.modeling.loading import POOLING, TOWER_POOLING_HELP, TOWER_POOLING_UNSET
+from jtcse.pipeline.stages import UNTIL, WARMUP_A, check_tables
+from jtcse.schema import (
+    Layer,
+    at_least,
+    build,
+    every,
+    keys,
+    one_of,
+    positive,
+    section,
+    sections,
+    setting,
+    to_mapping,
+    validate,
+)
+from jtcse.training.ensemble import combine_setting, weights_setting
+from jtcse.training.settings import PRECISION, DistillSettings, TwinSettings, WarmupSettings, seed_range
+
+
+@dataclass(frozen=True)
+class DefaultWeights:
+    """The default ensemble's weights when no selection file chooses them: ``warmups`` for (warm-up I, warm-up II,
+    the starting model) without a twin, ``twin`` for (the twin, the starting model) with one, ``twin_towers`` for
+    (tower I, tower II, the starting model) with the twin's towers as members. Each is the weight best on the
+    selection split (STS-B train, 3 seeds) among those that keep every genre of it within 0.3 points of the starting
+    model's: larger weights score higher overall but trade the start's captions away (``evaluation/DEFAULTS.md``,
+    "Members that differ")."""
+
+    warmups: tuple[float, ...] = (0.4, 0.4, 1.0)
+    twin: tuple[float, ...] = (0.6, 1.0)
+    twin_towers: tuple[float, ...] = (0.4, 0.4, 1.0)
+
+    def of(self, twin: bool, towers: bool) -> tuple[float, ...]:
+        """The weights of the members a run has: the twin's ``towers``, else the ``twin``, else the warm-ups."""
+        return self.twin_towers if towers else self.twin if twin else self.warmups
+
+
+ENSEMBLE_WEIGHTS = DefaultWeights()
+
+
+def _shown(weights: tuple[float, ...]) -> str:
+    return ",".join(f"{w:g}" for w in weights)
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Short twins at each learning rate; the best on the selection file trains the twin."""
+
+    enabled: bool = setting(
+        False,
+        "Probe the twin's learning rate on the selection file (probe/): its choice replaces [twin] learning_rate.",
+        switch=True,
+    )
+    learning_rates: tuple[float, ...] = setting(
+        (1e-5, 3e-5, 1e-4), "The twin learning rates the probe tries.", check=every(positive)
+    )
+    max_steps: int = setting(100, "Steps of each probe twin.", check=at_least(1))
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclass(frozen=True)
+class TwinStage(TwinSettings):
+    enabled: bool | None = setting(
+        None,
+        "Train the JTCSE twin on the two warm-ups (twin/); without it the ensemble holds the warm-ups. On "
+        "the embedded MiniLM, measured on STS-B train (3 seeds) with --twin-batch-size 128 --twin-mini-batch-size "
+        "32 --twin-hard-negatives --twin-max-steps 50: the twin alone 81.42 (warm-ups 81.15), its ensemble with "
+        "the start 81.07 vs the warm-ups' 81.00 at the weights that keep the start's genres, for 1.9 times the "
+        "pipeline's wall time (25 steps: 81.02, 1.46 times).",
+        switch=True,
+        unset="off when tower I starts from a sentence-transformers model that joins the ensemble "
+        "(on the MiniLM it gained 0.07 on the selection split for 1.9 times the wall time, evaluation/DEFAULTS.md); "
+        "on from a plain transformers model",
+    )
+
+
+@dataclass(frozen=True)
+class EnsembleSettings:
+    """The teacher of the distillation: the twin (else the two warm-ups) with the starting model (UC)."""
+
+    enabled: bool | None = setting(
+        None,
+        "Join the twin (else the two warm-ups) and the model tower I started from in an ensemble that teaches the "
+        "student (UCD).",
+        switch=True,
+        unset="on when tower I starts from a sentence-transformers model and no other members are named",
+    )
+    models: tuple[str, ...] = setting(
+        (),
+        "A model joined to the trained twin in the ensemble (JTCSE+UC), repeatable; with it the starting model is a "
+        "member only when enabled is set.",
+        key="with",
+        repeat=True,
+        metavar="MODEL",
+    )
+    weights: tuple[float, ...] | None = weights_setting(
+        "One positive weight per member (the twin's, else the two warm-ups', first).",
+        unset=f"chosen on the selection file; without one {_shown(ENSEMBLE_WEIGHTS.warmups)} for (warm-up I, "
+        f"warm-up II, start) or (tower I, tower II, start) and {_shown(ENSEMBLE_WEIGHTS.twin)} for (twin, start), "
+        "the weights that keep the start's genres; else all 1",
+    )
+    combine: str = combine_setting("How the ensemble joins its members' embeddings: concat or sum.")
+    twin_towers: bool = setting(
+        False,
+        "With a twin: its two towers are two members (each weighted like the warm-ups), not its summed embedding; "
+        "ICTM pulls the towers apart, which an ensemble wants.",
+    )
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.enabled is False and self.models:
+            raise JTCSEError("enabled = false (--no-ensemble) and models to ensemble with contradict each other.")
+
+
+@dataclass(frozen=True)
+class DistillStage(DistillSettings):
+    student: str | None = setting(
+        None, "The distillation student, kept with its own pooling.", unset="the model tower I started from (tower_a)"
+    )
+
+
+_SET_FOR_EVERY_STAGE = ("seed", "precision")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Every setting of one pipeline run (a recipe file holds these keys; ``jtcse pipeline --help`` lists them)."""
+
+    NOT_KEYS: ClassVar[dict[str, str]] = {
+        "device": "where a run happens is not one of its settings; give --device on the command line",
+        "output": "the folder a run writes is not one of its settings; give -o/--output on the command line",
+        "selection_file": 'the selection files are a list: selection_files = ["FILE", ...] (--selection-file, '
+        "repeatable, on the command line)",
+    }
+
+    tower_a: str | None = setting(
+        None,
+        "Tower I's starting model: a sentence-transformers or transformers folder, or a Hub name.",
+        unset="the embedded MiniLM",
+    )
+    tower_b: str | None = setting(None, "Tower II's starting model.", unset="the embedded MiniLM")
+    corpus: str | None = setting(
+        None, "UTF-8 text file, one sentence per line.", metavar="FILE", unset="the embedded stdlib prose"
+    )
+    pairs_a: str | None = setting(
+        None,
+        "RTT pairs (original<TAB>paraphrase) for tower I's warm-up.",
+        metavar="FILE",
+        unset="dropout views only",
+    )
+    pairs_b: str | None = setting(
+        None, "RTT pairs for tower II's warm-up (another pivot language).", metavar="FILE", unset="dropout views only"
+    )
+    dev_file: str | None = setting(
+        None,
+        "STS-B-format file reported by the eval stage (all pairs and per genre), and the one a stage with "
+        "checkpoint = best-dev keeps its best checkpoint by; read only by those.",
+        metavar="FILE",
+        unset="none",
+    )
+    selection_files: tuple[str, ...] = setting(
+        (),
+        "STS-B-format labelled file to choose on, repeatable (e.g. STS-B train and SICK train): the ensemble's "
+        "weights, and with --probe the twin's learning rate, are those with the best mean Spearman over the files "
+        "among those that keep every file at or above the starting model's score (each file and genre is "
+        "reported). Pairs a file shares with the dev file are left out; a file that largely is the dev file is "
+        "refused.",
+        flag="selection_file",
+        repeat=True,
+        metavar="FILE",
+    )
+    pooling: str | None = setting(None, TOWER_POOLING_HELP, check=POOLING, unset=TOWER_POOLING_UNSET)
+    seed: int = setting(
+        42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.", check=seed_range(1)
+    )
+    precision: str | None = setting(
+        None,
+        "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
+        check=PRECISION,
+        unset="each stage's own",
+    )
+    until: str = setting(UNTIL[-1], f"Last stage to run: {', '.join(UNTIL)}.", check=one_of(*UNTIL))
+    warmup: WarmupSettings = section(
+        WarmupSettings(), "Each tower's SimCSE warm-up (tower_a/, tower_b/).", exclude=_SET_FOR_EVERY_STAGE
+    )
+    warmup_b: WarmupSettings = section(
+        WarmupSettings(),
+        "What differs for tower II's warm-up (tower_b/): a key left out is [warmup]'s.",
+        exclude=_SET_FOR_EVERY_STAGE,
+        base=WARMUP_A.table,
+    )
+    probe: ProbeSettings = section(ProbeSettings(), "The twin's learning-rate probe (probe/).")
+    twin: TwinStage = section(TwinStage(), "The JTCSE twin (twin/).", exclude=_SET_FOR_EVERY_STAGE)
+    ensemble: EnsembleSettings = section(EnsembleSettings(), "The ensemble that teaches the student (ensemble/).")
+    distill: DistillStage = section(
+        DistillStage(), "The distillation into one student (distilled/).", exclude=_SET_FOR_EVERY_STAGE
+    )
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any], where: str = "pipeline settings") -> PipelineConfig:
+        """A config from the values a recipe holds (``{"tower_a": ..., "twin": {"max_steps": 2}}``)."""
+        return build(cls, [Layer(values, where=where)])
+
+    def values(self) -> dict[str, Any]:
+        return to_mapping(self)
+
+
+check_tables(PipelineConfig)  # every stage's table is one of these sections, and every section a stage's
+
+
+def recipe_name(table: str | None) -> Callable[[str], str | None]:
+    """How a recipe names a key of ``table`` (``[twin] cael_every``; a top-level key as it is; another ``None``)."""
+    tables = sections(PipelineConfig)
+    own = keys(tables[table][0], tables[table][1]["exclude"]) if table else {}
+    top = keys(PipelineConfig)
+    return lambda key: f"[{table}] {key}" if key in own else key if key in top else None
+
+
+def stage_error(err: SettingError, table: str | None) -> SettingError:
+    """``err``, raised about a setting of the stage whose settings are ``table``, naming the setting as a recipe
+    does (``jtcse pipeline`` names its options instead: ``--twin-cael-every``)."""
+    return err.within(table).renamed(recipe_name(table))
