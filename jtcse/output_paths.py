@@ -33,7 +33,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -151,7 +151,10 @@ class FolderOutput:
     """A folder a command writes (see the module docstring). ``made_by``: the command (``"jtcse rtt"``);
     ``inputs``: what it reads; ``whole``: it replaces the folder whole (:meth:`replacing`: fetch, ensemble, export),
     so it is never the working directory, a folder holding it or the home folder; ``record``: the record's name;
-    ``beside``: further paths it writes beside the folder (checked apart from the inputs)."""
+    ``beside``: further paths it writes beside the folder (checked apart from the inputs); ``parts``: names of
+    folders in it that are outputs of their own, each checked by what writes it (a pipeline's stage folders: one
+    trained by hand is a stage's); ``earlier``: the files that a folder of this command's written by jtcse before
+    records were kept holds (``None``: it is not one), which then stand for its record."""
 
     def __init__(
         self,
@@ -162,14 +165,20 @@ class FolderOutput:
         whole: bool = False,
         record: str = RECORD,
         beside: Iterable[PathLike] = (),
+        parts: Iterable[str] = (),
+        earlier: Callable[[Path], list[str] | None] | None = None,
     ) -> None:
         self.path, self.made_by, self.inputs, self.whole = Path(path), made_by, tuple(inputs), whole
         self.record_path = self.path / record
-        self.beside = tuple(Path(p) for p in beside)
+        self.beside, self.parts, self.earlier = tuple(Path(p) for p in beside), tuple(parts), earlier
 
     def record(self) -> dict | None:
-        """The output's record (:func:`read_record`), or ``None`` when there is none."""
-        return read_record(self.record_path)
+        """The output's record (:func:`read_record`; else what ``earlier`` finds), or ``None`` when there is none."""
+        record = read_record(self.record_path)
+        if record is None and self.earlier is not None and self.path.is_dir():
+            files = self.earlier(self.path)
+            return None if files is None else {"written_by": self.made_by, "files": files}
+        return record
 
     @property
     def files(self) -> list[str]:
@@ -202,7 +211,11 @@ class FolderOutput:
         its entries), or a link."""
         for entry in sorted(folder.iterdir()):
             name = prefix + entry.name
-            if _listed(name, files):
+            if name in self.parts:
+                _refuse_link(entry)
+                if not entry.is_dir():
+                    raise JTCSEError(f"{entry} is a file; {self.made_by} writes a folder there.")
+            elif _listed(name, files):
                 _refuse_link(entry)
             elif entry.is_dir() and not entry.is_symlink() and any(f.startswith(f"{name}/") for f in files):
                 self._check_entries(entry, f"{name}/", files)

@@ -250,7 +250,9 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
     again = torchrun(tmp_path, *args, "--seed", "7", probe=False)
     assert again.returncode != 0
     errors = [line for line in rank_output(tmp_path, 0).splitlines() if line.startswith("Error")]
-    assert len(errors) == 1 and "already holds a finished run, with other settings (seed 42 -> 7)" in errors[0], errors
+    assert len(errors) == 1 and "already holds a finished run, with other settings (--seed 42 -> 7)" in errors[0], (
+        errors
+    )
     assert rank_output(tmp_path, 1) == "" and snapshot([out]) == before
 
 

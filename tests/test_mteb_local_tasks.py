@@ -4,6 +4,7 @@ retrieval worked out by hand, and what the results folder may replace. (Scores: 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from helpers.files import snapshot
@@ -171,6 +172,12 @@ def test_the_results_folder_never_replaces_a_file_jtcse_did_not_write(tmp_path):
         (ours / name).write_text("{}")
     results_output(ours).check()  # an earlier run's files are replaced
     assert results_output(ours).files == planned
+    (ours / "cache" / "results").mkdir(parents=True)  # mteb's result cache, given inside OUTPUT: mteb's own
+    (ours / "cache" / "results" / "x.json").write_text("{}")
+    results_output(ours, cache_dir=ours / "cache").check()
+    with pytest.raises(JTCSEError, match=r"cache was not written by jtcse eval mteb"):
+        results_output(ours).check()
+    shutil.rmtree(ours / "cache")
     legacy = tmp_path / "legacy"  # jtcse before the results layout: {"model", "tasks"}, OUTPUT/<task>.json
     legacy.mkdir()
     (legacy / SUMMARY).write_text(

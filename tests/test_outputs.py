@@ -65,7 +65,8 @@ class Row:
 
 
 TRAINING = ("--max-steps", 1, "--batch-size", 4, "--max-seq-length", 16, "--logging-steps", 1)
-TABLE: dict[str, Row | None] = {
+PIPELINE_TRAINING = ("--batch-size", 4, "--warmup-max-steps", 1, "--warmup-max-seq-length", 16)
+TABLE: dict[str, Row] = {
     "train": Row(
         lambda i, out: ["train", "--tower-a", i.model, "--tower-b", i.model, "--corpus", i.corpus, *TRAINING, "-o", out],
         lambda i: i.model,
@@ -111,9 +112,12 @@ TABLE: dict[str, Row | None] = {
     ),
     "export": Row(lambda i, out: ["export", i.model, "-o", out], lambda i: i.model),
     "data fetch": Row(lambda i, out: ["data", "fetch", "corpus", "--manifest", i.manifest, "--no-progress", "-o", out], lambda i: i.manifest),
-    # PIPELINE ROW: `jtcse pipeline` is wired into jtcse.output_paths by issue 38's second phase, after issue 36 moves
-    # it into jtcse/pipeline/; that phase replaces this None with its Row (see test_the_pipelines_row_is_phase_two).
-    "pipeline": None,
+    "pipeline": Row(
+        lambda i, out: ["pipeline", "--tower-a", i.model, "--tower-b", i.model, "--corpus", i.corpus, "--until", "warmup",
+                        *PIPELINE_TRAINING, "-o", out],
+        lambda i: i.corpus,
+        overwrite=False,
+    ),
 }  # fmt: skip
 CASES = (
     "input",
@@ -127,12 +131,10 @@ SLOW_CASES = {"overwrite with my file added"}
 
 
 def _params():
-    for command, row in TABLE.items():
+    for command in TABLE:
         for case in CASES:
-            marks = [pytest.mark.slow] if case in SLOW_CASES or row is None else []
-            if row is None:
-                marks.append(pytest.mark.skip(reason="the pipeline's row comes with issue 38's second phase"))
-            elif command == "export" and case in SLOW_CASES and not OPENVINO:
+            marks = [pytest.mark.slow] if case in SLOW_CASES else []
+            if command == "export" and case in SLOW_CASES and not OPENVINO:
                 marks.append(pytest.mark.skip(reason="needs jtcse[openvino] to export (scripts/test.sh --export)"))
             yield pytest.param(command, case, marks=marks, id=f"{command}-{case}".replace(" ", "_"))
 
@@ -155,11 +157,6 @@ def _writing_commands() -> set[str]:
 def test_every_writing_command_has_a_row():
     """A new command with -o/--output cannot be added without a row in the table."""
     assert _writing_commands() == set(TABLE)
-
-
-def test_the_pipelines_row_is_phase_two():
-    """The one row left to fill: issue 38's second phase wires `jtcse pipeline` into the mechanism."""
-    assert TABLE["pipeline"] is None, "the pipeline has its row now: drop this test and its skip in _params"
 
 
 @pytest.fixture
@@ -441,7 +438,7 @@ def test_case6_a_dev_file_edited_in_place_is_another_dev_file(inputs, tmp_path):
     text = inputs.dev.read_text(encoding="utf-8")
     inputs.dev.write_text(text.replace("\t4.8\t", "\t0.2\t"), encoding="utf-8")  # one gold score edited in place
     line = one_error_line(invoke_cli(*args))
-    assert "already holds a finished run, with other settings (dev_file " in line and "nothing to do" not in line
+    assert "already holds a finished run, from inputs that have changed since (dev_file " in line, line
 
 
 @pytest.mark.cli
@@ -554,3 +551,160 @@ def test_case12_a_negative_seed_is_refused_when_given(tmp_path):
     line = one_error_line(invoke_cli("pipeline", "--seed", 2**32 - 1, "-o", tmp_path / "run"))
     assert line == "Error: --seed must be between 0 and 4294967294 (seed + 1 is used too), not 4294967295."
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------- issue 38's cases in `jtcse pipeline` (each failed before it)
+def _pipeline_config(**values):
+    from jtcse.pipeline.settings import PipelineConfig
+
+    return PipelineConfig.from_values(values)
+
+
+def _stsb(path: Path, rows) -> Path:
+    """``rows`` (sentence1, sentence2, score text) as an STS-B file."""
+    path.write_text("".join(f"main-news\tx\t2015\t{i}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(rows)), "utf-8")
+    return path
+
+
+@pytest.mark.cli
+def test_case10_pipeline_into_a_file_is_one_line(tmp_path):
+    """`jtcse pipeline -o FILE` ended in a FileExistsError traceback."""
+    from helpers.cli import one_error_line
+
+    (tmp_path / "run").write_bytes(MY_BYTES)
+    line = one_error_line(invoke_cli("pipeline", "--until", "warmup", "-o", tmp_path / "run"))
+    assert line == f"Error: {tmp_path / 'run'} is a file; -o/--output names the folder jtcse pipeline writes."
+    assert (tmp_path / "run").read_bytes() == MY_BYTES
+
+
+def test_case11_the_plan_reads_every_file_a_stage_reads_before_any_stage_trains(tmp_path, tiny_bert):
+    """The dev file's format and scores, the selection files', the corpus and cael_every were checked only by the
+    stage that read them, after hours of earlier stages; the seed + 1 of warm-up II only when it trained."""
+    from helpers.sts import write_stsb
+
+    from jtcse.errors import JTCSEError
+    from jtcse.pipeline.plan import make_plan
+    from jtcse.pipeline.run import run_pipeline
+
+    dev = write_stsb(tmp_path / "dev.csv")
+    short = tmp_path / "short.csv"
+    short.write_text("main-news\tx\t2015\t0\t4.0\tA man.\n", encoding="utf-8")
+    flat = _stsb(tmp_path / "flat.csv", [(f"A bird {i} sings.", f"Bird {i} is singing.", "3.0") for i in range(6)])
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"A sentence.\nAn \xff byte.\n")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("only one column\n", encoding="utf-8")
+    start = {"tower_a": tiny_bert, "tower_b": tiny_bert}
+    for values, message in [
+        (dict(dev_file=str(short)), rf"^{short}: line 1 has 6 tab-separated fields"),
+        (dict(dev_file=str(flat)), rf"^{flat}: every one of its 6 pairs has the gold score 3"),
+        (dict(dev_file=str(dev), selection_files=[str(flat)]), rf"^{flat}: every one of its 6 pairs"),
+        (dict(until="warmup", corpus=str(corpus)), rf"^{corpus}: line 2 is not valid UTF-8"),
+        (dict(until="warmup", pairs_b=str(pairs)), rf"{pairs}"),
+        (dict(until="twin", twin={"enabled": True, "cael_every": 3}),
+         r"^\[twin\] cael_every=3 does not divide the towers' 4 layers"),
+    ]:  # fmt: skip
+        with pytest.raises(JTCSEError, match=message):
+            make_plan(_pipeline_config(**start, **values), tmp_path / "out", "cpu")
+        with pytest.raises(JTCSEError, match=message):  # the run: refused before any stage
+            run_pipeline(tmp_path / "out", _pipeline_config(**start, **values), device="cpu")
+        assert not (tmp_path / "out").exists()
+    with pytest.raises(JTCSEError, match=r"seed must be between 0 and 4294967294 \(seed \+ 1 is used too\)"):
+        _pipeline_config(**start, seed=2**32 - 1)
+
+
+@pytest.mark.slow
+@pytest.mark.cli
+def test_case8_and_case12_a_rerun_that_fails_leaves_no_stale_summary_and_says_what_to_do_in_the_pipeline(
+    inputs, tmp_path, tiny_bert_b
+):
+    """Case 8: a rerun whose warm-up I trained again, then failed, left pipeline_summary.json describing the old
+    models. Case 12: a stage was told to "pass --overwrite", which `pipeline` rejects, and a setting was named by the
+    single-stage option (learning_rate, --keep-checkpoints), not the pipeline's."""
+    from helpers.cli import one_error_line
+
+    out = tmp_path / "run"
+    args = ["pipeline", "--tower-a", inputs.model, "--tower-b", tiny_bert_b, "--corpus", inputs.corpus,
+            "--until", "warmup", "--batch-size", 4, "--warmup-max-seq-length", 16, "-o", out]  # fmt: skip
+    assert invoke_cli(*args, "--warmup-max-steps", 1).returncode == 0
+    assert (out / "pipeline_summary.json").is_file() and (out / "pipeline_summary.md").is_file()
+    shutil.rmtree(out / "tower_a")  # warm-up I trains again; warm-up II is then refused: its setting changed
+    line = one_error_line(invoke_cli(*args, "--warmup-max-steps", 1, "--warmup-b-learning-rate", 0.001))
+    assert line.startswith(f"Error: {out / 'tower_b'} already holds a finished run, with other settings (")
+    assert "--warmup-b-learning-rate 3e-05 -> 0.001" in line and "--overwrite" not in line, line
+    assert line.endswith(f"Choose another -o/--output, or remove {out / 'tower_b'} to run the stage again."), line
+    assert (out / "tower_a" / "model.safetensors").is_file()  # trained again ...
+    assert not (out / "pipeline_summary.json").exists() and not (out / "pipeline_summary.md").exists()  # ... no stale
+    line = one_error_line(invoke_cli(*args, "--warmup-max-steps", 2))
+    assert "cannot train further (keep them with --warmup-keep-checkpoints)" in line and "--overwrite" not in line
+
+
+@pytest.mark.slow
+def test_case6_and_case9_the_pipelines_stages_compare_files_by_content_and_need_every_file_they_wrote(
+    inputs, tmp_path, tiny_bert_b, caplog
+):
+    """Case 6: a dev file edited in place left the eval stage "skipped (done)" with the old scores, and a selection
+    file edited in place the ensemble chosen on it. Case 9: a stage folder missing a file its run wrote was done
+    (the ensemble's: refused over its own run_summary.json), and the next stage blamed its "teacher" setting."""
+    import json
+    import logging
+
+    from jtcse.errors import JTCSEError
+    from jtcse.pipeline.run import run_pipeline
+
+    out = tmp_path / "run"
+    selection = _stsb(tmp_path / "selection.csv", [(f"Bird {i} sings.", f"A bird {i} is singing.", f"{i % 5}.5")
+                                                   for i in range(8)])  # fmt: skip
+    tiny = {"max_steps": 1, "batch_size": 4, "max_seq_length": 16}
+    config = _pipeline_config(tower_a=str(inputs.model), tower_b=tiny_bert_b, corpus=str(inputs.corpus),
+                              dev_file=str(inputs.dev), selection_files=[str(selection)], warmup=tiny, distill=tiny)  # fmt: skip
+    first = run_pipeline(out, config, device="cpu")
+    scores = first["stages"]["eval"]["dev_spearman"]
+
+    dev_text = inputs.dev.read_text(encoding="utf-8")  # every gold score s becomes 5 - s: each Spearman flips sign
+    flipped = [line.split("\t") for line in dev_text.splitlines()]
+    inputs.dev.write_text("".join("\t".join([*f[:4], f"{5 - float(f[4]):g}", *f[5:]]) + "\n" for f in flipped), "utf-8")
+    edited = run_pipeline(out, config, device="cpu")
+    assert [(row["stage"], row["status"]) for row in edited["table"] if row["stage"] in ("ensemble", "eval")] == [
+        ("ensemble", "skipped (done)"), ("eval", "ran")
+    ]  # fmt: skip
+    assert edited["stages"]["eval"]["dev_spearman"] == pytest.approx({k: -v for k, v in scores.items()})
+
+    original = selection.read_text(encoding="utf-8")
+    selection.write_text(original.replace("\t0.5\t", "\t4.5\t"), encoding="utf-8")
+    with pytest.raises(JTCSEError, match=r"ensemble finished from inputs that have changed since \(selection_files "):
+        run_pipeline(out, config, device="cpu")
+    selection.write_text(original, encoding="utf-8")  # the same content again: done again
+
+    shutil.rmtree(out / "ensemble" / "member_1")
+    with caplog.at_level(logging.WARNING), pytest.raises(JTCSEError) as refused:
+        run_pipeline(out, config, device="cpu")
+    assert f"{out / 'ensemble'} is not a finished run: member_1, which its run wrote, is missing" in caplog.text
+    assert (out / "ensemble" / "member_1").is_dir()  # made again ...
+    message = str(refused.value)  # ... so the distillation's teacher is another model now: an input, not a setting
+    assert message.startswith(f"{out / 'distilled'} already holds a finished run, from inputs that have changed since")
+    assert "(teacher " in message and "other settings" not in message, message
+    assert json.loads((out / "ensemble" / "run_summary.json").read_text())["stage"] == "ensemble"
+
+
+def test_a_pipeline_folder_from_before_records_is_read_as_its_own(tmp_path):
+    """A run folder of jtcse before records (its pipeline_summary.json, stage folders) may be run in again; a file of
+    the user's there, or a stage folder that is a file, is refused."""
+    from jtcse.errors import JTCSEError
+    from jtcse.pipeline.run import pipeline_output
+    from jtcse.pipeline.settings import PipelineConfig
+
+    run = tmp_path / "run"
+    (run / "tower_a").mkdir(parents=True)
+    (run / "pipeline_summary.json").write_text('{"output_dir": "run", "stages": {}}', encoding="utf-8")
+    (run / "pipeline_summary.md").write_text("| stage |\n", encoding="utf-8")
+    out = pipeline_output(run, PipelineConfig())
+    out.check()
+    assert out.files == ["pipeline_summary.json", "pipeline_summary.md"]  # the stage folders: outputs of their own
+    (run / "notes.txt").write_bytes(MY_BYTES)
+    with pytest.raises(JTCSEError, match=r"run/notes\.txt was not written by jtcse pipeline"):
+        out.check()
+    (run / "notes.txt").unlink()
+    (run / "eval").write_bytes(MY_BYTES)
+    with pytest.raises(JTCSEError, match=r"run/eval is a file; jtcse pipeline writes a folder there"):
+        out.check()

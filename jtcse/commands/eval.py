@@ -224,7 +224,8 @@ def mteb_command(
                 "--update-card records the checkpoint as saved; drop --pooling (it evaluates another model)."
             )
         check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
-    results_output(output, [model, *(parse_task_spec(spec)[1] for spec in local_task)]).check()  # before loading
+    inputs = [model, *(parse_task_spec(spec)[1] for spec in local_task)]
+    results_output(output, inputs, cache_dir).check()  # before the model loads
     encoder = load_model(model, pooling=pooling, max_seq_length=FULL_LENGTH, device=device)
     summary = run_mteb(
         encoder,

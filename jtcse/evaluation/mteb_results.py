@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from jtcse.locking import atomic_path, atomic_write_json
-from jtcse.output_paths import FolderOutput, read_record
+from jtcse.output_paths import FolderOutput
 
 SUMMARY = "summary.json"
 WRITTEN_BY = "jtcse eval mteb"
@@ -42,27 +42,26 @@ def planned_files(meta, task_names) -> list[str]:
     return [(folder / "model_meta.json").as_posix(), *((folder / f"{name}.json").as_posix() for name in task_names)]
 
 
-class _ResultsOutput(FolderOutput):
-    """OUTPUT, its record ``summary.json``; a summary of jtcse before the results layout is the record of its files."""
-
-    def record(self) -> dict | None:
-        record = read_record(self.record_path)
-        if record is None:
-            try:
-                data = json.loads(self.record_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-            if isinstance(data, dict) and set(data) == {"model", "tasks"} and isinstance(data["tasks"], dict):
-                entries = [entry for entry in data["tasks"].values() if isinstance(entry, dict)]
-                return {**data, "written_by": WRITTEN_BY, "files": [str(e["file"]) for e in entries if "file" in e]}
-        return record
+def _before_the_layout(folder: Path) -> list[str] | None:
+    """The task files a summary of jtcse before the results layout names (``{"model", "tasks"}``, each task's
+    ``file``), which then stands for the record; ``None`` when ``folder`` holds no such summary."""
+    try:
+        data = json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(data, dict) and set(data) == {"model", "tasks"} and isinstance(data["tasks"], dict)):
+        return None
+    return [str(entry["file"]) for entry in data["tasks"].values() if isinstance(entry, dict) and "file" in entry]
 
 
-def results_output(output_dir: str | Path, inputs=()) -> FolderOutput:
+def results_output(output_dir: str | Path, inputs=(), cache_dir: str | Path | None = None) -> FolderOutput:
     """``output_dir`` as what ``jtcse eval mteb`` writes (``inputs``: the model, the local task files); its
     ``check()`` refuses (one line naming the file) an input, a file, a folder holding an input, and any file there
-    that ``summary.json`` does not list."""
-    return _ResultsOutput(output_dir, WRITTEN_BY, inputs=inputs, record=SUMMARY)
+    that ``summary.json`` does not list. mteb's result cache (``cache_dir``) may be a folder in it: mteb's own."""
+    cache = Path(cache_dir).resolve() if cache_dir is not None else None
+    inside = cache is not None and Path(output_dir).resolve() in cache.parents
+    parts = [cache.relative_to(Path(output_dir).resolve()).as_posix()] if inside else []
+    return FolderOutput(output_dir, WRITTEN_BY, inputs=inputs, record=SUMMARY, parts=parts, earlier=_before_the_layout)
 
 
 def write_results(out: FolderOutput, meta, task_results, summary: dict) -> dict:

@@ -147,7 +147,7 @@ def run_mteb(
     built = _tasks(tasks, local_tasks, benchmark)  # bad names / unreadable local files are user mistakes: raise
     model = mteb_model(model, model_name(name) if name is not None else _card_name(model))
     meta = model.mteb_model_meta
-    out = results_output(output_dir, [name, *(parse_task_spec(spec)[1] for spec in local_tasks)])
+    out = results_output(output_dir, [name, *(parse_task_spec(spec)[1] for spec in local_tasks)], cache_dir)
     out.check()  # before anything is evaluated
     cache = mteb.ResultCache(cache_dir)
     summary: dict = {"model": {"name": meta.name, "revision": meta.revision}, "benchmark": benchmark, "tasks": {}}

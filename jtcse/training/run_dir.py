@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jtcse.errors import JTCSEError
+from jtcse.errors import JTCSEError, SettingError
 from jtcse.locking import atomic_write_json, json_text
 from jtcse.output_paths import RECORD, FolderOutput, check_output_apart, missing_entries
 
@@ -164,16 +164,39 @@ def _differences(previous: dict[str, Any], config: dict[str, Any], ignore: Seque
     return sorted(k for k in (set(previous) | set(config)) - set(ignore) if previous.get(k) != config.get(k))
 
 
-def describe_changes(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[str] = ()) -> str:
-    """The settings that differ, each with the value it ran with and the one asked for now:
-    ``"learning_rate 1e-05 -> 0.0001, model 'a' -> 'b'"``."""
+RERUN = "rerun"
+"""The field of a refusal that says how to train a folder again (``pass --overwrite to replace it``): whoever runs
+the trainer under other options says it in its own words (:meth:`~jtcse.errors.SettingError.renamed`; a pipeline's
+stage: remove its folder)."""
+
+
+def _changes(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[str] = ()) -> tuple[str, list[str]]:
+    """``(text, keys)``: what differs, as a :class:`~jtcse.errors.SettingError` template naming each setting by its
+    key (a command names it by its option), with the value it ran with and the one asked for now; the settings
+    first (``with other settings (learning_rate 1e-05 -> 0.0001)``), then the inputs, whose fingerprints differ
+    (``from inputs that have changed since (teacher "files:..." -> "files:...")``: a file edited, a model trained
+    again)."""
+    from jtcse.training.teacher_cache import is_fingerprint
 
     def shown(value: Any) -> str:
         text = json_text(value, indent=None)
-        return text if len(text) <= 80 else text[:77] + "..."
+        return (text if len(text) <= 80 else text[:77] + "...").replace("{", "{{").replace("}", "}}")
 
     changed = _differences(previous, config, ignore)
-    return ", ".join(f"{k} {shown(previous.get(k))} -> {shown(config.get(k))}" for k in changed)
+    named = [k for k in changed if k.isidentifier()]
+    inputs = [k for k in changed if is_fingerprint(previous.get(k)) or is_fingerprint(config.get(k))]
+
+    def listed(keys: list[str]) -> str:
+        return ", ".join(
+            (f"{{{k}}}" if k in named else shown(k)) + f" {shown(previous.get(k))} -> {shown(config.get(k))}"
+            for k in keys
+        )
+
+    settings = [k for k in changed if k not in inputs]
+    parts = [f"with other settings ({listed(settings)})"] if settings else []
+    if inputs:
+        parts.append(f"from inputs that have changed since ({listed(inputs)})")
+    return " and ".join(parts), named
 
 
 def finished_run(
@@ -191,9 +214,11 @@ def finished_run(
         return finished
     if rerun:
         return None
-    raise JTCSEError(
-        f"{output_dir} finished with other settings ({describe_changes(recorded, config, LAUNCH_KEYS)}); "
-        "remove that folder to run it again, or use another -o/--output."
+    why, keys = _changes(recorded, config, LAUNCH_KEYS)
+    raise SettingError(
+        "{_folder} finished " + why + "; {" + RERUN + "}, or use another -o/--output.",
+        {**{k: k for k in keys}, RERUN: "remove that folder to run it again"},
+        _folder=output_dir,
     )
 
 
@@ -228,7 +253,7 @@ def plan_output_dir(
     if done is not None:
         logger.warning(
             "%s already holds this finished run (%s steps, same settings); nothing to do. "
-            "Pass --overwrite to train it again.",
+            "To train it again: --overwrite (a pipeline's stage: remove its folder).",
             output_dir,
             done.get("steps"),
         )
@@ -250,12 +275,16 @@ def plan_output_dir(
     if finished is not None and not overwrite:
         changed = _differences(finished.get("config") or {}, config, LAUNCH_KEYS)
         if changed and not set(changed) - set(LENGTH_KEYS):
-            why = "its checkpoints were deleted, so it cannot train further (keep them with --keep-checkpoints)"
+            why = "its checkpoints were deleted, so it cannot train further (keep them with {keep_checkpoints})"
+            keys = {"keep_checkpoints": "--keep-checkpoints"}
         else:
-            why = f"with other settings ({describe_changes(finished.get('config') or {}, config, LAUNCH_KEYS)})"
-        raise JTCSEError(
-            f"{output_dir} already holds a finished run, {why}. Choose another -o/--output, or pass --overwrite "
-            "to replace it (the old model stays until the new one is saved)."
+            why, named = _changes(finished.get("config") or {}, config, LAUNCH_KEYS)
+            keys = {k: k for k in named}
+        again = "pass --overwrite to replace it (the old model stays until the new one is saved)"
+        raise SettingError(
+            "{_folder} already holds a finished run, " + why + ". Choose another -o/--output, or {" + RERUN + "}.",
+            {**keys, RERUN: again},
+            _folder=output_dir,
         )
     recorded = output.record_path.is_file()
     return OutputPlan(output_dir, config, FRESH, existed=output_dir.exists(), recorded=recorded, output=output)
@@ -268,17 +297,23 @@ def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> Ou
     length_changed = False
     if previous is not None:
         if _differences(previous, config, ignore=LENGTH_KEYS):
-            raise JTCSEError(
-                f"{output_dir} holds a run with other settings ({describe_changes(previous, config, LENGTH_KEYS)}). "
-                f"Rerun with the same settings to resume, or pass {'--overwrite' if finished else '--no-resume'} "
-                "to start over."
+            why, named = _changes(previous, config, LENGTH_KEYS)
+            again = f"pass {'--overwrite' if finished else '--no-resume'} to start over"
+            raise SettingError(
+                "{_folder} holds a run " + why + ". Rerun with the same settings to resume, or {" + RERUN + "}.",
+                {**{k: k for k in named}, RERUN: again},
+                _folder=output_dir,
             )
         length_changed = any(previous.get(k) != config.get(k) for k in LENGTH_KEYS)
     step, max_steps = state["global_step"], config.get("max_steps", -1)
     if length_changed and isinstance(max_steps, int) and 0 < max_steps <= step:
-        raise JTCSEError(
-            f"{output_dir} holds a checkpoint at step {step}; --max-steps {max_steps} would train no further. "
-            "Give a larger --max-steps, or pass --overwrite to start over."
+        raise SettingError(
+            "{_folder} holds a checkpoint at step {_step}; {max_steps} {_max} would train no further. Give a larger "
+            "{max_steps}, or {" + RERUN + "}.",
+            {"max_steps": "--max-steps", RERUN: "pass --overwrite to start over"},
+            _folder=output_dir,
+            _step=step,
+            _max=max_steps,
         )
     if finished is not None:
         logger.warning(

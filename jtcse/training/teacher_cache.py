@@ -52,6 +52,18 @@ def file_fingerprint(path: str | Path | None) -> str | None:
     return f"sha256:{digest.hexdigest()[:16]}"
 
 
+FINGERPRINTS = ("sha256:", "files:", "weights:")
+"""How each fingerprint a run records starts (:func:`file_fingerprint`, :func:`model_fingerprint`)."""
+
+
+def is_fingerprint(value) -> bool:
+    """Whether a recorded ``value`` (or a list of them) holds a fingerprint of a file or model: what differs there is
+    an input that changed (a file edited, a model trained again), not a setting."""
+    return any(
+        isinstance(v, str) and v.startswith(FINGERPRINTS) for v in (value if isinstance(value, list) else [value])
+    )
+
+
 def model_fingerprint(teacher, *, missing_ok: bool = False) -> str:
     """A string that changes whenever a model's weights may have changed (see module doc): of a teacher, and of
     the towers a twin starts from. A path that does not exist is an error, or with ``missing_ok`` (a Hub name)
