@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ class Stage:
         """Its settings with the run's ``seed`` (and precision, when one is given for every stage)."""
         settings = self.settings(config)
         precision = config.precision or settings.training.precision
-        return replace(settings, training=replace(settings.training, seed=seed, precision=precision))
+        return settings.replace(seed=seed, precision=precision)
 
 
 # ---------------------------------------------------------------------------------------------------- the work
