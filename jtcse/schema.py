@@ -1,23 +1,20 @@
 """Declared settings on pydantic, and what pydantic lacks for recipe files and command lines.
 
-A settings class is a :class:`Settings`: a frozen, strict pydantic model (``"3"`` is no whole number, ``1`` no
-boolean). Each field is declared once: its type (choices as a ``Literal``, a list as an :data:`Array`, what no
-constraint can say as a validator in the type: :func:`checked`), and with :func:`setting` its default, its help
-(the field's description), constraints (``ge=2``) and how it reads on a command line. A check across fields is a
-``model_validator`` that raises a :class:`~jtcse.errors.JTCSEError`. A nested settings class whose keys read as the
-owner's own is a :func:`group` (a stage's training settings), one that is a table of its own a :func:`section` (a
-pipeline's ``[twin]``). What pydantic lacks is here, derived from those declarations:
+A settings class is a :class:`Settings`, a frozen, strict pydantic model. Each field is declared once: its type
+(choices as a ``Literal``, lists as an :data:`Array`, what no constraint says as a validator: :func:`checked`) and,
+with :func:`setting`, its default, help (the description), constraints (``ge=2``) and how it reads on a command
+line; a check across fields is a ``model_validator`` raising a :class:`~jtcse.errors.JTCSEError`. A nested class
+whose keys read as the owner's is a :func:`group`, one that is a table of its own a :func:`section`. Here:
 
 * :func:`keys` / :func:`sections`: what a recipe or a command line may set, flattened over groups;
-* :func:`build`: an instance from layers of plain values (the defaults, a recipe, the options typed), each mistake
-  one line naming where it came from (a recipe's file and table, or the option) and the valid keys;
-* :meth:`Settings.replace` (:func:`replace_keys`): the one way to change settings, checked like new ones;
-* every pydantic error as one line in the project's words (``--twin-batch-size must be at least 2, not 1.``),
-  also for a single value of a declared type (:func:`check`).
+* :func:`build`: an instance from layers of plain values (defaults, a recipe, the options typed), each mistake one
+  line naming where it came from (a recipe's file and table, or the option) and the valid keys;
+* :meth:`Settings.replace`: the one way to change settings, checked like new ones;
+* pydantic's errors as one line in the project's words (``--twin-batch-size must be at least 2, not 1.``), for a
+  single value of a declared type too (:func:`check`).
 
 A class may name, in a ``NOT_KEYS`` class attribute, words a user might take for keys, each with what to do
-instead (``{"device": "give --device on the command line"}``). The settings as a commented TOML file:
-:func:`jtcse.toml_file.settings_toml`.
+instead. Settings as a commented TOML file: :func:`jtcse.toml_file.settings_toml`.
 """
 
 from __future__ import annotations
@@ -240,10 +237,6 @@ def sections(cls: type) -> dict[str, tuple[type, Declared]]:
     }
 
 
-def _groups(cls: type) -> set[str]:
-    return {name for name, info in cls.model_fields.items() if (d := _declared(info)) and d.role == "group"}
-
-
 def get(instance: Any, key: Key) -> Any:
     for attribute in key.path:
         instance = getattr(instance, attribute)
@@ -257,7 +250,10 @@ def replace_keys(
     replaces it whole), checked as new settings are. An unknown key is a ``TypeError`` naming ``caller`` (as Python
     names an unexpected keyword argument), or a ``JTCSEError`` naming the valid keys when no caller is given."""
     known = keys(type(instance), exclude)
-    paths = {**{name: (name,) for name in _groups(type(instance))}, **{n: k.path for n, k in known.items()}}
+    groups = {
+        n: (n,) for n, info in type(instance).model_fields.items() if (d := _declared(info)) and d.role == "group"
+    }
+    paths = {**groups, **{n: k.path for n, k in known.items()}}
     unknown = sorted(set(values) - set(paths))
     if unknown:
         if caller:
