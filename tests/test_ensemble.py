@@ -330,27 +330,35 @@ def test_eval_mteb_scores_an_ensemble_like_our_spearman(ensemble_dir, tmp_path):
 @pytest.mark.slow  # three model loads and an ensemble per weight
 @pytest.mark.parametrize("combine", ["concat", "sum"])
 def test_chosen_weights_score_as_the_ensemble_built_with_them(combine, spread_bert, tiny_bert, tmp_path, shared_data):
-    """choose_weights scored every weight as a concat (Σ w_i² cos_i / Σ w_i²), also for --ensemble-combine sum."""
+    """choose_weights scored every weight as the ensemble built with it embeds (a concat: Σ w_i² cos_i / Σ w_i²; also
+    --ensemble-combine sum), on each selection file, and the start alone as the floor."""
     from helpers.spread_towers import make_spread_tower
     from scipy.stats import spearmanr
 
     from jtcse.evaluation.sts import cosine_spearman, read_stsb_file
     from jtcse.modeling.build import build_ensemble
     from jtcse.modeling.loading import load_model
-    from jtcse.training.selection import choose_weights, ensemble_cosines
+    from jtcse.training.selection import best_by_total, choose_weights, ensemble_cosines
 
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
     (tmp_path / "pairs.csv").write_text("\n".join(lines[:60]) + "\n", encoding="utf-8")
-    pairs = read_stsb_file(tmp_path / "pairs.csv")
+    (tmp_path / "more.csv").write_text("\n".join(lines[700:760]) + "\n", encoding="utf-8")
+    selections = {name: read_stsb_file(tmp_path / name) for name in ("pairs.csv", "more.csv")}
     members = [spread_bert, make_spread_tower(tmp_path / "spread_b", "bert", seed=6), tiny_bert]
     grid = (0.5, 1.0, 3.0)
-    weights, scores = choose_weights(members, 2, pairs, grid=grid, device="cpu", combine=combine)
-    assert list(scores) == list(grid) and weights == [max(grid, key=scores.get)] * 2 + [1.0]
+    weights, scores, start = choose_weights(members, 2, selections, grid=grid, device="cpu", combine=combine)
+    overall = {w: {name: s["all"] for name, s in files.items()} for w, files in scores.items()}
+    floor = {name: s["all"] for name, s in start.items()}
+    assert list(scores) == list(grid) and weights == [best_by_total(overall, floor)] * 2 + [1.0]
     loaded = [load_model(m, device="cpu") for m in members]
-    for w in grid:
-        ensemble = build_ensemble(loaded, combine=combine, weights=[w, w, 1.0], device="cpu")
-        assert scores[w] == pytest.approx(cosine_spearman(ensemble, pairs), abs=1e-9), w
+    for name, pairs in selections.items():
+        assert floor[name] == pytest.approx(cosine_spearman(loaded[2], pairs), abs=1e-9)  # the start alone
+        for w in grid:
+            ensemble = build_ensemble(loaded, combine=combine, weights=[w, w, 1.0], device="cpu")
+            assert overall[w][name] == pytest.approx(cosine_spearman(ensemble, pairs), abs=1e-9), (name, w)
     if combine == "sum":  # the concat formula would have chosen on other scores
+        pairs = selections["pairs.csv"]
         units = [_unit(m.encode(s)) for m in loaded for s in (pairs.sentences1, pairs.sentences2)]
         as_concat = ensemble_cosines(units[0::2], units[1::2], [[w, w, 1.0] for w in grid], "concat")
-        assert [spearmanr(c, pairs.scores).statistic for c in as_concat] != pytest.approx(list(scores.values()))
+        chosen_on = [overall[w]["pairs.csv"] for w in grid]
+        assert [spearmanr(c, pairs.scores).statistic for c in as_concat] != pytest.approx(chosen_on)

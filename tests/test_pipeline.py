@@ -214,7 +214,7 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
 
     dev = write_stsb(tmp_path / "dev.csv")
     with pytest.raises(JTCSEError, match="shares 6 of its 6 sentence pairs with the dev file"):
-        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=str(dev)))
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_files=[str(dev)]))
     selection = tmp_path / "selection.csv"
     a, b, score = DEV_PAIRS[2]
     rows = [(f"Bird {i} sings.", f"A bird number {i} is singing.", 4.5) for i in range(120)] + [
@@ -231,10 +231,51 @@ def test_a_selection_file_that_is_the_dev_file_is_refused_and_shared_pairs_are_l
         "".join(f"main-news\tx\t2015\t{i}\t{s}\t{x}\t{y}\n" for i, (x, y, s) in enumerate(rows)), encoding="utf-8"
     )
     with pytest.raises(JTCSEError, match="shares 1 of its 11 sentence pairs with the dev file"):
-        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=str(selection)))
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_files=[str(selection)]))
     with pytest.raises(JTCSEError, match="selection file not found: "):
         missing = str(tmp_path / "nope.csv")
-        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_file=missing))
+        run_pipeline(tmp_path / "out", config(until="distill", dev_file=str(dev), selection_files=[missing]))
+
+
+def test_the_one_rule_maximises_the_mean_over_the_files_and_keeps_every_file_at_the_start():
+    """best_by_total: the best mean among candidates at or above the start on every file; when none is, the one
+    whose worst file falls least below it; ties to the first. Hand-computed cases."""
+    from jtcse.training.selection import best_by_total, shortfall, total
+
+    start = {"sts": 0.80, "sick": 0.70}
+    candidates = {
+        0.5: {"sts": 0.81, "sick": 0.70},  # mean 0.755, keeps both
+        1.0: {"sts": 0.84, "sick": 0.69},  # mean 0.765, but SICK below the start
+        2.0: {"sts": 0.82, "sick": 0.71},  # mean 0.765, keeps both: the choice
+        3.0: {"sts": 0.83, "sick": 0.70},  # mean 0.765 too, later: a tie goes to the first
+    }
+    assert best_by_total(candidates, start) == 2.0
+    assert best_by_total(candidates) == 1.0  # without a floor: the best mean (the first of the tie)
+    assert total(candidates[2.0]) == pytest.approx(0.765) and shortfall(candidates[1.0], start) == pytest.approx(0.01)
+    high = {"sts": 0.90, "sick": 0.90}  # nothing reaches it: the one that falls least below
+    assert best_by_total(candidates, high) == 2.0  # worst files 0.20, 0.21, 0.19, 0.20 below
+    assert best_by_total({**candidates, 2.0: {"sts": 0.70, "sick": 0.71}}, high) == 3.0  # three 0.20 below: best mean
+    with pytest.raises(ValueError, match="no candidates"):
+        best_by_total({}, start)
+
+
+def test_selection_files_repeat_on_the_command_line_and_a_file_given_twice_is_refused(tmp_path):
+    from helpers.cli import click_app
+    from helpers.sts import write_stsb
+
+    from jtcse.commands.pipeline import pipeline_config
+    from jtcse.training.selection import selection_sets
+
+    command = click_app().commands["pipeline"]
+    context = command.make_context("pipeline", ["--selection-file", "a.csv", "--selection-file", "b.csv"])
+    config, _ = pipeline_config(context.params)
+    assert config.selection_files == ("a.csv", "b.csv")
+    one = write_stsb(tmp_path / "one.csv")
+    with pytest.raises(JTCSEError, match="given twice"):
+        selection_sets([str(one), str(tmp_path / "." / "one.csv")], None)
+    with pytest.raises(JTCSEError, match=r"selection_files = \["):
+        config_from = PipelineConfig.from_values
+        config_from({"selection_file": "x.csv"}, where="recipe old.toml")
 
 
 def test_a_few_incidental_dev_pairs_leave_the_selection_split_with_a_warning(shared_data, caplog):
@@ -269,19 +310,33 @@ def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny
 
 
 @pytest.mark.slow
-def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_probe(
+def _chosen_by_mean_over_files(scores: dict, start: dict):
+    """The key of ``scores`` (key -> {file: {"all": ...}}) with the best mean over the files among those scoring at
+    least ``start`` on every file, else the one whose worst file falls least below it: the rule, written as a loop."""
+    best, best_key = None, None
+    for key, files in scores.items():
+        short = max([0.0] + [start[f]["all"] - files[f]["all"] for f in start])
+        mean = sum(files[f]["all"] for f in files) / len(files)
+        if best is None or (short, -mean) < best:
+            best, best_key = (short, -mean), key
+    return best_key
+
+
+def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data
 ):
     from jtcse.training.selection import WEIGHT_GRID
 
-    dev, selection = tmp_path / "dev.csv", tmp_path / "selection.csv"
+    dev, sts, sick = tmp_path / "dev.csv", tmp_path / "sts.csv", tmp_path / "sick.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
     dev.write_text("\n".join(lines[:30] + lines[700:730] + lines[1200:1230]) + "\n", encoding="utf-8")
     train = (shared_data / "stsbenchmark" / "sts-train.csv").read_text(encoding="utf-8").splitlines()
-    selection.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
+    sts.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
+    sick_lines = (shared_data / "sick" / "sick-train.csv").read_text(encoding="utf-8").splitlines()
+    sick.write_text("\n".join(sick_lines[:40]) + "\n", encoding="utf-8")
     settings = {"batch_size": 8, "max_steps": 2}
     common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), dev_file=str(dev),
-                  selection_file=str(selection), warmup=settings, twin={"batch_size": 4, "max_steps": 2},
+                  selection_files=[str(sts), str(sick)], warmup=settings, twin={"batch_size": 4, "max_steps": 2},
                   distill=settings)  # fmt: skip
     result = run_pipeline(tmp_path / "recipe", config(**common))
     stages, out = result["stages"], tmp_path / "recipe"
@@ -290,10 +345,13 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     ]  # fmt: skip
     ens = stages["ensemble"]
     assert ens["members"] == [str(out / "tower_a"), str(out / "tower_b"), tiny_bert]
-    scores = ens["selection_spearman"]
+    scores, start = ens["selection_spearman"], ens["start_selection_spearman"]
     assert list(scores) == [f"{w:g}" for w in WEIGHT_GRID]
-    best = max(WEIGHT_GRID, key=lambda w: scores[f"{w:g}"])
-    assert ens["weights"] == [best, best, 1.0]  # the start at 1, the warm-ups at the weight best on the selection
+    assert all(set(files) == {str(sts), str(sick)} for files in scores.values())  # each file reported, per genre
+    assert set(scores["1"][str(sts)]) == {"all", "main-captions"}  # these 40 pairs are captions
+    assert set(start[str(sick)]) == {"all", "sick"}
+    best = float(_chosen_by_mean_over_files(scores, start))
+    assert ens["weights"] == [best, best, 1.0]  # the start at 1, the warm-ups at the weight the rule chose
     assert stages["distill"]["model"]["teacher"] == str(out / "ensemble")
     genres = stages["eval"]["dev_spearman_by_genre"]
     assert set(genres["start"]) == {"main-captions", "main-news", "main-forums"}
@@ -309,10 +367,10 @@ def test_default_recipe_weights_from_the_selection_file_genres_and_the_twin_prob
     probed = run_pipeline(tmp_path / "twin", config(**common, until="twin", probe=probe))
     chose = probed["stages"]["probe"]
     assert set(chose["selection_spearman"]) == {"1e-05", "0.001"}
-    lr = max((1e-5, 1e-3), key=lambda lr: chose["selection_spearman"][f"{lr:g}"])
+    lr = float(_chosen_by_mean_over_files(chose["selection_spearman"], chose["start_selection_spearman"]))
     assert chose["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
     assert probed["stages"]["twin"]["model"]["pooling"] == "cls"  # the towers' own
-    # the same run on to the ensemble, the twin's towers as two members chosen on the selection file with the start
+    # the same run on to the ensemble, the twin's towers as two members chosen on the selection files with the start
     towers = run_pipeline(
         tmp_path / "twin", config(**common, until="ensemble", probe=probe, ensemble={"twin_towers": True})
     )

@@ -22,6 +22,11 @@ Stages (``--stages``, in this order; rows in ``<work>/results/``, cosines in ``<
                (with their files' times: the same models) so only the ensemble and the distillation run; the students
                scored; the default chosen (:meth:`TwinDefaultRunner.default_choice`)
 
+``retrieval``  the retrieval check of every row the lead table shows (the start, the control, every student): STS-B
+               train pairs scoring at least 4 as query and answer among all its sentences, scored by mteb
+               (:func:`jtcse.evaluation.retrieval_check.retrieval_check`), so a default that wins on STS and loses on
+               retrieval shows
+
 ``--report-only`` rebuilds ``evaluation/twin_default/`` and the tables between the ``TWIN_DEFAULT`` markers of
 ``evaluation/DEFAULTS.md`` (:mod:`evaluation.drivers.twin_default_report`). Run from the repository root:
 ``python -m evaluation.drivers.twin_default --data ../shared/data --threads 2``.
@@ -52,6 +57,7 @@ class TwinDefaultRunner(ScoredGrid):
         from jtcse.training.selection import selection_pairs
 
         super().__init__(work, cfg, threads, data)
+        self.data = data
         dev_file = data / "stsbenchmark" / "sts-dev.csv"
         files = {"sts": data / "stsbenchmark" / "sts-train.csv", "sick": data / "sick" / "sick-train.csv"}
         self.selection = {split: selection_pairs(path, dev_file) for split, path in files.items()}
@@ -240,6 +246,44 @@ class TwinDefaultRunner(ScoredGrid):
                              lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
                              group="student", variant=variant, seed=seed, settings=config.values())  # fmt: skip
                 self.stage_seconds(name, out)
+
+    def retrieval(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        from jtcse.evaluation.retrieval_check import retrieval_check
+        from jtcse.pipeline.stages import DISTILL
+
+        names = [SHIPPED, *(self.warmup_name(s) for s in self.cfg["seeds"])]
+        names += [f"student_{v}_s{s}" for v in [*VARIANTS, BEFORE] for s in self.cfg["seeds"]]
+        for name in names:
+            row = self.row(name)
+            if row is None or "retrieval" in row:
+                continue
+            if name == SHIPPED:
+                model = load_shipped()
+            else:
+                folder = self.work / name if name.startswith("dropout_") else self.student_dir(*self.variant_seed(name))
+                model = SentenceTransformer(str(folder / DISTILL.folder if name.startswith("student_") else folder),
+                                            device="cpu")  # fmt: skip
+            model.max_seq_length = self.cfg["eval_max_seq_length"]
+            check = retrieval_check(model, self.retrieval_file, batch_size=64)
+            self.save(name, {**{k: v for k, v in row.items() if k not in ("name", "threads")}, "retrieval": check})
+
+    @property
+    def retrieval_file(self) -> Path:
+        """STS-B train (quick: its first ``select_limit`` pairs, copied into the work folder)."""
+        path = self.data / "stsbenchmark" / "sts-train.csv"
+        if not self.cfg.get("select_limit"):
+            return path
+        short = self.work / "retrieval-pairs.csv"
+        lines = path.read_text(encoding="utf-8").splitlines()[: self.cfg["select_limit"]]
+        short.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return short
+
+    def variant_seed(self, name: str) -> tuple[str, int]:
+        """``(variant, seed)`` of a student row ``student_{variant}_s{seed}``."""
+        variant, _, seed = name.removeprefix("student_").rpartition("_s")
+        return variant, int(seed)
 
     def stage_seconds(self, name: str, out: Path) -> None:
         """The pipeline's own wall seconds of each stage it ran, on the student's row."""

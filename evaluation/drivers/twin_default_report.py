@@ -136,7 +136,14 @@ def _score_cells(found: list[dict]) -> list[str]:
             _pm([total(r) for r in found]), _pm([r["dev_spearman"] for r in found])]  # fmt: skip
 
 
+def _retrieval_cell(found: list[dict]) -> str:
+    """nDCG@10 of the retrieval check (STS-B train pairs >= 4), mean ± std; "–" where a row has none."""
+    values = [r["retrieval"]["ndcg_at_10"] for r in found if "retrieval" in r]
+    return _pm(values) if len(values) == len(found) else "–"
+
+
 SCORE_HEADER = [SPLIT_LABELS["sts"], SPLIT_LABELS["sick"], "selection mean", SPLIT_LABELS["dev"]]
+RETRIEVAL_HEADER = "retrieval nDCG@10 (STS-B train pairs ≥ 4)"
 
 
 def lead_table(rows: dict, cfg: dict) -> str:
@@ -149,11 +156,12 @@ def lead_table(rows: dict, cfg: dict) -> str:
     shipped = rows[SHIPPED]
     genres = sorted(shipped["dev_genres"])
     today = cpu_seconds(rows, "warmups", cfg)
-    lines.append(["the start (shipped MiniLM)", "–", *_score_cells([shipped]), *_genre_cells([shipped], "dev"), "–"])
+    lines.append(["the start (shipped MiniLM)", "–", *_score_cells([shipped]), *_genre_cells([shipped], "dev"),
+                  _retrieval_cell([shipped]), "–"])  # fmt: skip
     control = seeded(rows, "dropout", cfg)
     if control:
         lines.append(["same-budget control (warm-up I alone)", str(len(control)), *_score_cells(control),
-                      *_genre_cells(control, "dev"), "–"])  # fmt: skip
+                      *_genre_cells(control, "dev"), _retrieval_cell(control), "–"])  # fmt: skip
     for variant in order:
         found = seeded(rows, f"student_{variant}", cfg)
         if not found:
@@ -164,8 +172,8 @@ def lead_table(rows: dict, cfg: dict) -> str:
         cpu = cpu_seconds(rows, variant, cfg)
         ratio = f"{cpu / today:.2f}" if cpu and today else "–"
         lines.append([f"{label}, weights {weights} (start first)", str(len(found)), *_score_cells(found),
-                      *_genre_cells(found, "dev"), ratio])  # fmt: skip
-    header = ["model", "seeds", *SCORE_HEADER, *[f"dev {g}" for g in genres], "CPU time vs today's"]
+                      *_genre_cells(found, "dev"), _retrieval_cell(found), ratio])  # fmt: skip
+    header = ["model", "seeds", *SCORE_HEADER, *[f"dev {g}" for g in genres], RETRIEVAL_HEADER, "CPU time vs today's"]
     return _table("The default's student and the rows it is measured against (students through `jtcse pipeline`)",
                   header, lines)  # fmt: skip
 

@@ -26,8 +26,8 @@ class Plan:
     the first ``start_index`` of them trained by this run; ``weights``: theirs (``None``: all 1) unless
     ``choose``: chosen on the selection file; ``stages``: those that run, in order; ``student``/``teacher``: of the
     distillation; ``starting``: the models the run started from (``{row label: model}``, the rows to beat);
-    ``dev_file`` / ``selection_file``: the files the stages read (``None``: not read), the selection's pairs in
-    ``selection``."""
+    ``dev_file`` / ``selection_files``: the files the stages read (``None`` / none: not read), the selection's pairs
+    in ``selection`` (``{file: pairs}``)."""
 
     output_dir: Path
     twin: bool
@@ -42,8 +42,8 @@ class Plan:
     starting: Mapping[str, Any]
     stages: tuple[Stage, ...] = ()
     dev_file: str | None = None
-    selection_file: str | None = None
-    selection: Any = field(default=None, compare=False, repr=False)
+    selection_files: tuple[str, ...] = ()
+    selection: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def evaluated(self) -> tuple[Stage, ...]:
@@ -137,8 +137,8 @@ def _members(
 
 
 def _weights_chosen(config: PipelineConfig, with_start: bool) -> bool:
-    """Whether the weights are chosen on the selection file: the start a member, no weights given, a file given."""
-    return with_start and config.ensemble.weights is None and config.selection_file is not None
+    """Whether the weights are chosen on the selection files: the start a member, no weights given, a file given."""
+    return with_start and config.ensemble.weights is None and bool(config.selection_files)
 
 
 def _weights(config: PipelineConfig, twin: bool, with_start: bool, choose: bool) -> tuple[float, ...] | None:
@@ -150,8 +150,8 @@ def _weights(config: PipelineConfig, twin: bool, with_start: bool, choose: bool)
 
 
 def _check_probe(config: PipelineConfig) -> None:
-    if config.probe.enabled and config.selection_file is None:
-        raise JTCSEError("the probe scores its twins on a selection file: give --selection-file, or --no-probe.")
+    if config.probe.enabled and not config.selection_files:
+        raise JTCSEError("the probe scores its twins on selection files: give --selection-file, or --no-probe.")
 
 
 def _stages(plan: Plan, until: str) -> tuple[Stage, ...]:
@@ -185,8 +185,8 @@ def _check_weights(plan: Plan, config: PipelineConfig) -> None:
 
 def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
     """``plan`` with the files its stages read, each given and there (a file none reads is not required); the
-    selection file read and checked against the dev file."""
-    from jtcse.training.selection import selection_pairs
+    selection files read and checked against the dev file."""
+    from jtcse.training.selection import selection_sets
 
     if config.dev_file is None and EVAL in plan.stages:
         raise JTCSEError(
@@ -202,18 +202,16 @@ def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
                 raise stage_error(err, stage.trains_with) from None
     reads_dev = EVAL in plan.stages or any(stage.dev_file(config) for stage in plan.stages)
     reads_selection = PROBE in plan.stages or plan.choose
-    for label, read, path in (
-        ("dev file", reads_dev, config.dev_file),
-        ("selection file", reads_selection, config.selection_file),
-    ):
+    files = [("dev file", reads_dev, config.dev_file)]
+    files += [("selection file", reads_selection, path) for path in config.selection_files]
+    for label, read, path in files:
         if read and path is not None and not Path(path).is_file():
             raise JTCSEError(f"{label} not found: {path}")
-    selection = selection_pairs(config.selection_file, config.dev_file) if reads_selection else None
     return replace(
         plan,
         dev_file=config.dev_file if reads_dev else None,
-        selection_file=config.selection_file if reads_selection else None,
-        selection=selection,
+        selection_files=config.selection_files if reads_selection else (),
+        selection=selection_sets(config.selection_files, config.dev_file) if reads_selection else {},
     )
 
 

@@ -130,6 +130,8 @@ class PipelineConfig(Settings):
     NOT_KEYS: ClassVar[dict[str, str]] = {
         "device": "where a run happens is not one of its settings; give --device on the command line",
         "output": "the folder a run writes is not one of its settings; give -o/--output on the command line",
+        "selection_file": 'the selection files are a list: selection_files = ["FILE", ...] (--selection-file, '
+        "repeatable, on the command line)",
     }
 
     tower_a: str | None = setting(
@@ -157,13 +159,16 @@ class PipelineConfig(Settings):
         metavar="FILE",
         unset="none",
     )
-    selection_file: str | None = setting(
-        None,
-        "STS-B-format labelled file to choose on (e.g. STS-B train): the ensemble's weights, and with --probe the "
-        "twin's learning rate. Pairs it shares with the dev file are left out; a file that largely is the dev file "
-        "is refused.",
+    selection_files: tuple[str, ...] = setting(
+        (),
+        "STS-B-format labelled file to choose on, repeatable (e.g. STS-B train and SICK train): the ensemble's "
+        "weights, and with --probe the twin's learning rate, are those with the best mean Spearman over the files "
+        "among those that keep every file at or above the starting model's score (each file and genre is "
+        "reported). Pairs a file shares with the dev file are left out; a file that largely is the dev file is "
+        "refused.",
+        flag="selection_file",
+        repeat=True,
         metavar="FILE",
-        unset="none: nothing is chosen while running",
     )
     pooling: Pooling | None = setting(None, TOWER_POOLING_HELP, unset=TOWER_POOLING_UNSET)
     seed: int = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")

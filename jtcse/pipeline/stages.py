@@ -126,17 +126,20 @@ def _train_twin(r: PipelineRun, folder: Path, **keys: Any) -> dict:
 
 
 def _probe(r: PipelineRun, folder: Path) -> dict:
-    from jtcse.evaluation.sts import cosine_spearman
+    """Short twins at each learning rate; the best by :func:`~jtcse.training.selection.best_by_total` on the selection
+    files (none below the starting model) trains the twin."""
     from jtcse.modeling.loading import load_model
+    from jtcse.training.selection import best_by_total, model_scores, overall
 
-    probe = r.config.probe
+    probe, selection = r.config.probe, r.plan.selection
     scores = {}
     for lr in probe.learning_rates:
         lr_folder = folder / f"lr_{lr:g}"
         _train_twin(r, lr_folder, learning_rate=lr, max_steps=probe.max_steps, plot=False)
-        scores[f"{lr:g}"] = cosine_spearman(load_model(lr_folder, role="encode", device=r.device), r.plan.selection)
-    best = max(probe.learning_rates, key=lambda lr: scores[f"{lr:g}"])
-    return {"selection_spearman": scores, "learning_rate": best}
+        scores[f"{lr:g}"] = model_scores(load_model(lr_folder, role="encode", device=r.device), selection)
+    start = model_scores(load_model(r.config.tower_a, role="encode", device=r.device), selection)
+    best = best_by_total({lr: overall(s) for lr, s in scores.items()}, overall(start))
+    return {"selection_spearman": scores, "start_selection_spearman": start, "learning_rate": float(best)}
 
 
 def _twin(r: PipelineRun, folder: Path) -> dict:
@@ -156,9 +159,9 @@ def _ensemble(r: PipelineRun, folder: Path) -> dict:
 
             exported = load_model(r.folder(TWIN), device=r.device)[0].export_towers(towers)
             sources = exported + sources[len(exported) :]  # in the places the twin held twice
-        weights, scores = plan.weights, None
-        if plan.choose:  # the start at 1, the trained members at the one weight best on the selection file
-            weights, scores = choose_weights(
+        weights, scores, start = plan.weights, None, None
+        if plan.choose:  # the start at 1, the trained members at the one weight chosen on the selection files
+            weights, scores, start = choose_weights(
                 sources, plan.start_index, plan.selection, device=r.device, combine=combine
             )
         # a folder without a finished record is left from an interrupted save: replaced
@@ -169,6 +172,7 @@ def _ensemble(r: PipelineRun, folder: Path) -> dict:
         "weights": model[0].weights,
         "combine": combine,
         "selection_spearman": chosen,
+        "start_selection_spearman": start,
         "dimension": model.get_embedding_dimension(),
     }
 
@@ -216,7 +220,7 @@ def _probe_record(r: PipelineRun) -> dict[str, Any]:
     c = r.config
     twin = {k: v for k, v in to_mapping(c.twin).items() if k not in ("enabled", "learning_rate")}
     return {
-        "selection_file": c.selection_file,
+        "selection_files": list(c.selection_files),
         PROBE.table: to_mapping(c.probe),
         TWIN.table: twin,
         "towers": _warmup_fingerprints(r),
@@ -235,7 +239,7 @@ def _ensemble_record(r: PipelineRun) -> dict[str, Any]:
         "twin_towers": c.ensemble.twin_towers,
         "weights": plan.weights,
         "combine": c.ensemble.combine,
-        "selection_file": c.selection_file if plan.choose else None,
+        "selection_files": list(c.selection_files) if plan.choose else [],
     }
 
 

@@ -91,39 +91,93 @@ def concat_cosine(cosines: Sequence, weights: Sequence[float]):
     return sum(w * w * c for w, c in zip(weights, cosines, strict=True)) / total
 
 
+def selection_sets(selection_files: Sequence[str | Path], dev_file) -> dict[str, object]:
+    """``{file: pairs}`` of every selection file (:func:`selection_pairs`: less the pairs the dev file has too), each
+    read and checked now; a file given twice is an error."""
+    seen: dict[Path, str] = {}
+    for path in selection_files:
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise JTCSEError(f"the selection file {path} is given twice (also as {seen[resolved]}); give each once.")
+        seen[resolved] = str(path)
+    return {str(path): selection_pairs(path, dev_file) for path in selection_files}
+
+
+def spearman_of(cosines, pairs) -> dict[str, float]:
+    """``{"all": Spearman, genre: Spearman ...}`` of ``cosines`` against the gold scores of ``pairs``."""
+    from jtcse.evaluation.sts import ALL_GENRES, spearman_by_genre
+
+    genres = spearman_by_genre(cosines, pairs)
+    return {"all": genres.pop(ALL_GENRES), **genres}
+
+
+def encode_pairs(model, pairs):
+    """``(firsts, seconds)``: ``model``'s embeddings of each pair's two sentences (each distinct sentence once)."""
+    import numpy as np
+
+    from jtcse.evaluation.sts import encode_unique
+
+    table = encode_unique(model, pairs.sentences1 + pairs.sentences2)
+    return np.stack([table[s] for s in pairs.sentences1]), np.stack([table[s] for s in pairs.sentences2])
+
+
+def model_scores(model, selections: Mapping[str, object]) -> dict[str, dict[str, float]]:
+    """``{file: {"all": Spearman, genre: ...}}`` of one ``model`` (a ``SentenceTransformer``) on the selection sets."""
+    import numpy as np
+
+    out = {}
+    for name, pairs in selections.items():
+        firsts, seconds = encode_pairs(model, pairs)
+        unit = [x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12) for x in (firsts, seconds)]
+        out[name] = spearman_of(np.einsum("pd,pd->p", *unit), pairs)
+    return out
+
+
+def overall(scores: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """``{file: Spearman over all its pairs}`` of per-file, per-genre ``scores``: what :func:`best_by_total` reads."""
+    return {name: genres["all"] for name, genres in scores.items()}
+
+
 def choose_weights(
     members: Sequence[str | Path],
     start_index: int,
-    pairs,
+    selections: Mapping[str, object],
     grid: Sequence[float] = WEIGHT_GRID,
     device=None,
     combine: str = "concat",
 ):
-    """``(weights, {weight: Spearman})``: the weights of the ``combine`` ensemble of ``members`` best on ``pairs``,
-    the member at ``start_index`` (the starting model) at 1 and every other member at one common weight from ``grid``.
+    """``(weights, {weight: {file: {"all": Spearman, genre: ...}}}, the start's {file: {...}})``: the weights of the
+    ``combine`` ensemble of ``members`` chosen by :func:`best_by_total` on the selection sets (``{file: pairs}``), the
+    member at ``start_index`` (the starting model) at 1 and every other member at one common weight from ``grid``; the
+    start alone is the floor no file may fall below.
 
-    Each member encodes the pairs' sentences once; every weight is then scored exactly as the ensemble embeds
+    Each member encodes each file's sentences once; every weight is then scored exactly as the ensemble embeds
     (:func:`ensemble_cosines`), so the weight chosen is the one the ensemble saved with it scores best with.
     """
     import numpy as np
-    from scipy.stats import spearmanr
 
-    from jtcse.evaluation.sts import encode_unique
     from jtcse.modeling.combine import check_combine
     from jtcse.modeling.loading import load_model
 
     check_combine(combine)
-    sentences = pairs.sentences1 + pairs.sentences2
-    firsts, seconds = [], []
+    encoded = {name: ([], []) for name in selections}
     for member in members:
-        table = encode_unique(load_model(member, role="encode", device=device), sentences)
-        firsts.append(np.stack([table[s] for s in pairs.sentences1]))
-        seconds.append(np.stack([table[s] for s in pairs.sentences2]))
-    weights = np.array([[1.0 if i == start_index else w for i in range(len(members))] for w in grid])
-    cosines = ensemble_cosines(firsts, seconds, weights, combine)
-    scores = {w: float(spearmanr(cos, pairs.scores).statistic) for w, cos in zip(grid, cosines, strict=True)}
-    best = max(grid, key=lambda w: scores[w])
-    return [1.0 if i == start_index else best for i in range(len(members))], scores
+        model = load_model(member, role="encode", device=device)
+        for name, pairs in selections.items():
+            firsts, seconds = encode_pairs(model, pairs)
+            encoded[name][0].append(firsts)
+            encoded[name][1].append(seconds)
+    rows = [[1.0 if i == start_index else w for i in range(len(members))] for w in grid]
+    rows.append([1.0 if i == start_index else 0.0 for i in range(len(members))])  # the start alone: the floor
+    scores: dict[float, dict] = {w: {} for w in grid}
+    start: dict[str, dict[str, float]] = {}
+    for name, pairs in selections.items():
+        cosines = ensemble_cosines(*encoded[name], np.array(rows), combine)
+        for w, cos in zip(grid, cosines, strict=False):
+            scores[w][name] = spearman_of(cos, pairs)
+        start[name] = spearman_of(cosines[-1], pairs)
+    best = best_by_total({w: overall(s) for w, s in scores.items()}, overall(start))
+    return [1.0 if i == start_index else best for i in range(len(members))], scores, start
 
 
 def ensemble_cosines(firsts: Sequence, seconds: Sequence, weights, combine: str):
