@@ -159,7 +159,7 @@ class PipelineConfig(Settings):
         metavar="FILE",
         unset="none",
     )
-    selection_files: tuple[str, ...] = setting(
+    selection_files: Array[str] = setting(
         (),
         "STS-B-format labelled file to choose on, repeatable (e.g. STS-B train and SICK train): the ensemble's "
         "weights, and with --probe the twin's learning rate, are those with the best mean Spearman over the files "
