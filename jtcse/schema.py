@@ -164,8 +164,13 @@ class Settings(BaseModel):
     def replace(self, **values: Any) -> Settings:
         """These settings with ``values`` changed, checked as new settings are: by key (a group's keys read as this
         class's own: ``twin.replace(max_steps=2)``), or a group whole by its attribute (``replace(training=...)``).
-        Pydantic's ``model_copy(update=...)`` checks nothing: this is the way to change settings."""
+        The one way to change settings: pydantic's ``model_copy(update=...)``, which checks nothing, is refused."""
         return replace_keys(self, values)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
+        if update:
+            raise TypeError(f"{type(self).__name__}: change settings with .replace(...), which checks them")
+        return super().model_copy(deep=deep)
 
 
 # ---------------------------------------------------------------------------------------------------- keys

@@ -66,3 +66,29 @@ def test_replay_dir_without_pairs_for_the_pivots(store, tmp_path):
     settings = RttSettings(backend="replay", pivots=["de", "fr"], replay={"pairs_dir": tmp_path})
     with pytest.raises(JTCSEError, match="No pairs.<pivot>.tsv for de, fr"):
         make_translator(settings, store)
+
+
+@pytest.mark.cli
+def test_the_commands_options_are_the_settings_and_a_bad_one_is_one_line_before_anything_is_written(tmp_path):
+    """jtcse rtt's options are generated from RttSettings (each key one option, the backends' names from the one
+    list); a bad value is one line naming its option, with nothing written."""
+    from helpers.cli import click_app, invoke_cli, one_error_line
+
+    from jtcse.schema import keys
+
+    command = click_app().commands["rtt"]
+    options = {name for param in command.params for name in param.opts}
+    assert {f"--{key.replace('_', '-')}" for key in keys(RttSettings)} <= options
+    backend = next(param for param in command.params if "--backend" in param.opts)
+    assert backend.metavar == "|".join(BACKENDS)
+    out = tmp_path / "o"
+    cases = {
+        ("--concurrency", "0"): "Error: --concurrency must be at least 1, not 0.",
+        ("--limit", "0"): "Error: --limit must be at least 1, not 0.",
+        ("--backend", "deepl"): f"Error: --backend must be one of {', '.join(BACKENDS)}, not 'deepl'.",
+        ("--backend", "seq2seq"): "Error: --backend seq2seq needs --model (a local path, a name, or an "
+        "'{src}'/'{tgt}' template).",
+    }
+    for typed, message in cases.items():
+        assert one_error_line(invoke_cli("rtt", *typed, "-o", out, "--no-progress")) == message
+    assert not out.exists()

@@ -187,3 +187,28 @@ def test_a_table_with_a_base_holds_only_what_differs_from_it():
     text = to_toml(built)
     assert text.split("[second]")[1].count(" = ") == 1 and build(Twice, [Layer(tomllib.loads(text))]) == built
     assert "(nothing differs from [first])" in to_toml(build(Twice, []))
+
+
+def test_every_list_setting_reads_a_toml_array_and_nothing_changes_settings_unchecked():
+    """A list is declared an Array (a TOML array, a list, reads as the strict model's tuple) in every settings class
+    the commands use; and settings cannot be changed with pydantic's unchecked model_copy(update=): Settings.replace
+    is the one way."""
+    from jtcse.pipeline.settings import PipelineConfig
+    from jtcse.rtt.settings import RttSettings
+    from jtcse.schema import sections
+    from jtcse.training.ensemble import JoinSettings
+    from jtcse.training.settings import TRAINERS
+
+    classes = [*TRAINERS, JoinSettings, RttSettings, PipelineConfig]
+    classes += [cls for cls, _ in sections(PipelineConfig).values()]
+    for cls in classes:
+        for name, key in keys(cls).items():
+            if key.sequence:
+                value = list(key.info.default or ())  # its default as a list
+                try:
+                    assert key.check(value, name) == tuple(value), name
+                except JTCSEError as err:  # an empty list, refused as empty, never for being a list
+                    assert "must not be empty" in str(err), name
+    with pytest.raises(TypeError, match=r"change settings with \.replace\(\.\.\.\), which checks them"):
+        Table().model_copy(update={"mode": "c"})
+    assert Table().model_copy() == Table()

@@ -71,7 +71,7 @@ class Stage:
         """The dev file its trainer reads: only a stage that keeps its best checkpoint by it (``checkpoint``
         best-dev) gets one; the others keep their last step, and the eval stage reports the dev file."""
         training = self.training(config)
-        return config.dev_file if training is not None and training.checkpoint == "best-dev" else None
+        return training.kept_by(config.dev_file) if training is not None else None
 
     def seeded(self, config, seed: int) -> Any:
         """Its settings with the run's ``seed`` (and precision, when one is given for every stage)."""

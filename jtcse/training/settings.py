@@ -169,6 +169,11 @@ class TrainingSettings(Settings):
                 {"checkpoint": "checkpoint", "dev_file": "--dev-file"},
             )
 
+    def kept_by(self, dev_file: str | Path | None) -> str | Path | None:
+        """``dev_file`` when the stage keeps its best checkpoint by it (``checkpoint`` best-dev), else ``None``: a
+        stage that keeps its last step need not score one while it trains."""
+        return dev_file if self.checkpoint == "best-dev" else None
+
 
 class ContrastiveSettings(Settings):
     """The in-batch contrastive loss of a warm-up or a twin: its temperature, token-level terms added to it,
