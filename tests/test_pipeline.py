@@ -79,7 +79,7 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path, tiny_bert):
          r"^\[twin\] checkpoint best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
          r"\(dev_file\); or keep the last step \(\[twin\] checkpoint last\)\.$"),
         (dict(until="twin", twin={"enabled": True}, probe={"enabled": True}),
-         r"the probe scores its twins on a selection file"),
+         r"the probe scores its twins on selection files"),
     ]  # fmt: skip
     for values, message in cases:  # JTCSEError, or the Ensemble's own ValueError of its weights
         with pytest.raises(ValueError, match=message):
@@ -412,7 +412,7 @@ def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
     assert encoder.weights == ENSEMBLE_WEIGHTS.warmups and not encoder.choose and encoder.start_index == 2
     assert encoder.stages == (WARMUP_A, WARMUP_B, ENSEMBLE, DISTILL) and encoder.evaluated == encoder.stages
     assert encoder.teacher == out / "ensemble" and encoder.student == tiny_bert
-    assert encoder.dev_file is None and encoder.selection is None  # no stage reads one
+    assert encoder.dev_file is None and encoder.selection == {} and encoder.selection_files == ()  # none read
 
     plain = make_plan(config(tower_a=tiny_bert + ".hf", until="distill"), out, "cpu")
     assert plain.twin and plain.members == () and plain.teacher == out / "twin" and TWIN in plain.stages

@@ -3,7 +3,7 @@ warm-up variants it trains, the ensemble kinds it scores, its stages."""
 
 from __future__ import annotations
 
-from jtcse.training.selection import WEIGHT_GRID
+from jtcse.training.selection import MEASURED_GRID
 
 FULL = {
     "corpus_lines": 10**6,  # every line of wiki12k.txt
@@ -24,7 +24,7 @@ FULL = {
     "distill": {},  # the pipeline's distillation as it is
     # the pipeline's own grid, and below it the small weights where the start's genres hold (captions fall about
     # 0.3 a selection point for each 0.4 of the warm-ups' weight)
-    "weight_grid": sorted({0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.6, 0.7, 0.8, 0.9, *WEIGHT_GRID}),
+    "weight_grid": sorted({0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.6, 0.7, 0.8, 0.9, *MEASURED_GRID}),
     "eval_max_seq_length": 128,
     "dev_pairs": None,
     "select_pairs": 1500,

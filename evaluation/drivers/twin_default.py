@@ -53,11 +53,21 @@ class TwinDefaultRunner(ScoredGrid):
 
     split_names = SPLITS
 
-    def __init__(self, work: Path, cfg: dict, threads: int, data: Path):
+    def __init__(
+        self,
+        work: Path,
+        cfg: dict,
+        threads: int,
+        data: Path,
+        variants: list[str] | None = None,
+        only: dict | None = None,
+    ):
         from jtcse.training.selection import selection_pairs
 
         super().__init__(work, cfg, threads, data)
         self.data = data
+        self.variants = variants or [*VARIANTS, BEFORE]
+        self.only = only or {}  # {"tags": [...], "seeds": [...]}: what this process trains (others run the rest)
         dev_file = data / "stsbenchmark" / "sts-dev.csv"
         files = {"sts": data / "stsbenchmark" / "sts-train.csv", "sick": data / "sick" / "sick-train.csv"}
         self.selection = {split: selection_pairs(path, dev_file) for split, path in files.items()}
@@ -140,7 +150,7 @@ class TwinDefaultRunner(ScoredGrid):
             )
 
     def twins(self) -> None:
-        for tag in self.cfg["twin_grid"]:
+        for tag in self.only.get("tags") or self.cfg["twin_grid"]:
             self.twin_row(tag, self.cfg["grid_seed"])
 
     def twin_choice(self) -> str:
@@ -152,19 +162,23 @@ class TwinDefaultRunner(ScoredGrid):
 
     def seeds(self) -> None:
         tag = self.twin_choice()
-        for seed in self.cfg["seeds"]:
+        for seed in self.only.get("seeds") or self.cfg["seeds"]:
             self.twin_row(tag, seed)
 
     # -- ensembles -----------------------------------------------------------------------------------
-    def members_of(self, variant: str, seed: int) -> list[str]:
-        """An ensemble's rows, the start first (at weight 1), then the trained members (at one weight)."""
+    def members_of(self, variant: str, seed: int) -> list[str] | None:
+        """An ensemble's rows, the start first (at weight 1), then the trained members (at one weight); ``None`` for a
+        variant with a twin while the twin grid is unfinished."""
         warmups = [self.warmup_name(seed), self.warmup_name(seed + 1)]
         if variant in ("warmups", BEFORE):
             return [SHIPPED, *warmups]
-        twin = f"twin_{self.twin_choice()}_s{seed}"
+        tag = twin_choice(read_rows(self.work), self.cfg)
+        if tag is None:
+            return None
+        twin = f"twin_{tag}_s{seed}"
         return {
             "twin": [SHIPPED, twin],
-            "towers": [SHIPPED, f"{twin}_t1", f"{twin}_t2"],
+            "twin_towers": [SHIPPED, f"{twin}_t1", f"{twin}_t2"],
             "twin_warmups": [SHIPPED, twin, *warmups],
         }[variant]
 
@@ -180,9 +194,10 @@ class TwinDefaultRunner(ScoredGrid):
         return out
 
     def ensembles(self) -> None:
-        for variant in [*VARIANTS, BEFORE]:
+        for variant in self.variants:
             seeds_members = [self.members_of(variant, seed) for seed in self.cfg["seeds"]]
-            if any(self.row(m) is None for members in seeds_members for m in members):
+            ready = all(members is not None for members in seeds_members)
+            if not ready or any(self.row(m) is None for members in seeds_members for m in members):
                 print(f"[twin_default] ensembles: members of {variant} missing, skipped", flush=True)
                 continue
             fixed = variant == BEFORE
@@ -209,7 +224,7 @@ class TwinDefaultRunner(ScoredGrid):
         twin = {"enabled": True, **self.twin_settings(self.twin_choice())}
         if variant == "twin":
             ensemble = {"enabled": True, "weights": [w, 1.0]}
-        elif variant == "towers":
+        elif variant == "twin_towers":
             ensemble = {"enabled": True, "twin_towers": True, "weights": [w, w, 1.0]}
         else:  # the twin, the start, then the two warm-ups joined as other models
             from jtcse.pipeline.stages import WARMUP_A, WARMUP_B
@@ -229,11 +244,11 @@ class TwinDefaultRunner(ScoredGrid):
         from jtcse.pipeline.settings import PipelineConfig
         from jtcse.pipeline.stages import DISTILL, TWIN, WARMUP_A, WARMUP_B
 
-        for variant in [*VARIANTS, BEFORE]:
+        for variant in self.variants:
             if not self.done(f"ens_{variant}_s{self.cfg['seeds'][-1]}"):
                 print(f"[twin_default] pipeline: {variant} has no ensemble rows, skipped", flush=True)
                 continue
-            for seed in self.cfg["seeds"]:
+            for seed in self.only.get("seeds") or self.cfg["seeds"]:
                 name, out = f"student_{variant}_s{seed}", self.student_dir(variant, seed)
                 copies = {WARMUP_A.folder: self.warmup_name(seed), WARMUP_B.folder: self.warmup_name(seed + 1)}
                 if variant not in ("warmups", BEFORE):
@@ -295,10 +310,19 @@ class TwinDefaultRunner(ScoredGrid):
 
 
 def main() -> None:
-    args = driver_parser(__doc__, STAGES, threads=2).parse_args()
+    parser = driver_parser(__doc__, STAGES, threads=2)
+    every = [*VARIANTS, BEFORE]
+    parser.add_argument("--variants", default=",".join(every), help=f"the ensembles and students to make: {every}")
+    parser.add_argument("--tags", default="", help="train only these twin grid settings (another process the rest)")
+    parser.add_argument(
+        "--seeds", dest="seed_list", default="", help="train only the twins and students of these seeds"
+    )
+    args = parser.parse_args()
     cfg = QUICK if args.quick else FULL
     where = places(args, "twin_default", "DEFAULTS.md")
-    runner = TwinDefaultRunner(where.work, cfg, args.threads, args.data)
+    variants = [v for v in every if v in args.variants.split(",")]
+    only = {"tags": [t for t in args.tags.split(",") if t], "seeds": [int(s) for s in args.seed_list.split(",") if s]}
+    runner = TwinDefaultRunner(where.work, cfg, args.threads, args.data, variants, only)
     if not args.report_only:
         run_stages(runner, args, STAGES, "twin_default")
     results, tables = build_report(where.work, cfg)

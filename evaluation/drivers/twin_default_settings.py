@@ -78,11 +78,11 @@ QUICK = {
 VARIANTS = {
     "warmups": "today's members: warm-up I + warm-up II + the start",
     "twin": "the twin (summed) + the start",
-    "towers": "the twin's two towers + the start",
+    "twin_towers": "the twin's two towers + the start",
     "twin_warmups": "the twin + warm-up I + warm-up II + the start",
 }
 """The ensembles the default is chosen from (each distilled through ``jtcse pipeline``), the start at weight 1 and
-every trained member at one weight chosen by the rule."""
+every trained member at one weight chosen by the rule; named as ``ENSEMBLE_WEIGHTS`` names its members."""
 BEFORE = "before"
 """The weights before issue 31 (1.25, 1.25, 1) on today's members: a row to beat."""
 STAGES = ("shipped", "warmups", "twins", "seeds", "ensembles", "pipeline", "retrieval")
