@@ -430,13 +430,13 @@ def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
 def test_a_stage_whose_table_is_not_a_section_fails_on_import():
     """Stage.table (and the table a stage trains with) is checked against the config's sections when the config is
     declared: a table without a stage, or a stage's table that is no section, is a TypeError."""
-    from dataclasses import make_dataclass
+    from pydantic import create_model
 
     from jtcse.pipeline.settings import TwinStage
     from jtcse.pipeline.stages import check_tables
-    from jtcse.schema import section
+    from jtcse.schema import Settings, section
 
     check_tables(PipelineConfig)
-    partial = make_dataclass("Partial", [("twin", TwinStage, section(TwinStage(), "Only the twin."))], frozen=True)
+    partial = create_model("Partial", __base__=Settings, twin=(TwinStage, section(TwinStage(), "Only the twin.")))
     with pytest.raises(TypeError, match=r"not a section \['distill', 'ensemble', 'probe', 'warmup', 'warmup_b'\]"):
         check_tables(partial)

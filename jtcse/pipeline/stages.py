@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +71,13 @@ class Stage:
         """The dev file its trainer reads: only a stage that keeps its best checkpoint by it (``checkpoint``
         best-dev) gets one; the others keep their last step, and the eval stage reports the dev file."""
         training = self.training(config)
-        return config.dev_file if training is not None and training.checkpoint == "best-dev" else None
+        return training.kept_by(config.dev_file) if training is not None else None
 
     def seeded(self, config, seed: int) -> Any:
         """Its settings with the run's ``seed`` (and precision, when one is given for every stage)."""
         settings = self.settings(config)
         precision = config.precision or settings.training.precision
-        return replace(settings, training=replace(settings.training, seed=seed, precision=precision))
+        return settings.replace(seed=seed, precision=precision)
 
 
 # ---------------------------------------------------------------------------------------------------- the work

@@ -10,7 +10,6 @@ The stage runner (:func:`jtcse.training.stage.run_stage`) builds it (:func:`run_
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +46,7 @@ def run_summary(
         "data": stage.data,
         "loss": {"name": type(stage.loss).__name__, **_config_of(stage.loss)},
         "settings": {
-            **asdict(s),
+            **s.model_dump(),
             "max_seq_length": training_length,
             "world_size": world_size(),
             "global_batch_size": world_size() * s.batch_size,
