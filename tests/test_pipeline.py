@@ -309,7 +309,6 @@ def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny
     assert len(ENSEMBLE_WEIGHTS.warmups) == 3 and len(ENSEMBLE_WEIGHTS.twin) == 2
 
 
-@pytest.mark.slow
 def _chosen_by_mean_over_files(scores: dict, start: dict):
     """The key of ``scores`` (key -> {file: {"all": ...}}) with the best mean over the files among those scoring at
     least ``start`` on every file, else the one whose worst file falls least below it: the rule, written as a loop."""
@@ -322,6 +321,7 @@ def _chosen_by_mean_over_files(scores: dict, start: dict):
     return best_key
 
 
+@pytest.mark.slow
 def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data
 ):
