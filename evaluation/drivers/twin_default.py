@@ -42,7 +42,7 @@ from pathlib import Path
 from evaluation.drivers.cli import driver_parser, places, publish, run_stages
 from evaluation.drivers.grid import load_shipped, read_rows
 from evaluation.drivers.repro_default_scores import ScoredGrid
-from evaluation.drivers.twin_default_report import build_report, twin_choice, variant_weight
+from evaluation.drivers.twin_default_report import build_report, twin_choice, variant_weight, write_default_weights
 from evaluation.drivers.twin_default_settings import BEFORE, FULL, QUICK, SHIPPED, SPLITS, STAGES, VARIANTS
 from jtcse.training.selection import concat_cosine
 
@@ -327,6 +327,8 @@ def main() -> None:
         run_stages(runner, args, STAGES, "twin_default")
     results, tables = build_report(where.work, cfg)
     publish(where, results, tables, marker="TWIN_DEFAULT")
+    if where.writeup is not None and results["default"] is not None:  # a full run's choice: the pipeline's defaults
+        write_default_weights(results["ensemble_weights"])
     print(tables)
 
 

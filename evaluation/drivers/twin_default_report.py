@@ -112,6 +112,25 @@ def chosen_weights(rows: dict, cfg: dict) -> dict[str, list[float]]:
     return out
 
 
+DEFAULT_WEIGHTS_FILE = Path(__file__).resolve().parents[2] / "jtcse" / "pipeline" / "settings.py"
+"""Where ``ENSEMBLE_WEIGHTS`` (``DefaultWeights``) is declared: the driver writes its choice there."""
+
+
+def write_default_weights(weights: dict[str, list[float]], path: Path = DEFAULT_WEIGHTS_FILE) -> bool:
+    """Write each variant's chosen weights as the default of the ``DefaultWeights`` field of the same name (the
+    declaration ``    NAME: tuple[float, ...] = (...)``); returns whether the file changed."""
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    new = text
+    for name, values in weights.items():
+        line = re.compile(rf"^(    {name}: tuple\[float, \.\.\.\] = )\(.*\)$", re.M)
+        new = line.sub(lambda m, v=values: m.group(1) + "(" + ", ".join(repr(float(x)) for x in v) + ")", new)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
 # ---------------------------------------------------------------------------------------------------- tables
 def _pm(values: list[float]) -> str:
     if not values:
