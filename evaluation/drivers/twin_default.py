@@ -2,8 +2,8 @@
 JTCSE twin in it if it wins. CPU-sized, resumable.
 
 Every choice maximises the mean Spearman over the two selection files, STS-B train and SICK train (less the pairs
-they share with STS-B dev), with one guard: no file below the start's score
-(:func:`jtcse.training.selection.best_by_total`, the rule ``jtcse pipeline`` uses). Each file and each genre is
+they share with STS-B dev; :func:`jtcse.training.selection.best_by_total`, the rule ``jtcse pipeline`` uses), and
+the default, whose students ship, has one guard: no file below the start's score. Each file and each genre is
 reported, never a constraint; STS-B dev is scored for every row and never chosen on.
 
 Stages (``--stages``, in this order; rows in ``<work>/results/``, cosines in ``<work>/cos/``):
@@ -203,7 +203,7 @@ class TwinDefaultRunner(ScoredGrid):
             fixed = variant == BEFORE
             grid = [self.cfg["before_weights"][0]] if fixed else self.cfg["weight_grid"]
             grids = [self.grid_of(members, grid) for members in seeds_members]
-            weight = grid[0] if fixed else variant_weight(grids, self.row(SHIPPED))
+            weight = grid[0] if fixed else variant_weight(grids)
             for seed, members, scores in zip(self.cfg["seeds"], seeds_members, grids, strict=True):
                 name = f"ens_{variant}_s{seed}"
                 if not self.done(name):

@@ -163,9 +163,8 @@ class PipelineConfig(Settings):
         (),
         "STS-B-format labelled file to choose on, repeatable (e.g. STS-B train and SICK train): the ensemble's "
         "weights, and with --probe the twin's learning rate, are those with the best mean Spearman over the files "
-        "among those that keep every file at or above the starting model's score (each file and genre is "
-        "reported). Pairs a file shares with the dev file are left out; a file that largely is the dev file is "
-        "refused.",
+        "(each file and genre is reported, with the starting model's). Pairs a file shares with the dev file are "
+        "left out; a file that largely is the dev file is refused.",
         flag="selection_file",
         repeat=True,
         metavar="FILE",

@@ -126,8 +126,8 @@ def _train_twin(r: PipelineRun, folder: Path, **keys: Any) -> dict:
 
 
 def _probe(r: PipelineRun, folder: Path) -> dict:
-    """Short twins at each learning rate; the best by :func:`~jtcse.training.selection.best_by_total` on the selection
-    files (none below the starting model) trains the twin."""
+    """Short twins at each learning rate; the one with the best mean over the selection files
+    (:func:`~jtcse.training.selection.best_by_total`) trains the twin; the starting model is scored for the report."""
     from jtcse.modeling.loading import load_model
     from jtcse.training.selection import best_by_total, model_scores, overall
 
@@ -138,7 +138,7 @@ def _probe(r: PipelineRun, folder: Path) -> dict:
         _train_twin(r, lr_folder, learning_rate=lr, max_steps=probe.max_steps, plot=False)
         scores[f"{lr:g}"] = model_scores(load_model(lr_folder, role="encode", device=r.device), selection)
     start = model_scores(load_model(r.config.tower_a, role="encode", device=r.device), selection)
-    best = best_by_total({lr: overall(s) for lr, s in scores.items()}, overall(start))
+    best = best_by_total({lr: overall(s) for lr, s in scores.items()})
     return {"selection_spearman": scores, "start_selection_spearman": start, "learning_rate": float(best)}
 
 
