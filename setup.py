@@ -29,6 +29,7 @@ setup(
         "matplotlib",
         "tqdm",
         "typer>=0.12",
+        "pydantic>=2.11",  # the settings (jtcse/schema.py): validate_by_name/validate_by_alias came in 2.11
         "faiss-cpu>=1.8",
         "pyarrow>=14",
         "filelock>=4.2.11",  # output locks (jtcse.locking uses on_acquired, fallback_to_soft); a torch/hub dependency too

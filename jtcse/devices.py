@@ -16,10 +16,14 @@ that supports it (compute capability 8.0+, e.g. A100, H100) or the CPU. Unlike a
 from __future__ import annotations
 
 import contextlib
+import typing
+from typing import Literal
 
 from jtcse.errors import SettingError
 
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+Precision = Literal["auto", "fp32", "fp16", "bf16"]
+"""A precision name (the settings' ``precision``)."""
+PRECISIONS = typing.get_args(Precision)
 
 
 def best_device() -> str:

@@ -1,84 +1,88 @@
-"""Declared settings: frozen dataclasses whose fields each carry their default, help and check once.
+"""Declared settings on pydantic, and what pydantic lacks for recipe files and command lines.
 
-A settings class declares each value with :func:`setting` (default, help, check, and how it reads on a command
-line), a nested settings class whose keys read as its own with :func:`group` (a stage's training settings), and
-a nested class that is a table of its own with :func:`section` (a pipeline stage's ``[twin]``). Everything else
-is derived from the declaration:
+A settings class is a :class:`Settings`, a frozen, strict pydantic model. Each field is declared once: its type
+(choices as a ``Literal``, lists as an :data:`Array`, what no constraint says as a validator: :func:`checked`) and,
+with :func:`setting`, its default, help (the description), constraints (``ge=2``) and how it reads on a command
+line; a check across fields is a ``model_validator`` raising a :class:`~jtcse.errors.JTCSEError`. A nested class
+whose keys read as the owner's is a :func:`group`, one that is a table of its own a :func:`section`. Here:
 
-* :func:`validate` checks an instance's values (type, then each field's check); call it in ``__post_init__``;
-* :func:`keys` / :func:`sections` list what a recipe or a command line may set, flattened over groups;
-* :func:`build` makes an instance from layers of plain values (the defaults, a recipe, the options given),
-  each mistake one line naming where it came from and the valid keys;
-* :func:`replace_keys` changes an instance by key (``train_twin(max_steps=2)``), :func:`to_toml` writes one back.
+* :func:`keys` / :func:`sections`: what a recipe or a command line may set, flattened over groups;
+* :func:`build`: an instance from layers of plain values (defaults, a recipe, the options typed), each mistake one
+  line naming where it came from (a recipe's file and table, or the option) and the valid keys;
+* :meth:`Settings.replace`: the one way to change settings, checked like new ones;
+* pydantic's errors as one line in the project's words (``--twin-batch-size must be at least 2, not 1.``), for a
+  single value of a declared type too (:func:`check`).
 
 A class may name, in a ``NOT_KEYS`` class attribute, words a user might take for keys, each with what to do
-instead (``{"device": "give --device on the command line"}``).
-
-A check is a function of the value that returns what is wrong with it (``"must be at least 2"``) or ``None``.
+instead. Settings as a commented TOML file: :func:`jtcse.toml_file.settings_toml`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
-import json
-import math
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from jtcse.errors import JTCSEError, SettingError
 
-Check = Callable[[Any], "str | None"]
-_KIND = "jtcse.schema"
+T = TypeVar("T")
+Array = Annotated[tuple[T, ...], Strict(False)]
+"""A list of values (a TOML array, a comma-separated or repeated option), kept as a tuple; its items stay strict."""
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A positive, finite number."""
+_STRICT = ConfigDict(strict=True)
 
 
-# ---------------------------------------------------------------------------------------------------- checks
-def at_least(minimum: float) -> Check:
-    return lambda value: None if value >= minimum else f"must be at least {minimum:g}"
+def checked(problem: Callable[[Any], str | None]) -> AfterValidator:
+    """A validator (``Annotated[str, checked(part_problem)]``) from a function that says what is wrong with a value
+    (``"must be all or K/N ..."``) or returns ``None``."""
 
+    def validate(value: Any) -> Any:
+        found = problem(value)
+        if found:
+            raise ValueError(found)
+        return value
 
-def positive(value: float) -> str | None:
-    return None if math.isfinite(value) and value > 0 else "must be a positive number"
-
-
-def one_of(*choices: str) -> Check:
-    def check(value: str) -> str | None:
-        return None if value in choices else f"must be one of {', '.join(choices)}"
-
-    check.choices = choices  # type: ignore[attr-defined]  # shown as the option's metavar
-    return check
-
-
-def every(check: Check, *, non_empty: bool = True) -> Check:
-    """``check`` applied to each item of a list (and the list not empty)."""
-
-    def each(values: Sequence[Any]) -> str | None:
-        if non_empty and not values:
-            return "must not be empty"
-        return next((f"has {v!r}, which {problem}" for v in values if (problem := check(v))), None)
-
-    return each
-
-
-def check_value(value: Any, check: Check | None, name: str) -> Any:
-    """``value``, or a ``JTCSEError`` ``"{name} {problem}, not {value!r}."`` when ``check`` finds a problem."""
-    problem = None if value is None or check is None else check(value)
-    if problem:
-        raise JTCSEError(f"{name} {problem}, not {value!r}.")
-    return value
+    return AfterValidator(validate)
 
 
 # ---------------------------------------------------------------------------------------------------- fields
+@dataclass(frozen=True, eq=False)
+class Declared:
+    """What a field is beyond its type and default (its ``json_schema_extra``): a ``setting``, a ``group`` or a
+    ``section``, and how it reads on a command line and in a recipe (:func:`setting`, :func:`section`)."""
+
+    role: str
+    help: str | Callable[[], str] = ""
+    unset: str | None = None
+    flag: str | None = None
+    repeat: bool = False
+    metavar: str | None = None
+    switch: bool = False
+    short: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    exclude: tuple[str, ...] = ()
+    base: str | None = None
+
+    def __call__(self, schema: dict[str, Any]) -> None:
+        """Pydantic's JSON schema of the field (``model_json_schema``): a help built on first use, what unset means."""
+        if callable(self.help):
+            schema["description"] = self.help()
+        if self.unset:
+            schema["unset"] = self.unset
+
+
 def setting(
     default: Any,
-    help: str,
+    help: str | Callable[[], str],
     *,
-    check: Check | None = None,
     unset: str | None = None,
     key: str | None = None,
     flag: str | None = None,
@@ -87,151 +91,155 @@ def setting(
     switch: bool = False,
     short: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    **constraints: Any,
 ) -> Any:
-    """A declared value. ``unset``: what ``None`` means (shown as the default); ``key``: its name in recipes and
-    on the command line when the attribute cannot have it (``with``); ``flag``: its option's name when that
-    differs from the key (``--regularizer`` for ``regularizers``); ``repeat``: a list given by repeating the
-    option (else comma-separated); ``switch``: a table's on/off (``[twin] enabled`` is ``--twin/--no-twin``);
-    ``short``: a one-letter option name too (``-r``), where the option has no table prefix; ``extra``: what the
-    owner of the settings says about the value (``Key.extra``: a training setting's trainer argument ...)."""
-    meta = {
-        "help": help,
-        "check": check,
-        "unset": unset,
-        "key": key,
-        "flag": flag,
-        "repeat": repeat,
-        "metavar": metavar,
-        "switch": switch,
-        "short": short,
-        "extra": dict(extra or {}),
-    }
-    return dataclasses.field(default=default, metadata={_KIND: ("setting", meta)})
+    """A declared value: pydantic's ``Field`` with ``help`` as its description (or a function that builds it on first
+    use) and ``constraints`` (``ge=2``, ``min_length=1``). ``unset``: what ``None`` means (shown as the default);
+    ``key``: its name in recipes and on the command line when the attribute cannot have it (``with``: the field's
+    alias); ``flag``: its option's name when that differs from the key (``--regularizer`` for ``regularizers``);
+    ``repeat``: a list given by repeating the option (else comma-separated); ``switch``: a table's on/off (``[twin]
+    enabled`` is ``--twin/--no-twin``); ``short``: a one-letter option name too (``-r``), where the option has no
+    table prefix; ``extra``: what the owner of the settings says about the value (:attr:`Key.extra`)."""
+    declared = Declared("setting", help, unset, flag, repeat, metavar, switch, short, dict(extra or {}))
+    description = help if isinstance(help, str) else None
+    return Field(default, alias=key, description=description, json_schema_extra=declared, **constraints)
 
 
 def group(default: Any) -> Any:
     """A nested settings instance whose keys read as the owner's own (a stage's :class:`TrainingSettings`)."""
-    return dataclasses.field(default=default, metadata={_KIND: ("group", {})})
+    return Field(default, json_schema_extra=Declared("group"))
 
 
 def section(default: Any, help: str, *, exclude: Sequence[str] = (), base: str | None = None) -> Any:
-    """A nested settings instance that is a table of its own (``[twin]``) whose ``exclude`` keys are not set
-    there (the owner sets them, e.g. a pipeline's seed). With ``base`` (an earlier table of the same class) the
-    table holds only what differs from that one: every key it does not set is the base table's
-    (``[warmup_b]``: warm-up II's settings, those of ``[warmup]`` but for what it says)."""
-    meta = {"help": help, "exclude": tuple(exclude), "base": base}
-    return dataclasses.field(default=default, metadata={_KIND: ("section", meta)})
+    """A nested settings instance that is a table of its own (``[twin]``) whose ``exclude`` keys are not set there
+    (the owner sets them, e.g. a pipeline's seed). With ``base`` (an earlier table of the same class) the table holds
+    only what differs from that one: every key it does not set is the base table's (``[warmup_b]``: warm-up II's
+    settings, those of ``[warmup]`` but for what it says)."""
+    declared = Declared("section", help, exclude=tuple(exclude), base=base)
+    return Field(default, description=help, json_schema_extra=declared)
 
 
+def _declared(info: FieldInfo) -> Declared | None:
+    extra = info.json_schema_extra
+    return extra if isinstance(extra, Declared) else None
+
+
+def _bare(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _shape(annotation: Any) -> tuple[type, bool, tuple[Any, ...]]:
+    """``(kind, sequence, choices)`` of a declared type (``None`` allowed or not): ``int``, ``float | None``,
+    ``Array[str]``, ``Literal["a", "b"]`` (kind ``str``, its choices) ..."""
+    annotation = _bare(annotation)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        annotation = _bare(next(a for a in typing.get_args(annotation) if a is not type(None)))
+    sequence = typing.get_origin(annotation) is tuple
+    if sequence:
+        annotation = _bare(typing.get_args(annotation)[0])
+    choices = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+    return (type(choices[0]) if choices else annotation), sequence, choices
+
+
+def _full_type(info: FieldInfo) -> Any:
+    """The field's type with its constraints and validators, as pydantic checks it."""
+    return Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+
+
+class Settings(BaseModel):
+    """Declared settings: frozen (hashable, equal when their values are), strict, no keys but the declared ones. A
+    value that fails its check is one :class:`~jtcse.errors.JTCSEError` line naming the key; a check across keys
+    raises its own (a :class:`~jtcse.errors.SettingError`)."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as err:
+            raise _one_line(type(self), err) from None
+
+    def replace(self, **values: Any) -> Settings:
+        """These settings with ``values`` changed, checked as new settings are: by key (a group's keys read as this
+        class's own: ``twin.replace(max_steps=2)``), or a group whole by its attribute (``replace(training=...)``).
+        The one way to change settings: pydantic's ``model_copy(update=...)``, which checks nothing, is refused."""
+        return replace_keys(self, values)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
+        if update:
+            raise TypeError(f"{type(self).__name__}: change settings with .replace(...), which checks them")
+        return super().model_copy(deep=deep)
+
+
+# ---------------------------------------------------------------------------------------------------- keys
 @dataclass(frozen=True)
 class Key:
     """One settable value: its ``name`` (recipe key; ``--name`` with dashes), its attribute ``path`` from the
-    owner (through groups), and its type: ``kind`` (``int``, ``float``, ``bool``, ``str``), ``optional``
-    (``None`` allowed) and ``sequence`` (a list of ``kind``)."""
+    owner (through groups) and its pydantic field ``info``."""
 
     name: str
     path: tuple[str, ...]
-    kind: type
-    optional: bool
-    sequence: bool
-    default: Any
-    meta: Mapping[str, Any]
+    info: FieldInfo = field(compare=False, repr=False)
+
+    declared = property(lambda self: _declared(self.info) or Declared("setting"))
+    extra = property(lambda self: self.declared.extra, doc="What the owner declared beyond the value (``extra=``).")
 
     @property
     def help(self) -> str:
         """The help text (declared as text, or as a function that builds it on first use)."""
-        text = self.meta["help"]
+        text = self.declared.help
         return text() if callable(text) else text
 
-    @property
-    def check(self) -> Check | None:
-        return self.meta["check"]
+    @functools.cached_property
+    def shape(self) -> tuple[type, bool, tuple[Any, ...]]:
+        """``(kind, sequence, choices)``: ``(float, True, ())`` for an ``Array[float]`` (:func:`_shape`)."""
+        return _shape(self.info.annotation)
 
-    @property
-    def extra(self) -> Mapping[str, Any]:
-        """What the settings' owner declared about this value beyond the schema's own (``setting(extra=...)``)."""
-        return self.meta["extra"]
+    kind = property(lambda self: self.shape[0])
+    sequence = property(lambda self: self.shape[1])
+    choices = property(lambda self: self.shape[2])
 
-    def problem(self, value: Any) -> str | None:
-        """What is wrong with ``value`` for this key (type, then its check), or ``None``."""
-        if value is None:
-            return None if self.optional else "must be set"
-        if self.sequence:
-            if not isinstance(value, (list, tuple)) or not all(_fits(v, self.kind) for v in value):
-                return f"must be an array of {_KINDS[self.kind][1]}"
-        elif not _fits(value, self.kind):
-            return f"must be {_KINDS[self.kind][0]}"
-        return self.check(value) if self.check is not None else None
-
-    def coerce(self, value: Any) -> Any:
-        """``value`` as stored: lists as tuples, whole numbers of a float key as floats."""
-        convert = float if self.kind is float else (lambda v: v)
-        if value is None:
-            return None
-        return tuple(convert(v) for v in value) if self.sequence else convert(value)
-
-
-_KINDS = {
-    int: ("a whole number", "whole numbers"),
-    float: ("a number", "numbers"),
-    bool: ("true or false", "booleans"),
-    str: ("a string", "strings"),
-}
-
-
-def _fits(value: Any, kind: type) -> bool:
-    if kind is bool or isinstance(value, bool):
-        return kind is bool and isinstance(value, bool)
-    if kind is float:
-        return isinstance(value, (int, float))
-    return isinstance(value, kind)
-
-
-def _role(field: dataclasses.Field) -> tuple[str, Mapping[str, Any]]:
-    return field.metadata.get(_KIND, ("plain", {}))
-
-
-def _type_of(annotation: Any) -> tuple[type, bool, bool]:
-    """``(kind, optional, sequence)`` of ``int``, ``float | None``, ``tuple[str, ...]`` ..."""
-    optional = False
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        optional, annotation = True, members[0]
-    if typing.get_origin(annotation) is tuple:
-        return typing.get_args(annotation)[0], optional, True
-    return annotation, optional, False
-
-
-@functools.cache
-def _fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
-    hints = typing.get_type_hints(cls)
-    return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+    def check(self, value: Any, label: str) -> Any:
+        """``value`` as stored (lists as tuples, whole numbers of a float key as floats), or a ``JTCSEError``
+        ``"{label} {problem}, not {value!r}."``."""
+        try:
+            return _adapter(_full_type(self.info)).validate_python(value)
+        except ValidationError as err:
+            raise JTCSEError(_message(err.errors()[0], label, self.info.annotation, self.info.metadata)) from None
 
 
 def keys(cls: type, exclude: Sequence[str] = ()) -> dict[str, Key]:
-    """The settable keys of ``cls`` in declaration order, groups flattened, sections left out."""
+    """The settable keys of ``cls`` in declaration order (a table's switch first), groups flattened, sections left
+    out."""
     return dict(_keys(cls, tuple(exclude)))
 
 
 @functools.cache
 def _keys(cls: type, exclude: tuple[str, ...]) -> dict[str, Key]:
     out: dict[str, Key] = {}
-    for field, annotation in _fields(cls):
-        role, meta = _role(field)
+    for name, info in cls.model_fields.items():
+        role = (_declared(info) or Declared("setting")).role
         if role == "group":
-            for name, key in keys(annotation).items():
-                out[name] = dataclasses.replace(key, path=(field.name, *key.path))
-        elif role == "setting":
-            kind, optional, sequence = _type_of(annotation)
-            name = meta["key"] or field.name
-            out[name] = Key(name, (field.name,), kind, optional, sequence, field.default, meta)
-    ordered = sorted(out.items(), key=lambda item: not item[1].meta.get("switch"))  # a table's switch first
+            found = [Key(k, (name, *key.path), key.info) for k, key in keys(info.annotation).items()]
+        else:
+            found = [Key(info.alias or name, (name,), info)] if role == "setting" else []
+        for key in found:
+            if key.name in out:
+                raise TypeError(f"{cls.__name__}: two settings are called {key.name!r}")
+            out[key.name] = key
+    ordered = sorted(out.items(), key=lambda item: not item[1].declared.switch)
     return {name: key for name, key in ordered if name not in exclude}
 
 
-def sections(cls: type) -> dict[str, tuple[type, Mapping[str, Any]]]:
-    """``{name: (settings class, {"help", "exclude"})}`` of the tables of ``cls``."""
-    return {f.name: (annotation, _role(f)[1]) for f, annotation in _fields(cls) if _role(f)[0] == "section"}
+def sections(cls: type) -> dict[str, tuple[type, Declared]]:
+    """``{name: (settings class, its declaration: help, exclude, base)}`` of the tables of ``cls``."""
+    return {
+        name: (info.annotation, declared)
+        for name, info in cls.model_fields.items()
+        if (declared := _declared(info)) is not None and declared.role == "section"
+    }
 
 
 def get(instance: Any, key: Key) -> Any:
@@ -240,43 +248,23 @@ def get(instance: Any, key: Key) -> Any:
     return instance
 
 
-def validate(instance: Any) -> None:
-    """Check each of ``instance``'s own values (its groups and sections check themselves), and store each as
-    :meth:`Key.coerce` says (a whole number given for a float key is a float)."""
-    for key in _own_keys(type(instance)):
-        value = getattr(instance, key.path[0])
-        check_value_of(key, value, key.name)
-        object.__setattr__(instance, key.path[0], key.coerce(value))  # frozen: set once, while constructing
-
-
-@functools.cache
-def _own_keys(cls: type) -> tuple[Key, ...]:
-    """The keys of ``cls``'s own fields (not of its groups)."""
-    return tuple(key for key in _keys(cls, ()).values() if len(key.path) == 1)
-
-
-def check_value_of(key: Key, value: Any, label: str) -> None:
-    """A ``JTCSEError`` ``"{label} {problem}, not {value!r}."`` when ``value`` does not fit ``key`` (a list whose
-    items fit names the item that does not instead of the whole list)."""
-    problem = key.problem(value)
-    if problem:
-        item_named = key.sequence and problem.startswith("has ")
-        raise JTCSEError(f"{label} {problem}." if item_named else f"{label} {problem}, not {value!r}.")
-
-
 def replace_keys(
     instance: Any, values: Mapping[str, Any], caller: str | None = None, exclude: Sequence[str] = ()
 ) -> Any:
-    """``instance`` with the keys in ``values`` changed (a flattened key reaches into its group). An unknown key
-    is a ``TypeError`` naming ``caller`` (as Python names an unexpected keyword argument), or a ``JTCSEError``
-    naming the valid keys when no caller is given."""
+    """``instance`` with the keys in ``values`` changed (a flattened key reaches into its group; a group's attribute
+    replaces it whole), checked as new settings are. An unknown key is a ``TypeError`` naming ``caller`` (as Python
+    names an unexpected keyword argument), or a ``JTCSEError`` naming the valid keys when no caller is given."""
     known = keys(type(instance), exclude)
-    unknown = sorted(set(values) - set(known))
+    groups = {
+        n: (n,) for n, info in type(instance).model_fields.items() if (d := _declared(info)) and d.role == "group"
+    }
+    paths = {**groups, **{n: k.path for n, k in known.items()}}
+    unknown = sorted(set(values) - set(paths))
     if unknown:
         if caller:
             raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
         raise JTCSEError(f"unknown setting {unknown[0]!r}{_close(unknown[0], known)}; valid: {', '.join(known)}.")
-    return _replace(instance, {known[name].path: known[name].coerce(value) for name, value in values.items()})
+    return _replace(instance, {paths[name]: value for name, value in values.items()})
 
 
 def _replace(instance: Any, changes: Mapping[tuple[str, ...], Any]) -> Any:
@@ -286,12 +274,107 @@ def _replace(instance: Any, changes: Mapping[tuple[str, ...], Any]) -> Any:
         if len(path) > 1:
             nested.setdefault(path[0], {})[path[1:]] = value
     own.update({name: _replace(getattr(instance, name), inner) for name, inner in nested.items()})
-    return dataclasses.replace(instance, **own) if own else instance
+    return type(instance)(**{**dict(instance), **own}) if own else instance
 
 
-def _close(name: str, known: Sequence[str]) -> str:
+def _close(name: str, known: Sequence[str], form: str = "{!r}") -> str:
     match = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    return f" (did you mean {form.format(match[0])}?)" if match else ""
+
+
+def to_mapping(instance: Any) -> dict[str, Any]:
+    """``{key: value, section: {key: value}}`` of ``instance`` (the values a recipe would give: a table with a base
+    holds only its differences from it)."""
+    out: dict[str, Any] = {name: get(instance, key) for name, key in keys(type(instance)).items()}
+    return {**out, **{name: table_values(instance, name) for name in sections(type(instance))}}
+
+
+def table_values(instance: Any, name: str) -> dict[str, Any]:
+    """``{key: value}`` of the table ``name`` of ``instance`` (a table with a base: what differs from the base)."""
+    section_cls, declared = sections(type(instance))[name]
+    inner = getattr(instance, name)
+    base = getattr(instance, declared.base) if declared.base else None
+    values = {k: get(inner, key) for k, key in keys(section_cls, declared.exclude).items()}
+    return values if base is None else {k: v for k, v in values.items() if get(base, keys(section_cls)[k]) != v}
+
+
+# ---------------------------------------------------------------------------------------------------- messages
+_WORDS = {
+    "int": "must be a whole number",
+    "float": "must be a number",
+    "bool": "must be true or false",
+    "string": "must be a string",
+    "too": "must not be empty",
+    "finite": "must be a finite number",
+}
+_BOUND_WORDS = {"ge": "at least", "gt": "more than", "le": "at most", "lt": "less than"}
+
+
+def _bounds(bounds: Mapping[str, float]) -> str:
+    """``must be at least 2``, ``must be a positive number``, ``must be in [0, 1)`` ... of a value's bounds."""
+    low = next(((k, bounds[k]) for k in ("ge", "gt") if k in bounds), None)
+    high = next(((k, bounds[k]) for k in ("le", "lt") if k in bounds), None)
+    if low and high:
+        return f"must be in {'[' if low[0] == 'ge' else '('}{low[1]:g}, {high[1]:g}{']' if high[0] == 'le' else ')'}"
+    kind, value = low or high  # type: ignore[misc]
+    return "must be a positive number" if (kind, value) == ("gt", 0) else f"must be {_BOUND_WORDS[kind]} {value:g}"
+
+
+def _message(error: Mapping[str, Any], label: str, annotation: Any, metadata: Sequence[Any] = ()) -> str:
+    """One pydantic ``error`` about a value of ``annotation`` (constrained by ``metadata``) as one line in the
+    project's words: ``"{label} must be at least 2, not 1."``; a list whose item is wrong names the item
+    (``"weights has -1, which must be a positive number."``)."""
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error["input"]
+    item = any(isinstance(part, int) for part in error["loc"])
+    own = {k: getattr(m, k) for m in metadata for k in _BOUND_WORDS if getattr(m, k, None) is not None}
+    if kind == "value_error":
+        problem = str(ctx.get("error", error["msg"]))
+    elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        problem = _bounds(own if own and not item else ctx)
+    elif kind == "literal_error":
+        problem = "must be one of " + ctx["expected"].replace("'", "").replace(" or ", ", ")
+    elif value is None and not item:
+        problem = "must be set"
+    elif kind in ("tuple_type", "list_type"):
+        items = {int: "whole numbers", float: "numbers", bool: "booleans"}.get(_shape(annotation)[0], "strings")
+        problem = f"must be an array of {items}"
+    else:
+        problem = _WORDS.get(kind.split("_")[0], f"is not valid ({error['msg']})")
+    return f"{label} has {value!r}, which {problem}." if item else f"{label} {problem}, not {value!r}."
+
+
+def _one_line(cls: type, err: ValidationError) -> JTCSEError:
+    """The first of ``err``'s errors, raised constructing ``cls``: a check across keys (a ``model_validator``'s) as
+    it raised it, a value named by its key."""
+    error = err.errors()[0]
+    raised = (error.get("ctx") or {}).get("error")
+    if isinstance(raised, JTCSEError):
+        return raised
+    owner, info = cls, None
+    for part in (p for p in error["loc"] if isinstance(p, str)):
+        name = next((n for n, i in owner.model_fields.items() if part in (n, i.alias)), None)
+        if name is None:
+            known = keys(owner)
+            return JTCSEError(f"unknown setting {part!r}{_close(part, known)}; valid: {', '.join(known)}.")
+        info, label = owner.model_fields[name], part
+        owner = _bare(info.annotation)
+    if info is None:
+        return JTCSEError(str(raised or error["msg"]))
+    return JTCSEError(_message(error, label, info.annotation, info.metadata))
+
+
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation, config=_STRICT)
+
+
+def check(value: Any, annotation: Any, label: str) -> Any:
+    """``value`` as a value of the declared type ``annotation`` (``Pooling | None``, ``Objective`` ...), or a
+    ``JTCSEError`` in the settings' words (``pooling must be one of cls, mean, not 'max'.``)."""
+    try:
+        return _adapter(annotation).validate_python(value)
+    except ValidationError as err:
+        raise JTCSEError(_message(err.errors()[0], label, annotation)) from None
 
 
 # ---------------------------------------------------------------------------------------------------- building
@@ -328,24 +411,22 @@ def build(cls: type, layers: Sequence[Layer], base: Any = None) -> Any:
             elif name in top:
                 if isinstance(value, Mapping):
                     raise JTCSEError(f"{layer.where}: [{name}] is not a table; {name!r} is a top-level key.")
-                check_value_of(top[name], value, layer.name("", name))
-                changes[top[name].path] = top[name].coerce(value)
+                changes[top[name].path] = top[name].check(value, layer.name("", name))
             else:
                 raise _unknown(cls, layer, "", name, value)
         for name, values in inner.items():
-            section_cls, meta = tables[name]
-            allowed = keys(section_cls, meta["exclude"])
+            allowed = keys(tables[name][0], tables[name][1].exclude)
             for key in values:
                 if key not in allowed:
                     raise _unknown(cls, layer, name, key, values[key])
-            nested[name].append(dataclasses.replace(layer, values=values, label=_in_section(layer, name)))
+            nested[name].append(Layer(values, layer.where, _in_section(layer, name)))
     instance = base if base is not None else cls()
     built: dict[str, Any] = {}
     for name, section_layers in nested.items():  # in declaration order: a table's base is built before it
-        meta = tables[name][1]
-        start = built[meta["base"]] if meta["base"] else getattr(instance, name)
-        built[name] = _build_section(start, section_layers, meta["exclude"], name) if section_layers else start
-        if section_layers or meta["base"]:
+        declared = tables[name][1]
+        start = built[declared.base] if declared.base else getattr(instance, name)
+        built[name] = _build_section(start, section_layers, declared.exclude, name) if section_layers else start
+        if section_layers or declared.base:
             changes[(name,)] = built[name]
     try:
         return _replace(instance, changes)
@@ -364,8 +445,7 @@ def _build_section(instance: Any, layers: Sequence[Layer], exclude: Sequence[str
     changes = {}
     for layer in layers:
         for key, value in layer.values.items():
-            check_value_of(known[key], value, layer.name(name, key))
-            changes[known[key].path] = known[key].coerce(value)
+            changes[known[key].path] = known[key].check(value, layer.name(name, key))
     try:
         return _replace(instance, changes)
     except SettingError as err:  # a check across keys: the keys are this table's
@@ -391,13 +471,13 @@ def _unknown(cls: type, layer: Layer, section: str, key: str, value: Any) -> JTC
     """The error for ``key`` where ``cls`` (in table ``section``, ``""``: the top) has no such key."""
     tables = sections(cls)
     top = keys(cls)
-    here = keys(tables[section][0], tables[section][1]["exclude"]) if section else top
-    others = [s for s, (c, m) in tables.items() if s != section and key in keys(c, m["exclude"])]
+    here = keys(tables[section][0], tables[section][1].exclude) if section else top
+    others = [s for s, (c, d) in tables.items() if s != section and key in keys(c, d.exclude)]
     where = f"{layer.where}{f' [{section}]' if section else ''}"
     valid = f"valid {'here' if section else 'top-level keys'}: {', '.join(here)}"
     table_list = ", ".join(f"[{s}]" for s in tables)
     if not section and isinstance(value, Mapping):
-        return JTCSEError(f"{where}: [{key}] is not a table; tables: {table_list}.")
+        return JTCSEError(f"{where}: [{key}] is not a table{_close(key, list(tables), '[{}]')}; tables: {table_list}.")
     if others:
         return JTCSEError(f"{where}: {key!r} belongs to {' or '.join(f'[{s}]' for s in others)}; {valid}.")
     if section and key in top:
@@ -409,73 +489,3 @@ def _unknown(cls: type, layer: Layer, section: str, key: str, value: Any) -> JTC
         return JTCSEError(f"{where}: {key!r} is not a setting: {hint}.")
     tail = "" if section else f"; tables: {table_list}"
     return JTCSEError(f"{where}: unknown key {key!r}{_close(key, list(here))}; {valid}{tail}.")
-
-
-# ---------------------------------------------------------------------------------------------------- writing
-def to_mapping(instance: Any) -> dict[str, Any]:
-    """``{key: value, section: {key: value}}`` of ``instance`` (the values a recipe would give: a table with a base
-    holds only its differences from it)."""
-    out: dict[str, Any] = {name: get(instance, key) for name, key in keys(type(instance)).items()}
-    for name, (section_cls, meta) in sections(type(instance)).items():
-        out[name] = _table_values(instance, name, section_cls, meta)
-    return out
-
-
-def _table_values(instance: Any, name: str, section_cls: type, meta: Mapping[str, Any]) -> dict[str, Any]:
-    inner, base = getattr(instance, name), getattr(instance, meta["base"]) if meta["base"] else None
-    values = {k: get(inner, key) for k, key in keys(section_cls, meta["exclude"]).items()}
-    return values if base is None else {k: v for k, v in values.items() if get(base, keys(section_cls)[k]) != v}
-
-
-def toml_value(value: Any) -> str:
-    """``value`` as a TOML value (strings with JSON's escapes, which TOML's basic strings share)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return (
-            repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else f"{'-' if value < 0 else ''}inf")
-        )
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-def to_toml(instance: Any, header: str = "") -> str:
-    """``instance`` as a commented TOML file: each key under its help, an unset key (``None``) commented out with
-    what unset means; the tables after the top-level keys (a table with a base: only what differs from it)."""
-    lines = [f"# {line}".rstrip() for line in header.splitlines()]
-
-    def write(cls: type, owner: Any, exclude: Sequence[str], only: Mapping[str, Any] | None = None) -> None:
-        for name, key in keys(cls, exclude).items():
-            if only is not None and name not in only:
-                continue
-            value = get(owner, key)
-            lines.append("")
-            lines.extend(f"# {line}" for line in _wrap(_first_sentence(key.help)))
-            if value is None:
-                unset = _wrap(f"{name} =    (unset: {key.meta['unset'] or 'none'})")
-                lines.extend(f"# {line}" if i == 0 else f"#     {line}" for i, line in enumerate(unset))
-            else:
-                lines.append(f"{name} = {toml_value(value)}")
-
-    write(type(instance), instance, ())
-    for name, (section_cls, meta) in sections(type(instance)).items():
-        lines += ["", "", f"[{name}]", *(f"# {line}" for line in _wrap(meta["help"]))]
-        only = _table_values(instance, name, section_cls, meta) if meta["base"] else None
-        if only == {}:
-            lines.append(f"# (nothing differs from [{meta['base']}])")
-        write(section_cls, getattr(instance, name), meta["exclude"], only)
-    return "\n".join(lines).lstrip("\n") + "\n"
-
-
-def _first_sentence(text: str) -> str:
-    """The help's first sentence (a recipe's comment; ``--help`` shows it all)."""
-    return re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=\.)\s+(?=[A-Z])", text, maxsplit=1)[0]
-
-
-def _wrap(text: str, width: int = 110) -> list[str]:
-    import textwrap
-
-    return textwrap.wrap(text, width) or [""]

@@ -129,7 +129,8 @@ def test_objective_losses_follow_their_equations(tiny_bert):
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from jtcse.training.distill import OBJECTIVES, distillation_loss
+    from jtcse.training.distill import distillation_loss
+    from jtcse.training.settings import OBJECTIVES
 
     model = SentenceTransformer(tiny_bert, device="cpu")
     g = torch.Generator().manual_seed(0)

@@ -195,8 +195,8 @@ def test_a_value_typed_on_the_command_line_is_named_by_its_option():
         _config("--twin-batch-size", 1)
     with pytest.raises(JTCSEError, match=r"^--batch-size must be at least 2, not 1\.$"):
         _config("--batch-size", 1)
-    with pytest.raises(JTCSEError, match=r"^--probe-learning-rates must be an array of numbers, not 'fast'\.$"):
-        _config("--probe-learning-rates", "fast")
+    with pytest.raises(JTCSEError, match=r"^--probe-learning-rates has 'fast', which must be a number\.$"):
+        _config("--probe-learning-rates", "1e-5,fast")  # the item that is wrong
 
 
 @pytest.mark.cli

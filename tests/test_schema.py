@@ -1,64 +1,58 @@
-"""Declared settings (jtcse/schema.py): one declaration gives the check, the keys, the layered build with errors that
-name their origin, the change by key and the TOML written back, which reads back to the same settings."""
+"""Declared settings (jtcse/schema.py, on pydantic): one declaration gives the type and check, the keys, the layered
+build with errors that name their origin, the validated change by key and the TOML written back
+(jtcse/toml_file.py), which reads back to the same settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import pytest
+from pydantic import model_validator
 
 from jtcse.errors import JTCSEError
 from jtcse.schema import (
+    Array,
     Layer,
-    at_least,
+    Positive,
+    Settings,
     build,
-    every,
+    check,
+    checked,
     group,
     keys,
-    one_of,
-    positive,
     replace_keys,
     section,
     setting,
     to_mapping,
-    to_toml,
-    validate,
 )
+from jtcse.toml_file import settings_toml as to_toml
 from jtcse.toml_file import tomllib
 
 
-@dataclass(frozen=True)
-class Inner:
-    steps: int = setting(3, "Steps.", check=at_least(1))
-    rate: float = setting(0.5, "A rate.", check=positive)
-
-    def __post_init__(self) -> None:
-        validate(self)
+class Inner(Settings):
+    steps: int = setting(3, "Steps.", ge=1)
+    rate: Positive = setting(0.5, "A rate.")
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(Settings):
     inner: Inner = group(Inner())
-    mode: str = setting("a", "A mode.", check=one_of("a", "b"))
-    names: tuple[str, ...] = setting((), "Names.", key="with", repeat=True)
+    mode: Literal["a", "b"] = setting("a", "A mode.")
+    names: Array[str] = setting((), "Names.", key="with", repeat=True)
     on: bool | None = setting(None, "On or off.", switch=True, unset="decided later")
     seed: int = setting(1, "Set for every table.")
 
-    def __post_init__(self) -> None:
-        validate(self)
+    @model_validator(mode="after")
+    def _off_with_names(self) -> Table:
         if self.on is False and self.names:
             raise JTCSEError("off with names contradicts itself.")
+        return self
 
 
-@dataclass(frozen=True)
-class Top:
+class Top(Settings):
     path: str | None = setting(None, "A file.", unset="none")
-    weights: tuple[float, ...] | None = setting(None, "Weights.", check=every(positive), unset="all 1")
+    weights: Array[Positive] | None = setting(None, "Weights.", unset="all 1", min_length=1)
     seed: int = setting(7, "The seed of every table.")
     table: Table = section(Table(), "A table.", exclude=("seed",))
-
-    def __post_init__(self) -> None:
-        validate(self)
 
 
 def test_keys_are_flattened_over_groups_renamed_and_switch_first():
@@ -69,18 +63,51 @@ def test_keys_are_flattened_over_groups_renamed_and_switch_first():
 
 
 def test_every_value_is_checked_by_its_declaration_and_stored_as_declared():
-    with pytest.raises(JTCSEError, match=r"^steps must be at least 1, not 0\.$"):
-        Inner(steps=0)
-    with pytest.raises(JTCSEError, match=r"^rate must be a number, not 'fast'\.$"):
-        Inner(rate="fast")
-    with pytest.raises(JTCSEError, match=r"^steps must be a whole number, not True\.$"):
-        Inner(steps=True)
-    with pytest.raises(JTCSEError, match=r"^mode must be one of a, b, not 'c'\.$"):
-        Table(mode="c")
-    with pytest.raises(JTCSEError, match=r"^weights has -1, which must be a positive number\.$"):
-        Top(weights=[1, -1])
+    cases = [  # each pydantic error type in the project's words: the key, what is wrong, the value given
+        (lambda: Inner(steps=0), r"^steps must be at least 1, not 0\.$"),  # greater_than_equal
+        (lambda: Inner(rate="fast"), r"^rate must be a number, not 'fast'\.$"),  # float_type (strict: no parsing)
+        (lambda: Inner(rate=float("inf")), r"^rate must be a finite number, not inf\.$"),  # finite_number
+        (lambda: Inner(rate=0), r"^rate must be a positive number, not 0\.$"),  # greater_than 0
+        (lambda: Inner(steps=True), r"^steps must be a whole number, not True\.$"),  # int_type: a bool is no int
+        (lambda: Inner(steps="3"), r"^steps must be a whole number, not '3'\.$"),
+        (lambda: Inner(steps=None), r"^steps must be set, not None\.$"),
+        (lambda: Table(mode="c"), r"^mode must be one of a, b, not 'c'\.$"),  # literal_error
+        (lambda: Table(on=1), r"^on must be true or false, not 1\.$"),  # bool_type
+        (lambda: Top(weights=[1, -1]), r"^weights has -1, which must be a positive number\.$"),  # an item named
+        (lambda: Top(weights=[]), r"^weights must not be empty, not \[\]\.$"),  # too_short
+        (lambda: Top(weights="1,2"), r"^weights must be an array of numbers, not '1,2'\.$"),  # tuple_type
+        (lambda: Top(table={"inner": {"steps": 0}}), r"^steps must be at least 1, not 0\.$"),  # nested: its key
+        (lambda: Top(tabel={}), r"^unknown setting 'tabel'"),  # extra_forbidden
+        (lambda: Table(on=False, names=["m"]), r"^off with names contradicts itself\.$"),  # a validator's own error
+    ]
+    for make, message in cases:
+        with pytest.raises(JTCSEError, match=message):
+            make()
     assert Inner(rate=2).rate == 2.0 and isinstance(Inner(rate=2).rate, float)
     assert Top(weights=[1, 2]).weights == (1.0, 2.0)
+    assert Table(**{"with": ["m"]}).names == Table(names=("m",)).names == ("m",)  # by key or by attribute
+
+
+def test_settings_are_frozen_hashable_and_equal_by_value():
+    assert Top(path="x") == Top(path="x") != Top(path="y")
+    assert len({Top(path="x", weights=[1]), Top(path="x", weights=(1.0,))}) == 1
+    with pytest.raises(Exception, match="frozen"):
+        Top().path = "x"
+
+
+def test_a_type_checks_a_single_value_in_the_same_words():
+    assert check("a", Literal["a", "b"] | None, "mode") == "a" and check(None, Literal["a"] | None, "mode") is None
+    with pytest.raises(JTCSEError, match=r"^mode must be one of a, b, not 'c'\.$"):
+        check("c", Literal["a", "b"], "mode")
+    odd = Annotated[int, checked(lambda v: None if v % 2 else "must be odd")]
+    with pytest.raises(JTCSEError, match=r"^n must be odd, not 2\.$"):
+        check(2, odd, "n")
+
+
+def test_the_json_schema_is_pydantics_with_the_help_as_descriptions():
+    schema = Top.model_json_schema()
+    assert schema["properties"]["path"]["description"] == "A file." and schema["properties"]["path"]["unset"] == "none"
+    assert schema["$defs"]["Table"]["properties"]["with"]["description"] == "Names."
 
 
 def test_layers_build_on_the_defaults_in_order_and_errors_name_their_origin():
@@ -97,6 +124,9 @@ def test_layers_build_on_the_defaults_in_order_and_errors_name_their_origin():
          r"\[table\]: 'seed' is a top-level key \(put it before the first table\)"),
         ([Layer({"steps": 1}, where="recipe r.toml")], r"^recipe r\.toml: 'steps' belongs to \[table\]; valid top-level keys"),
         ([Layer({"other": {"a": 1}}, where="recipe r.toml")], r"^recipe r\.toml: \[other\] is not a table; tables: \[table\]\.$"),
+        ([Layer({"tabel": {"a": 1}}, where="recipe r.toml")],
+         r"^recipe r\.toml: \[tabel\] is not a table \(did you mean \[table\]\?\); tables: \[table\]\.$"),
+        ([Layer({"weights": [1, "x"]}, where="recipe r.toml")], r"^recipe r\.toml: weights has 'x', which must be a number\.$"),
         ([Layer({"table": 3}, where="recipe r.toml")], r"^recipe r\.toml: table must be a table \(\[table\]\), not 3\.$"),
         ([Layer({"path": {"a": 1}}, where="recipe r.toml")], r"\[path\] is not a table; 'path' is a top-level key"),
         ([Layer({"table": {"on": False, "with": ["m"]}}, where="recipe r.toml")],
@@ -108,9 +138,15 @@ def test_layers_build_on_the_defaults_in_order_and_errors_name_their_origin():
             build(Top, layers)
 
 
-def test_a_change_by_key_reaches_into_groups_and_an_unknown_key_is_named():
+def test_a_change_by_key_reaches_into_groups_is_checked_and_an_unknown_key_is_named():
     changed = replace_keys(Table(), {"steps": 4, "with": ["a"]})
     assert (changed.inner.steps, changed.names) == (4, ("a",))
+    assert Table().replace(steps=4, mode="b") == Table(inner=Inner(steps=4), mode="b")
+    assert Table().replace(inner=Inner(rate=1)).inner == Inner(rate=1)  # a group whole, by its attribute
+    with pytest.raises(JTCSEError, match=r"^steps must be at least 1, not 0\.$"):
+        Table().replace(steps=0)  # checked, unlike pydantic's model_copy(update=...)
+    with pytest.raises(JTCSEError, match=r"^off with names contradicts itself\.$"):
+        Table(on=False).replace(**{"with": ["m"]})  # and across keys
     with pytest.raises(TypeError, match=r"^train\(\) got an unexpected keyword argument 'step'$"):
         replace_keys(Table(), {"step": 4}, "train")
     with pytest.raises(JTCSEError, match=r"unknown setting 'step' \(did you mean 'steps'\?\)"):
@@ -138,13 +174,9 @@ def test_the_pipelines_dump_reads_back_to_the_same_config_for_every_recipe():
         assert PipelineConfig.from_values(tomllib.loads(dump_recipe(config))) == config, path
 
 
-@dataclass(frozen=True)
-class Twice:
+class Twice(Settings):
     first: Table = section(Table(), "The first table.")
     second: Table = section(Table(), "What differs for the second.", base="first")
-
-    def __post_init__(self) -> None:
-        validate(self)
 
 
 def test_a_table_with_a_base_holds_only_what_differs_from_it():
@@ -155,3 +187,28 @@ def test_a_table_with_a_base_holds_only_what_differs_from_it():
     text = to_toml(built)
     assert text.split("[second]")[1].count(" = ") == 1 and build(Twice, [Layer(tomllib.loads(text))]) == built
     assert "(nothing differs from [first])" in to_toml(build(Twice, []))
+
+
+def test_every_list_setting_reads_a_toml_array_and_nothing_changes_settings_unchecked():
+    """A list is declared an Array (a TOML array, a list, reads as the strict model's tuple) in every settings class
+    the commands use; and settings cannot be changed with pydantic's unchecked model_copy(update=): Settings.replace
+    is the one way."""
+    from jtcse.pipeline.settings import PipelineConfig
+    from jtcse.rtt.settings import RttSettings
+    from jtcse.schema import sections
+    from jtcse.training.ensemble import JoinSettings
+    from jtcse.training.settings import TRAINERS
+
+    classes = [*TRAINERS, JoinSettings, RttSettings, PipelineConfig]
+    classes += [cls for cls, _ in sections(PipelineConfig).values()]
+    for cls in classes:
+        for name, key in keys(cls).items():
+            if key.sequence:
+                value = list(key.info.default or ())  # its default as a list
+                try:
+                    assert key.check(value, name) == tuple(value), name
+                except JTCSEError as err:  # an empty list, refused as empty, never for being a list
+                    assert "must not be empty" in str(err), name
+    with pytest.raises(TypeError, match=r"change settings with \.replace\(\.\.\.\), which checks them"):
+        Table().model_copy(update={"mode": "c"})
+    assert Table().model_copy() == Table()

@@ -134,7 +134,8 @@ def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, ti
 _BAD_SETTINGS = [
     ({"batch_size": 1}, "batch_size must be at least 2, not 1."),
     ({"max_seq_length": 3}, "max_seq_length must be at least 4, not 3."),
-    ({"learning_rate": float("nan")}, "learning_rate must be a positive number"),
+    ({"learning_rate": float("nan")}, "learning_rate must be a finite number, not nan."),
+    ({"learning_rate": 0.0}, "learning_rate must be a positive number, not 0.0."),
     ({"max_steps": 0}, "max_steps must be a positive step count or -1"),
     ({"eval_steps": 0}, "eval_steps must be at least 1"),
     ({"precision": "fp8"}, "precision must be one of auto, fp32, fp16, bf16"),
@@ -172,8 +173,6 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
     go on top by key (a training key reaches into the training part), a misspelt keyword is a TypeError. Each
     trainer's defaults are its settings class's (the CPU recipe's numbers, evaluation/DEFAULTS.md), and the
     pipeline's stages are those very classes: one number, one place."""
-    from dataclasses import replace
-
     from jtcse.pipeline.settings import PipelineConfig
     from jtcse.training.settings import DistillSettings, TrainingSettings, TwinSettings, WarmupSettings, resolve
 
@@ -187,10 +186,10 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
     assert isinstance(pipeline.twin, TwinSettings) and pipeline.twin.training == twin.training
     given = TrainingSettings(batch_size=8, seed=7)
     assert resolve(warmup, None, {}, "train_simcse") == warmup
-    assert resolve(warmup, given, {}, "train_simcse") == replace(warmup, training=given)
-    assert resolve(warmup, given, {"max_steps": 3}, "train_simcse").training == replace(given, max_steps=3)
-    assert resolve(twin, None, {"batch_size": 8, "cael_every": 0}, "train_twin") == replace(
-        twin, training=replace(twin.training, batch_size=8), cael_every=0
+    assert resolve(warmup, given, {}, "train_simcse") == warmup.replace(training=given)
+    assert resolve(warmup, given, {"max_steps": 3}, "train_simcse").training == given.replace(max_steps=3)
+    assert resolve(twin, None, {"batch_size": 8, "cael_every": 0}, "train_twin") == TwinSettings(
+        training=twin.training.model_dump() | {"batch_size": 8}, cael_every=0
     )
     with pytest.raises(TypeError, match="train_simcse\\(\\) got an unexpected keyword argument 'batch_sise'"):
         resolve(warmup, None, {"batch_sise": 8}, "train_simcse")

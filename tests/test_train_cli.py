@@ -143,7 +143,7 @@ def test_bad_corpus_files(tmp_path, tiny_bert, tiny_bert_b):
     [
         ({"batch_size": 0}, "batch_size must be at least 2"),
         ({"max_seq_length": 1}, "max_seq_length must be at least 4"),
-        ({"learning_rate": float("nan")}, "learning_rate must be a positive number"),
+        ({"learning_rate": float("nan")}, "learning_rate must be a finite number, not nan"),
         ({"max_steps": 0}, "max_steps must be"),
         ({"cael_every": 3}, r"cael_every=3 does not divide the towers' 4 layers"),
     ],

@@ -2,8 +2,8 @@
 JTCSE twin in it if it wins. CPU-sized, resumable.
 
 Every choice maximises the mean Spearman over the two selection files, STS-B train and SICK train (less the pairs
-they share with STS-B dev), with one guard: no file below the start's score
-(:func:`jtcse.training.selection.best_by_total`, the rule ``jtcse pipeline`` uses). Each file and each genre is
+they share with STS-B dev; :func:`jtcse.training.selection.best_by_total`, the rule ``jtcse pipeline`` uses), and
+the default, whose students ship, has one guard: no file below the start's score. Each file and each genre is
 reported, never a constraint; STS-B dev is scored for every row and never chosen on.
 
 Stages (``--stages``, in this order; rows in ``<work>/results/``, cosines in ``<work>/cos/``):
@@ -42,7 +42,7 @@ from pathlib import Path
 from evaluation.drivers.cli import driver_parser, places, publish, run_stages
 from evaluation.drivers.grid import load_shipped, read_rows
 from evaluation.drivers.repro_default_scores import ScoredGrid
-from evaluation.drivers.twin_default_report import build_report, twin_choice, variant_weight
+from evaluation.drivers.twin_default_report import build_report, twin_choice, variant_weight, write_default_weights
 from evaluation.drivers.twin_default_settings import BEFORE, FULL, QUICK, SHIPPED, SPLITS, STAGES, VARIANTS
 from jtcse.training.selection import concat_cosine
 
@@ -53,12 +53,21 @@ class TwinDefaultRunner(ScoredGrid):
 
     split_names = SPLITS
 
-    def __init__(self, work: Path, cfg: dict, threads: int, data: Path, variants: list[str] | None = None):
+    def __init__(
+        self,
+        work: Path,
+        cfg: dict,
+        threads: int,
+        data: Path,
+        variants: list[str] | None = None,
+        only: dict | None = None,
+    ):
         from jtcse.training.selection import selection_pairs
 
         super().__init__(work, cfg, threads, data)
         self.data = data
         self.variants = variants or [*VARIANTS, BEFORE]
+        self.only = only or {}  # {"tags": [...], "seeds": [...]}: what this process trains (others run the rest)
         dev_file = data / "stsbenchmark" / "sts-dev.csv"
         files = {"sts": data / "stsbenchmark" / "sts-train.csv", "sick": data / "sick" / "sick-train.csv"}
         self.selection = {split: selection_pairs(path, dev_file) for split, path in files.items()}
@@ -141,7 +150,7 @@ class TwinDefaultRunner(ScoredGrid):
             )
 
     def twins(self) -> None:
-        for tag in self.cfg["twin_grid"]:
+        for tag in self.only.get("tags") or self.cfg["twin_grid"]:
             self.twin_row(tag, self.cfg["grid_seed"])
 
     def twin_choice(self) -> str:
@@ -153,7 +162,7 @@ class TwinDefaultRunner(ScoredGrid):
 
     def seeds(self) -> None:
         tag = self.twin_choice()
-        for seed in self.cfg["seeds"]:
+        for seed in self.only.get("seeds") or self.cfg["seeds"]:
             self.twin_row(tag, seed)
 
     # -- ensembles -----------------------------------------------------------------------------------
@@ -194,7 +203,7 @@ class TwinDefaultRunner(ScoredGrid):
             fixed = variant == BEFORE
             grid = [self.cfg["before_weights"][0]] if fixed else self.cfg["weight_grid"]
             grids = [self.grid_of(members, grid) for members in seeds_members]
-            weight = grid[0] if fixed else variant_weight(grids, self.row(SHIPPED))
+            weight = grid[0] if fixed else variant_weight(grids)
             for seed, members, scores in zip(self.cfg["seeds"], seeds_members, grids, strict=True):
                 name = f"ens_{variant}_s{seed}"
                 if not self.done(name):
@@ -239,7 +248,7 @@ class TwinDefaultRunner(ScoredGrid):
             if not self.done(f"ens_{variant}_s{self.cfg['seeds'][-1]}"):
                 print(f"[twin_default] pipeline: {variant} has no ensemble rows, skipped", flush=True)
                 continue
-            for seed in self.cfg["seeds"]:
+            for seed in self.only.get("seeds") or self.cfg["seeds"]:
                 name, out = f"student_{variant}_s{seed}", self.student_dir(variant, seed)
                 copies = {WARMUP_A.folder: self.warmup_name(seed), WARMUP_B.folder: self.warmup_name(seed + 1)}
                 if variant not in ("warmups", BEFORE):
@@ -304,15 +313,22 @@ def main() -> None:
     parser = driver_parser(__doc__, STAGES, threads=2)
     every = [*VARIANTS, BEFORE]
     parser.add_argument("--variants", default=",".join(every), help=f"the ensembles and students to make: {every}")
+    parser.add_argument("--tags", default="", help="train only these twin grid settings (another process the rest)")
+    parser.add_argument(
+        "--seeds", dest="seed_list", default="", help="train only the twins and students of these seeds"
+    )
     args = parser.parse_args()
     cfg = QUICK if args.quick else FULL
     where = places(args, "twin_default", "DEFAULTS.md")
     variants = [v for v in every if v in args.variants.split(",")]
-    runner = TwinDefaultRunner(where.work, cfg, args.threads, args.data, variants)
+    only = {"tags": [t for t in args.tags.split(",") if t], "seeds": [int(s) for s in args.seed_list.split(",") if s]}
+    runner = TwinDefaultRunner(where.work, cfg, args.threads, args.data, variants, only)
     if not args.report_only:
         run_stages(runner, args, STAGES, "twin_default")
     results, tables = build_report(where.work, cfg)
     publish(where, results, tables, marker="TWIN_DEFAULT")
+    if where.writeup is not None and results["default"] is not None:  # a full run's choice: the pipeline's defaults
+        write_default_weights(results["ensemble_weights"])
     print(tables)
 
 

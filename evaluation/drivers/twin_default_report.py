@@ -3,7 +3,7 @@ and the tables between the ``TWIN_DEFAULT`` markers of ``evaluation/DEFAULTS.md`
 
 The choices (the twin's settings, each variant's weight, the default) are functions of the rows, so the driver
 makes them and ``--report-only`` shows them from the same rows; each is :func:`jtcse.training.selection.best_by_total`
-on the two selection files with the shipped model as the floor.
+on the two selection files: the best mean, and for the default, whose students ship, none below the shipped model.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 from evaluation.drivers.grid import read_rows
 from evaluation.drivers.twin_default_settings import (
     BEFORE,
+    GUARDED,
+    ROW_LABELS,
     SELECTION,
     SHIPPED,
     SPLIT_LABELS,
@@ -47,21 +49,22 @@ def mean_rows(rows: list[dict]) -> dict:
 
 
 def twin_choice(rows: dict, cfg: dict) -> str | None:
-    """The twin grid's setting best by the rule (``None`` while a grid row is missing)."""
+    """The twin grid's setting with the best mean over the selection files (a teacher: no floor; ``None`` while a grid
+    row is missing)."""
     seed = cfg["grid_seed"]
     found = {tag: rows.get(f"twin_{tag}_s{seed}") for tag in cfg["twin_grid"]}
     if any(row is None for row in found.values()):
         return None
-    return best_by_total({tag: selection_of(row) for tag, row in found.items()}, selection_of(rows[SHIPPED]))
+    return best_by_total({tag: selection_of(row) for tag, row in found.items()})
 
 
-def variant_weight(grids: list[dict], shipped: dict) -> float:
-    """The one weight a variant ships with, from each seed's ``{weight: scores}``: the rule on each selection file's
-    mean over the seeds."""
+def variant_weight(grids: list[dict]) -> float:
+    """The one weight a variant ships with, from each seed's ``{weight: scores}``: the best mean over the selection
+    files (each file's mean over the seeds), as the pipeline chooses an ensemble's weights."""
     means = {
         w: {split: statistics.fmean(g[w][f"{split}_spearman"] for g in grids) for split in SELECTION} for w in grids[0]
     }
-    return best_by_total(means, selection_of(shipped))
+    return best_by_total(means)
 
 
 def seeded(rows: dict, prefix: str, cfg: dict) -> list[dict] | None:
@@ -85,9 +88,10 @@ def cpu_seconds(rows: dict, variant: str, cfg: dict) -> float | None:
 
 
 def default_choice(rows: dict, cfg: dict) -> str | None:
-    """The default: the variant best by the rule on its students (each selection file's mean over the seeds) among
-    those within ``time_bar`` times today's CPU time; today's members (``warmups``) unless it wins by more than the
-    larger seed spread of the two totals. ``None`` while a student is missing."""
+    """The default: the variant whose students (each selection file's mean over the seeds) have the best mean over the
+    files, none of them below the shipped model (the guard: students ship), among those within ``time_bar`` times
+    today's CPU time; today's members (``warmups``) unless it wins by more than the larger seed spread of the two
+    totals. ``None`` while a student is missing."""
     students = {v: seeded(rows, f"student_{v}", cfg) for v in VARIANTS}
     if any(s is None for s in students.values()):
         return None
@@ -110,6 +114,25 @@ def chosen_weights(rows: dict, cfg: dict) -> dict[str, list[float]]:
             weights = row["weights"]
             out[variant] = [*weights[1:], weights[0]]
     return out
+
+
+DEFAULT_WEIGHTS_FILE = Path(__file__).resolve().parents[2] / "jtcse" / "pipeline" / "settings.py"
+"""Where ``ENSEMBLE_WEIGHTS`` (``DefaultWeights``) is declared: the driver writes its choice there."""
+
+
+def write_default_weights(weights: dict[str, list[float]], path: Path = DEFAULT_WEIGHTS_FILE) -> bool:
+    """Write each variant's chosen weights as the default of the ``DefaultWeights`` field of the same name (the
+    declaration ``    NAME: tuple[float, ...] = (...)``); returns whether the file changed."""
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    new = text
+    for name, values in weights.items():
+        line = re.compile(rf"^(    {name}: tuple\[float, \.\.\.\] = )\(.*\)$", re.M)
+        new = line.sub(lambda m, v=values: m.group(1) + "(" + ", ".join(repr(float(x)) for x in v) + ")", new)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
 
 
 # ---------------------------------------------------------------------------------------------------- tables
@@ -151,7 +174,7 @@ def lead_table(rows: dict, cfg: dict) -> str:
     choice = default_choice(rows, cfg)
     if choice is None:
         return "### The default\n\nnot run yet\n\n"
-    order = [choice, *[v for v in [*VARIANTS, BEFORE] if v != choice]]
+    order = [choice, *[v for v in [*VARIANTS, BEFORE, GUARDED] if v != choice]]
     lines = []
     shipped = rows[SHIPPED]
     genres = sorted(shipped["dev_genres"])
@@ -166,7 +189,7 @@ def lead_table(rows: dict, cfg: dict) -> str:
         found = seeded(rows, f"student_{variant}", cfg)
         if not found:
             continue
-        label = VARIANTS.get(variant, "the weights before issue 31 (1.25, 1.25, 1) on today's members")
+        label = VARIANTS.get(variant) or ROW_LABELS[variant]
         label = f"**{label} (the default)**" if variant == choice else label
         weights = "/".join(f"{w:g}" for w in rows[f"ens_{variant}_s{cfg['seeds'][0]}"]["weights"])
         cpu = cpu_seconds(rows, variant, cfg)
@@ -182,7 +205,7 @@ def selection_genre_table(rows: dict, cfg: dict) -> str:
     """Every student per genre of the selection files: reported, never a constraint."""
     shipped = rows[SHIPPED]
     lines = [["the start", *_genre_cells([shipped], "sts"), *_genre_cells([shipped], "sick")]]
-    for variant in [*VARIANTS, BEFORE]:
+    for variant in [*VARIANTS, BEFORE, GUARDED]:
         found = seeded(rows, f"student_{variant}", cfg)
         if found:
             lines.append([variant, *_genre_cells(found, "sts"), *_genre_cells(found, "sick")])
@@ -210,7 +233,7 @@ def twin_table(rows: dict, cfg: dict) -> str:
 
 def ensemble_table(rows: dict, cfg: dict) -> str:
     lines = []
-    for variant in [*VARIANTS, BEFORE]:
+    for variant in [*VARIANTS, BEFORE, GUARDED]:
         found = seeded(rows, f"ens_{variant}", cfg)
         if found:
             weights = "/".join(f"{w:g}" for w in found[0]["weights"])

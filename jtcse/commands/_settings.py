@@ -1,4 +1,5 @@
-"""Command-line options generated from declared settings (:mod:`jtcse.schema`, :mod:`jtcse.training.settings`).
+"""Command-line options generated from declared settings (pydantic models: :mod:`jtcse.schema`,
+:mod:`jtcse.training.settings`): the bridge between a settings class and a typer command.
 
 Each key of a settings class becomes one option: ``--KEY`` (``--max-steps``), or ``--STAGE-KEY`` for a pipeline
 stage's table (``--twin-learning-rate``); a stage's on/off switch is ``--STAGE/--no-STAGE``. The help is the
@@ -49,9 +50,9 @@ class Options:
     def flag(self, name: str) -> str:
         """The option of key ``name`` as typed (``--twin-learning-rate``, ``--twin`` for a stage's switch)."""
         key = self.keys[name]
-        if key.meta.get("switch"):
+        if key.declared.switch:
             return f"--{self.prefix}"
-        dashed = (key.meta["flag"] or name).replace("_", "-")
+        dashed = (key.declared.flag or name).replace("_", "-")
         return f"--{self.prefix.replace('_', '-')}-{dashed}" if self.prefix else f"--{dashed}"
 
     def label(self, _section: str, name: str) -> str:
@@ -60,7 +61,7 @@ class Options:
 
 def _shown(key: Key, value: Any) -> str:
     if value is None:
-        return key.meta["unset"] or "none"
+        return key.declared.unset or "none"
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, float):
@@ -76,32 +77,31 @@ def _text(text: str) -> str:
 
 
 def _option(options: Options, name: str, key: Key) -> inspect.Parameter:
-    flag = options.flag(name)
-    choices = getattr(key.check, "choices", None)
+    flag, meta = options.flag(name), key.declared
     if key.kind is bool:
         annotation: Any = bool | None
         declared = f"{flag}/--no-{flag[2:]}"
         metavar = None
-    elif key.sequence and key.meta["repeat"]:
+    elif key.sequence and meta.repeat:
         annotation, declared = list[str] | None, flag
-        metavar = key.meta["metavar"] or "TEXT"
+        metavar = meta.metavar or "TEXT"
     elif key.sequence:
         annotation, declared = str | None, flag
         item = {int: "N", float: "X", str: "TEXT"}[key.kind]
-        metavar = key.meta["metavar"] or f"{item}1,{item}2,..."
+        metavar = meta.metavar or f"{item}1,{item}2,..."
     else:
         annotation, declared = key.kind | None, flag
-        metavar = key.meta["metavar"] or (
-            "|".join(choices) if choices else {int: "INTEGER", float: "FLOAT"}.get(key.kind, "TEXT")
+        metavar = meta.metavar or (
+            "|".join(key.choices) if key.choices else {int: "INTEGER", float: "FLOAT"}.get(key.kind, "TEXT")
         )
-    short = () if options.prefix or not key.meta.get("short") else (key.meta["short"],)
+    short = () if options.prefix or not meta.short else (meta.short,)
     option = typer.Option(
         None,
         declared,
         *short,
         help=_text(key.help),
         show_default=(
-            f"as --{options.same_as}-{(key.meta['flag'] or name).replace('_', '-')}"
+            f"as --{options.same_as}-{(meta.flag or name).replace('_', '-')}"
             if options.same_as
             else _shown(key, get(options.defaults, key))
         ),
@@ -115,15 +115,18 @@ def _option(options: Options, name: str, key: Key) -> inspect.Parameter:
 
 
 def _typed(key: Key, value: Any) -> Any:
-    """A comma-separated option's text as the list it stands for (a wrong item is left for the check to name)."""
+    """A comma-separated option's text as the list it stands for (an item that is not of the key's kind is left as
+    text, for the key's check to name)."""
     if not (key.sequence and isinstance(value, str)):
         return value
-    items = [item.strip() for item in value.split(",") if item.strip()]
-    convert = {int: int, float: float}.get(key.kind)
+    return [_item(key.kind, item.strip()) for item in value.split(",") if item.strip()]
+
+
+def _item(kind: type, text: str) -> Any:
     try:
-        return [convert(item) for item in items] if convert else items
+        return {int: int, float: float}.get(kind, str)(text)
     except ValueError:
-        return value  # not numbers: the key's type check names the option and the text
+        return text
 
 
 def given(options: Options, arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,11 +51,11 @@ STAGE_OPTIONS = tuple(
         cls,
         getattr(PipelineConfig(), name),
         prefix=name,
-        exclude=meta["exclude"],
-        panel=f"[{name}] {meta['help']}",
-        same_as=meta["base"],
+        exclude=declared.exclude,
+        panel=f"[{name}] {declared.help}",
+        same_as=declared.base,
     )
-    for name, (cls, meta) in sections(PipelineConfig).items()
+    for name, (cls, declared) in sections(PipelineConfig).items()
 )
 
 

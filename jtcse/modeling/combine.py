@@ -9,11 +9,13 @@ library and raises plain ``ValueError``; importing it loads no torch, so option 
 from __future__ import annotations
 
 import math
-from typing import Any
+import typing
+from typing import Any, Literal
 
-COMBINE_CHOICES = ("concat", "sum")
+Combine = Literal["concat", "sum"]
 """``concat``: the members' weighted, L2-normalised embeddings side by side (any widths); ``sum``: added (one
 width)."""
+COMBINE_CHOICES = typing.get_args(Combine)
 
 
 def check_combine(combine: str) -> str:

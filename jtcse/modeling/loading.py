@@ -19,15 +19,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import typing
 from pathlib import Path
+from typing import Literal
 
 from jtcse.errors import JTCSEError, ModelNotFoundError
-from jtcse.schema import check_value, one_of
+from jtcse.schema import check
 
 ROLES = ("encode", "teacher", "student", "tower")
-POOLING_CHOICES = ("cls", "mean")
-POOLING = one_of(*POOLING_CHOICES)
-"""The one check of a pooling name (:func:`check_pooling`; the settings' ``pooling`` keys)."""
+Pooling = Literal["cls", "mean"]
+"""A pooling name: the one list (:func:`check_pooling`; the settings' ``pooling`` keys)."""
+POOLING_CHOICES = typing.get_args(Pooling)
 TOWER_POOLING_HELP = "How the towers pool: cls or mean."
 TOWER_POOLING_UNSET = (
     "the starting model's own (a plain transformers model: cls; a model pooling otherwise, e.g. weightedmean, must "
@@ -326,7 +328,7 @@ def layer_count(source) -> int | None:
 def check_pooling(pooling, name: str = "pooling") -> str | None:
     """``pooling`` when it is ``None`` or one of :data:`POOLING_CHOICES`: the one check of a pooling name; a
     ``ValueError`` naming them otherwise (``name``: the setting, e.g. ``student_pooling``)."""
-    return check_value(pooling, POOLING, name)
+    return check(pooling, Pooling | None, name)
 
 
 def load_tower(

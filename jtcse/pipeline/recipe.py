@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
-from jtcse.schema import Layer, build, to_toml
+from jtcse.schema import Layer, build
 
 EXTENDS = "extends"
 DUMP_HEADER = """A jtcse pipeline recipe: every setting of one run, each under its help (jtcse pipeline --help says more).
@@ -71,4 +71,6 @@ def recipe_record(files: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
 
 def dump_recipe(config) -> str:
     """``config`` as a recipe file: :data:`DUMP_HEADER`, then every key under its help."""
-    return to_toml(config, DUMP_HEADER)
+    from jtcse.toml_file import settings_toml
+
+    return settings_toml(config, DUMP_HEADER)

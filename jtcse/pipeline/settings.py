@@ -1,4 +1,4 @@
-"""Every setting of one pipeline run, declared once (:mod:`jtcse.schema`): :class:`PipelineConfig`, its top-level
+"""Every setting of one pipeline run, declared once on pydantic (:mod:`jtcse.schema`): :class:`PipelineConfig`, its top-level
 keys and one table a stage (``[warmup]``, ``[warmup_b]``, ``[probe]``, ``[twin]``, ``[ensemble]``, ``[distill]``).
 ``jtcse pipeline``'s options, recipe files and ``--dump-recipe`` are generated from it. The trained stages' tables are
 their trainers' own settings classes (:mod:`jtcse.training.settings`: the CPU recipe); the numbers the pipeline adds
@@ -10,27 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+from pydantic import model_validator
+
+from jtcse.devices import Precision
 from jtcse.errors import JTCSEError, SettingError
-from jtcse.modeling.loading import POOLING, TOWER_POOLING_HELP, TOWER_POOLING_UNSET
+from jtcse.modeling.loading import TOWER_POOLING_HELP, TOWER_POOLING_UNSET, Pooling
 from jtcse.pipeline.stages import UNTIL, WARMUP_A, check_tables
-from jtcse.schema import (
-    Layer,
-    at_least,
-    build,
-    every,
-    keys,
-    one_of,
-    positive,
-    section,
-    sections,
-    setting,
-    to_mapping,
-    validate,
-)
-from jtcse.training.ensemble import combine_setting, weights_setting
-from jtcse.training.settings import PRECISION, DistillSettings, TwinSettings, WarmupSettings, seed_range
+from jtcse.schema import Array, Layer, Positive, Settings, build, keys, section, sections, setting, to_mapping
+from jtcse.training.ensemble import Combine, Weights, combine_setting, weights_setting
+from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings, seed_range
+
+PipelineSeed = seed_range(1)
+"""The pipeline's seed: warm-up II trains at seed + 1."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +51,7 @@ def _shown(weights: tuple[float, ...]) -> str:
     return ",".join(f"{w:g}" for w in weights)
 
 
-@dataclass(frozen=True)
-class ProbeSettings:
+class ProbeSettings(Settings):
     """Short twins at each learning rate; the best on the selection file trains the twin."""
 
     enabled: bool = setting(
@@ -67,16 +59,12 @@ class ProbeSettings:
         "Probe the twin's learning rate on the selection file (probe/): its choice replaces [twin] learning_rate.",
         switch=True,
     )
-    learning_rates: tuple[float, ...] = setting(
-        (1e-5, 3e-5, 1e-4), "The twin learning rates the probe tries.", check=every(positive)
+    learning_rates: Array[Positive] = setting(
+        (1e-5, 3e-5, 1e-4), "The twin learning rates the probe tries.", min_length=1
     )
-    max_steps: int = setting(100, "Steps of each probe twin.", check=at_least(1))
-
-    def __post_init__(self) -> None:
-        validate(self)
+    max_steps: int = setting(100, "Steps of each probe twin.", ge=1)
 
 
-@dataclass(frozen=True)
 class TwinStage(TwinSettings):
     enabled: bool | None = setting(
         None,
@@ -92,8 +80,7 @@ class TwinStage(TwinSettings):
     )
 
 
-@dataclass(frozen=True)
-class EnsembleSettings:
+class EnsembleSettings(Settings):
     """The teacher of the distillation: the twin (else the two warm-ups) with the starting model (UC)."""
 
     enabled: bool | None = setting(
@@ -103,7 +90,7 @@ class EnsembleSettings:
         switch=True,
         unset="on when tower I starts from a sentence-transformers model and no other members are named",
     )
-    models: tuple[str, ...] = setting(
+    models: Array[str] = setting(
         (),
         "A model joined to the trained twin in the ensemble (JTCSE+UC), repeatable; with it the starting model is a "
         "member only when enabled is set.",
@@ -111,26 +98,26 @@ class EnsembleSettings:
         repeat=True,
         metavar="MODEL",
     )
-    weights: tuple[float, ...] | None = weights_setting(
+    weights: Weights | None = weights_setting(
         "One positive weight per member (the twin's, else the two warm-ups', first).",
         unset=f"chosen on the selection file; without one {_shown(ENSEMBLE_WEIGHTS.warmups)} for (warm-up I, "
         f"warm-up II, start) or (tower I, tower II, start) and {_shown(ENSEMBLE_WEIGHTS.twin)} for (twin, start), "
         "the weights that keep the start's genres; else all 1",
     )
-    combine: str = combine_setting("How the ensemble joins its members' embeddings: concat or sum.")
+    combine: Combine = combine_setting("How the ensemble joins its members' embeddings: concat or sum.")
     twin_towers: bool = setting(
         False,
         "With a twin: its two towers are two members (each weighted like the warm-ups), not its summed embedding; "
         "ICTM pulls the towers apart, which an ensemble wants.",
     )
 
-    def __post_init__(self) -> None:
-        validate(self)
+    @model_validator(mode="after")
+    def _members_named_while_off(self) -> EnsembleSettings:
         if self.enabled is False and self.models:
             raise JTCSEError("enabled = false (--no-ensemble) and models to ensemble with contradict each other.")
+        return self
 
 
-@dataclass(frozen=True)
 class DistillStage(DistillSettings):
     student: str | None = setting(
         None, "The distillation student, kept with its own pooling.", unset="the model tower I started from (tower_a)"
@@ -140,8 +127,7 @@ class DistillStage(DistillSettings):
 _SET_FOR_EVERY_STAGE = ("seed", "precision")
 
 
-@dataclass(frozen=True)
-class PipelineConfig:
+class PipelineConfig(Settings):
     """Every setting of one pipeline run (a recipe file holds these keys; ``jtcse pipeline --help`` lists them)."""
 
     NOT_KEYS: ClassVar[dict[str, str]] = {
@@ -176,28 +162,24 @@ class PipelineConfig:
         metavar="FILE",
         unset="none",
     )
-    selection_files: tuple[str, ...] = setting(
+    selection_files: Array[str] = setting(
         (),
         "STS-B-format labelled file to choose on, repeatable (e.g. STS-B train and SICK train): the ensemble's "
         "weights, and with --probe the twin's learning rate, are those with the best mean Spearman over the files "
-        "among those that keep every file at or above the starting model's score (each file and genre is "
-        "reported). Pairs a file shares with the dev file are left out; a file that largely is the dev file is "
-        "refused.",
+        "(each file and genre is reported, with the starting model's). Pairs a file shares with the dev file are "
+        "left out; a file that largely is the dev file is refused.",
         flag="selection_file",
         repeat=True,
         metavar="FILE",
     )
-    pooling: str | None = setting(None, TOWER_POOLING_HELP, check=POOLING, unset=TOWER_POOLING_UNSET)
-    seed: int = setting(
-        42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.", check=seed_range(1)
-    )
-    precision: str | None = setting(
+    pooling: Pooling | None = setting(None, TOWER_POOLING_HELP, unset=TOWER_POOLING_UNSET)
+    seed: PipelineSeed = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")
+    precision: Precision | None = setting(
         None,
         "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
-        check=PRECISION,
         unset="each stage's own",
     )
-    until: str = setting(UNTIL[-1], f"Last stage to run: {', '.join(UNTIL)}.", check=one_of(*UNTIL))
+    until: Literal[UNTIL] = setting(UNTIL[-1], f"Last stage to run: {', '.join(UNTIL)}.")
     warmup: WarmupSettings = section(
         WarmupSettings(), "Each tower's SimCSE warm-up (tower_a/, tower_b/).", exclude=_SET_FOR_EVERY_STAGE
     )
@@ -214,9 +196,6 @@ class PipelineConfig:
         DistillStage(), "The distillation into one student (distilled/).", exclude=_SET_FOR_EVERY_STAGE
     )
 
-    def __post_init__(self) -> None:
-        validate(self)
-
     @classmethod
     def from_values(cls, values: dict[str, Any], where: str = "pipeline settings") -> PipelineConfig:
         """A config from the values a recipe holds (``{"tower_a": ..., "twin": {"max_steps": 2}}``)."""
@@ -232,7 +211,7 @@ check_tables(PipelineConfig)  # every stage's table is one of these sections, an
 def recipe_name(table: str | None) -> Callable[[str], str | None]:
     """How a recipe names a key of ``table`` (``[twin] cael_every``; a top-level key as it is; another ``None``)."""
     tables = sections(PipelineConfig)
-    own = keys(tables[table][0], tables[table][1]["exclude"]) if table else {}
+    own = keys(tables[table][0], tables[table][1].exclude) if table else {}
     top = keys(PipelineConfig)
     return lambda key: f"[{table}] {key}" if key in own else key if key in top else None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +73,13 @@ class Stage:
         """The dev file its trainer reads: only a stage that keeps its best checkpoint by it (``checkpoint``
         best-dev) gets one; the others keep their last step, and the eval stage reports the dev file."""
         training = self.training(config)
-        return config.dev_file if training is not None and training.checkpoint == "best-dev" else None
+        return training.kept_by(config.dev_file) if training is not None else None
 
     def seeded(self, config, seed: int) -> Any:
         """Its settings with the run's ``seed`` (and precision, when one is given for every stage)."""
         settings = self.settings(config)
         precision = config.precision or settings.training.precision
-        return replace(settings, training=replace(settings.training, seed=seed, precision=precision))
+        return settings.replace(seed=seed, precision=precision)
 
 
 # ---------------------------------------------------------------------------------------------------- the work
@@ -128,8 +128,8 @@ def _train_twin(r: PipelineRun, folder: Path, **keys: Any) -> dict:
 
 
 def _probe(r: PipelineRun, folder: Path) -> dict:
-    """Short twins at each learning rate; the best by :func:`~jtcse.training.selection.best_by_total` on the selection
-    files (none below the starting model) trains the twin."""
+    """Short twins at each learning rate; the one with the best mean over the selection files
+    (:func:`~jtcse.training.selection.best_by_total`) trains the twin; the starting model is scored for the report."""
     from jtcse.modeling.loading import load_model
     from jtcse.training.selection import best_by_total, model_scores, overall
 
@@ -141,7 +141,7 @@ def _probe(r: PipelineRun, folder: Path) -> dict:
         _train_twin(r, lr_folder, learning_rate=lr, max_steps=probe.max_steps, plot=False)
         scores[f"{lr:g}"] = model_scores(load_model(lr_folder, role="encode", device=r.device), selection)
     start = model_scores(load_model(r.config.tower_a, role="encode", device=r.device), selection)
-    best = best_by_total({lr: overall(s) for lr, s in scores.items()}, overall(start))
+    best = best_by_total({lr: overall(s) for lr, s in scores.items()})
     return {"selection_spearman": scores, "start_selection_spearman": start, "learning_rate": float(best)}
 
 

@@ -28,8 +28,11 @@ from dataclasses import dataclass, field
 
 from jtcse.errors import JTCSEError
 from jtcse.rtt.base import ResultCallback, TranslationFailure, Translator
+from jtcse.rtt.settings import GoogletransSettings
 
-DEFAULT_SERVICE_URL = "translate.googleapis.com"
+_DEFAULTS = GoogletransSettings()
+"""The settings' defaults are the translator's (``jtcse rtt`` declares them once)."""
+DEFAULT_SERVICE_URL = _DEFAULTS.service_url
 GOOGLE_MAX_CHARS = 5000
 
 
@@ -111,14 +114,14 @@ class GoogletransTranslator(Translator):
         self,
         service_url: str = DEFAULT_SERVICE_URL,
         *,
-        concurrency: int = 8,
-        rate_limit: float | None = 50.0,
-        max_retries: int = 5,
+        concurrency: int = _DEFAULTS.concurrency,
+        rate_limit: float | None = _DEFAULTS.rate_limit,
+        max_retries: int = _DEFAULTS.max_retries,
         max_connect_retries: int = 2,
-        backoff_base: float = 1.0,
+        backoff_base: float = _DEFAULTS.backoff_base,
         backoff_max: float = 60.0,
-        timeout: float = 15.0,
-        pack_size: int = 16,
+        timeout: float = _DEFAULTS.timeout,
+        pack_size: int = _DEFAULTS.pack_size,
         pack_chars: int = 2000,
         max_consecutive_failures: int = 50,
         ca_bundle: str | None = None,

@@ -23,6 +23,10 @@ from collections.abc import Sequence
 
 from jtcse.errors import JTCSEError
 from jtcse.rtt.base import ResultCallback, TranslationFailure, Translator
+from jtcse.rtt.settings import Seq2SeqSettings
+
+_DEFAULTS = Seq2SeqSettings()
+"""The settings' defaults are the translator's (``jtcse rtt`` declares them once)."""
 
 # ISO 639-1 → NLLB-200 (FLORES-200) codes for the usual pivots.
 NLLB_CODES = {
@@ -44,9 +48,9 @@ class Seq2SeqTranslator(Translator):
         self,
         model: str,
         *,
-        batch_size: int = 32,
+        batch_size: int = _DEFAULTS.batch_size,
         device: str | None = None,
-        num_beams: int = 1,
+        num_beams: int = _DEFAULTS.num_beams,
         max_new_tokens: int = 256,
         fp16: bool = False,
         max_loaded_models: int = 2,

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
-from jtcse.schema import check_value, one_of
-from jtcse.training.settings import OBJECTIVES, DistillSettings, TrainingSettings, resolve
+from jtcse.schema import check
+from jtcse.training.settings import DistillSettings, Objective, TrainingSettings, resolve
 from jtcse.training.stage import (
     Stage,
     dev_evaluator,
@@ -77,7 +77,7 @@ def distillation_loss(model, objective: str, teacher_dim: int, *, seed: int = 42
 
     from jtcse.losses.distillation import NormalizedMSELoss, SimilarityMatrixLoss
 
-    check_value(objective, one_of(*OBJECTIVES), "objective")
+    check(objective, Objective, "objective")
     if objective == "similarity":
         return SimilarityMatrixLoss(model)
     projection = teacher_dim if teacher_dim != model.get_embedding_dimension() else None

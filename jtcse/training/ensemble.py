@@ -1,32 +1,37 @@
 """Saving an ensemble checkpoint (``jtcse ensemble`` and the pipeline's ensemble stage): the members combined
 (:func:`jtcse.modeling.build.build_ensemble`), its model card, one writer and an all-or-nothing folder; and how an
-ensemble is joined as settings (:func:`combine_setting`, :func:`weights_setting`: one type each, wherever given)."""
+ensemble is joined as settings (:data:`Weights`, :func:`combine_setting`, :func:`weights_setting`: one type each,
+wherever given)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from jtcse.errors import JTCSEError, SettingError
 from jtcse.locking import locks_output
-from jtcse.modeling.combine import COMBINE_CHOICES, check_weights
+from jtcse.modeling.combine import Combine, check_weights
 from jtcse.output_paths import FolderOutput
-from jtcse.schema import every, one_of, positive, setting, validate
+from jtcse.schema import Array, Positive, Settings, setting
+
+Weights = Annotated[Array[Positive], Field(min_length=1)]
+"""Ensemble weights: one positive number per member (at least one), the one type wherever they are given (``jtcse
+ensemble --weights``, the pipeline's ``[ensemble] weights``): comma-separated on a command line, an array in a recipe;
+counted against the members by :func:`member_weights`."""
 
 
 def combine_setting(help: str) -> Any:
-    """How an ensemble joins its members: one of :data:`~jtcse.modeling.combine.COMBINE_CHOICES`, ``concat`` by
-    default (the declaration of ``jtcse ensemble --combine`` and the pipeline's ``[ensemble] combine``)."""
-    return setting("concat", help, check=one_of(*COMBINE_CHOICES))
+    """How an ensemble joins its members (a :data:`~jtcse.modeling.combine.Combine`), ``concat`` by default: the
+    declaration of ``jtcse ensemble --combine`` and the pipeline's ``[ensemble] combine``."""
+    return setting("concat", help)
 
 
 def weights_setting(help: str, unset: str) -> Any:
-    """One positive weight per member, ``unset`` saying what ``None`` means: the one type of ensemble weights
-    (``jtcse ensemble --weights``, the pipeline's ``[ensemble] weights``), comma-separated on a command line, an
-    array in a recipe; counted against the members by :func:`member_weights`."""
-    return setting(None, help, check=every(positive), unset=unset)
+    """:data:`Weights`, ``unset`` saying what ``None`` means (all 1, or the pipeline's choice)."""
+    return setting(None, help, unset=unset)
 
 
 def member_weights(weights: Sequence[float] | None, count: int) -> list[float]:
@@ -39,17 +44,13 @@ def member_weights(weights: Sequence[float] | None, count: int) -> list[float]:
         raise SettingError("{weights}: {problem}", ["weights"], problem=str(err)) from None
 
 
-@dataclass(frozen=True)
-class JoinSettings:
+class JoinSettings(Settings):
     """How ``jtcse ensemble`` joins its members."""
 
-    combine: str = combine_setting("concat (any widths) or sum (members of one width).")
-    weights: tuple[float, ...] | None = weights_setting(
+    combine: Combine = combine_setting("concat (any widths) or sum (members of one width).")
+    weights: Weights | None = weights_setting(
         "One positive weight per ensemble member, comma-separated (e.g. 1,0.5).", unset="all 1"
     )
-
-    def __post_init__(self) -> None:
-        validate(self)
 
 
 def ensemble_card_facts(model, sources):

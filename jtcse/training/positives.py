@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 import zlib
 from collections.abc import Sequence
+from typing import Literal
 
-POSITIVES = ("dropout", "deletion", "cutoff", "repetition", "reorder")
+Positives = Literal["dropout", "deletion", "cutoff", "repetition", "reorder"]
+"""What a warm-up's positives are (see the module docstring): the one list."""
+POSITIVES = typing.get_args(Positives)
 DELETION = 0.1
 CUTOFF = 0.1
 REPETITION = 0.32

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +47,7 @@ def run_summary(
         "data": stage.data,
         "loss": {"name": type(stage.loss).__name__, **_config_of(stage.loss)},
         "settings": {
-            **asdict(s),
+            **s.model_dump(),
             "max_seq_length": training_length,
             "world_size": world_size(),
             "global_batch_size": world_size() * s.batch_size,

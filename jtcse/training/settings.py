@@ -1,4 +1,4 @@
-"""Every trainer's settings, each declared once (default, help, check) with :mod:`jtcse.schema`.
+"""Every trainer's settings, each declared once (type, default, help, check) on pydantic (:mod:`jtcse.schema`).
 
 * :class:`TrainingSettings`: how long and how any stage trains, and which model it keeps (``checkpoint``).
 * :class:`WarmupSettings` (``jtcse simcse``, the pipeline's ``[warmup]``), :class:`TwinSettings` (``jtcse train``,
@@ -14,23 +14,25 @@ The command-line options of ``jtcse simcse``, ``train``, ``distill`` and ``pipel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from jtcse.devices import PRECISIONS
+from pydantic import model_validator
+
+from jtcse.devices import Precision
 from jtcse.errors import SettingError
-from jtcse.modeling.loading import POOLING
-from jtcse.schema import at_least, every, get, group, keys, one_of, positive, replace_keys, setting, validate
-from jtcse.training.positives import POSITIVES, part_problem
+from jtcse.modeling.loading import Pooling
+from jtcse.schema import Array, Positive, Settings, checked, get, group, keys, replace_keys, setting
+from jtcse.training.positives import Positives, part_problem
 
-PRECISION = one_of(*PRECISIONS)
-"""The one check of a precision name (:mod:`jtcse.devices`' list)."""
-CHECKPOINTS = {"last": "last step", "best-dev": "best checkpoint by dev Spearman"}
-"""Which model a stage keeps (``checkpoint``), and how its run summary says so (``saved_model``): its last step, or
-the checkpoint with the best dev-file Spearman."""
-OBJECTIVES = ("mse", "mse-normalized", "cosine", "similarity")
+Checkpoint = Literal["last", "best-dev"]
+"""Which model a stage keeps (``checkpoint``): its last step, or the checkpoint with the best dev-file Spearman."""
+CHECKPOINTS = dict(zip(typing.get_args(Checkpoint), ("last step", "best checkpoint by dev Spearman"), strict=True))
+"""How a run summary says which model a stage kept (``saved_model``)."""
+Objective = Literal["mse", "mse-normalized", "cosine", "similarity"]
 """Distillation objectives (:mod:`jtcse.training.distill`)."""
+OBJECTIVES = typing.get_args(Objective)
 MIN_BATCH_SIZE = 2
 """In-batch negatives need a second row; the twin's cross-tower terms pair rows across the batch."""
 MIN_SEQ_LENGTH = 4
@@ -42,14 +44,19 @@ MAX_SEED = 2**32 - 1
 
 
 def seed_range(spare: int = 0):
-    """The check of a seed from which ``seed + spare`` is drawn too (the pipeline's warm-up II: ``spare=1``)."""
+    """A seed's type when ``seed + spare`` is drawn too (the pipeline's warm-up II: ``spare=1``): a whole number from 0
+    to ``MAX_SEED - spare``."""
 
-    def check(value: int) -> str | None:
+    def problem(value: int) -> str | None:
         if 0 <= value <= MAX_SEED - spare:
             return None
         return f"must be between 0 and {MAX_SEED - spare}" + (f" (seed + {spare} is used too)" if spare else "")
 
-    return check
+    return Annotated[int, checked(problem)]
+
+
+Seed = seed_range()
+"""A seed (data order, dropout): 0 to :data:`MAX_SEED`."""
 
 
 def role(*, recorded: bool = False, card: bool = False, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -64,12 +71,8 @@ def _steps(value: int) -> str | None:
     return None if value == -1 or value >= 1 else "must be a positive step count or -1 (train by epochs)"
 
 
-def _below_one(value: float) -> str | None:
-    return None if 0 <= value < 1 else "must be in [0, 1)"
-
-
-def _unit(value: float) -> str | None:
-    return None if 0 < value <= 1 else "must be in (0, 1]"
+StepCount = Annotated[int, checked(_steps)]
+"""A number of steps, or -1: train by epochs."""
 
 
 def _regularizer(spec: str) -> str | None:
@@ -88,32 +91,32 @@ def _regularizer_help() -> str:
     return regularizer_help()
 
 
-@dataclass(frozen=True)
-class TrainingSettings:
+RegularizerSpec = Annotated[str, checked(_regularizer)]
+"""A token-level loss term as the command line names it (:mod:`jtcse.losses.registry`)."""
+
+
+class TrainingSettings(Settings):
     """How long and how a stage trains, and which model it keeps; checked once, the same way for every stage."""
 
-    max_steps: int = setting(
+    max_steps: StepCount = setting(
         -1,
         "Stop after this many optimizer steps (-1: run the epochs).",
-        check=_steps,
         extra=role(recorded=True, card=True, trainer_args=("max_steps",)),
     )
-    epochs: float = setting(
+    epochs: Positive = setting(
         1.0,
         "Passes over the data (when max_steps is -1).",
-        check=positive,
         extra=role(recorded=True, card=True, trainer_args=("num_train_epochs",)),
     )
-    learning_rate: float = setting(
+    learning_rate: Positive = setting(
         5e-5,
         "AdamW learning rate.",
-        check=positive,
         extra=role(recorded=True, card=True, trainer_args=("learning_rate",)),
     )
     batch_size: int = setting(
         64,
         "Sentences per batch (each one's in-batch negatives are the others).",
-        check=at_least(MIN_BATCH_SIZE),
+        ge=MIN_BATCH_SIZE,
         extra=role(
             recorded=True, card=True, trainer_args=("per_device_train_batch_size", "per_device_eval_batch_size")
         ),
@@ -122,45 +125,41 @@ class TrainingSettings:
         64,
         "Tokens per sentence in training; longer ones are truncated. The saved model keeps the length of the model "
         "it started from (docs/runs.md, Lengths).",
-        check=at_least(MIN_SEQ_LENGTH),
+        ge=MIN_SEQ_LENGTH,
         extra=role(recorded=True, card=True),
     )
     warmup_ratio: float = setting(
         0.0,
         "Share of the steps over which the learning rate warms up.",
-        check=_below_one,
+        ge=0,
+        lt=1,
         extra=role(recorded=True, card=True, trainer_args=("warmup_steps",)),  # a float below 1: a share
     )
     eval_steps: int = setting(
         100,
         "Checkpoint, and score the dev file when one is given, every N steps.",
-        check=at_least(1),
+        ge=1,
         extra=role(recorded=True, card=True),
     )
-    checkpoint: str = setting(
+    checkpoint: Checkpoint = setting(
         "last",
         "Which model the run keeps: last (its last step; a dev file is only reported) or best-dev (the "
         "checkpoint with the best dev-file Spearman, scored every eval_steps: the papers' protocol; needs a "
         "dev file).",
-        check=one_of(*CHECKPOINTS),
         extra=role(recorded=True),
     )
     save_steps: int | None = setting(
-        None, "Checkpoint every N steps without a dev file.", check=at_least(1), unset="every eval_steps"
+        None, "Checkpoint every N steps without a dev file.", ge=1, unset="every eval_steps"
     )
-    logging_steps: int | None = setting(
-        50, "Log the training loss every N steps.", check=at_least(1), unset="about ten times a run"
-    )
-    seed: int = setting(
+    logging_steps: int | None = setting(50, "Log the training loss every N steps.", ge=1, unset="about ten times a run")
+    seed: Seed = setting(
         42,
         "Random seed (data order, dropout).",
-        check=seed_range(),
         extra=role(recorded=True, card=True, trainer_args=("seed", "data_seed")),
     )
-    precision: str = setting(
+    precision: Precision = setting(
         "auto",
         "auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16.",
-        check=PRECISION,
     )
     gradient_checkpointing: bool = setting(
         False,
@@ -172,9 +171,6 @@ class TrainingSettings:
         "Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run "
         "further; by default they are deleted.",
     )
-
-    def __post_init__(self) -> None:
-        validate(self)
 
     def trainer_arguments(self) -> dict[str, Any]:
         """``{SentenceTransformerTrainingArguments keyword: value}`` of the settings that are one as they are (the
@@ -193,19 +189,20 @@ class TrainingSettings:
                 {"checkpoint": "checkpoint", "dev_file": "--dev-file"},
             )
 
+    def kept_by(self, dev_file: str | Path | None) -> str | Path | None:
+        """``dev_file`` when the stage keeps its best checkpoint by it (``checkpoint`` best-dev), else ``None``: a
+        stage that keeps its last step need not score one while it trains."""
+        return dev_file if self.checkpoint == "best-dev" else None
 
-@dataclass(frozen=True)
-class ContrastiveSettings:
+
+class ContrastiveSettings(Settings):
     """The in-batch contrastive loss of a warm-up or a twin: its temperature, token-level terms added to it,
     negatives across devices and GradCache."""
 
-    temperature: float = setting(
-        0.05, "InfoNCE temperature τ (scale 1/τ).", check=positive, extra=role(recorded=True, card=True)
-    )
-    regularizers: tuple[str, ...] = setting(
+    temperature: Positive = setting(0.05, "InfoNCE temperature τ (scale 1/τ).", extra=role(recorded=True, card=True))
+    regularizers: Array[RegularizerSpec] = setting(
         (),
         _regularizer_help,
-        check=every(_regularizer, non_empty=False),
         flag="regularizer",
         repeat=True,
         metavar="SPEC",
@@ -222,47 +219,41 @@ class ContrastiveSettings:
         None,
         "GradCache: the contrastive loss over the whole batch, embedding only N sentences at a time (memory of "
         "a batch of N, one extra forward pass; same result). Not with regularizers.",
-        check=at_least(1),
+        ge=1,
         unset="no GradCache",
         extra=role(recorded=True),
     )
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _grad_cache_alone(self) -> ContrastiveSettings:
         from jtcse.losses.registry import check_mini_batch_size
 
-        validate(self)
         check_mini_batch_size(self.mini_batch_size, self.regularizers)
+        return self
 
 
-@dataclass(frozen=True)
-class WarmupSettings:
+class WarmupSettings(Settings):
     """A SimCSE warm-up of one tower (``jtcse simcse``; the pipeline's ``[warmup]``): one pass of SimCSE's
     unsupervised recipe at MiniLM scale by default."""
 
     training: TrainingSettings = group(
         TrainingSettings(batch_size=32, max_seq_length=32, learning_rate=3e-5, eval_steps=125)
     )
-    positives: str = setting(
+    positives: Positives = setting(
         "dropout",
         "A corpus sentence's positive: dropout (the sentence itself, the two dropout passes being the views: "
         "SimCSE), deletion (10% of its words dropped), cutoff (a span of 10% of its words cut), repetition (up to "
         "32% of its words repeated, ESimCSE) or reorder (two words swapped). A pair of a pairs file keeps its "
         "paraphrase.",
-        check=one_of(*POSITIVES),
     )
-    corpus_part: str = setting(
+    corpus_part: Annotated[str, checked(part_problem)] = setting(
         "all",
         "The part of the corpus it trains on: all, or K/N, the K-th of N equal contiguous parts (e.g. 1/2).",
-        check=part_problem,
     )
     loss: ContrastiveSettings = group(ContrastiveSettings())
 
-    def __post_init__(self) -> None:
-        validate(self)
 
-
-@dataclass(frozen=True)
-class TwinSettings:
+class TwinSettings(Settings):
     """A JTCSE twin (``jtcse train``; the pipeline's ``[twin]``). By default 100 steps at lr 1e-5: on
     pre-trained towers the setting that measured least harmful on the selection split (higher rates move them
     away from what they knew). The paper's (batch 64, length 64, lr 1.3e-6, one epoch) are in
@@ -279,14 +270,14 @@ class TwinSettings:
         2,
         "A cross-attention encoder layer (CAEL) every k layers of the twin (k must divide the layer count; the "
         "last layer is always one). 0 = no cross-attention (TNCSE).",
-        check=at_least(0),
+        ge=0,
         extra=role(card=True),
     )
-    nce_weight: float = setting(1.0, "Weight of InfoNCE inside each tower (0 = off).", check=at_least(0))
+    nce_weight: float = setting(1.0, "Weight of InfoNCE inside each tower (0 = off).", ge=0)
     icnce_weight: float = setting(
-        1.0, "Weight of ICNCE between the towers (primitive and cross-attention stream; 0 = off).", check=at_least(0)
+        1.0, "Weight of ICNCE between the towers (primitive and cross-attention stream; 0 = off).", ge=0
     )
-    ictm_weight: float = setting(0.5, "Weight of the tensor-modulus term ICTM (0 = off).", check=at_least(0))
+    ictm_weight: float = setting(0.5, "Weight of the tensor-modulus term ICTM (0 = off).", ge=0)
     hard_negatives: bool = setting(
         False,
         "Batches of neighbours: each batch gathers sentences the twin's tower I (as training starts) finds close, so "
@@ -295,40 +286,31 @@ class TwinSettings:
         extra=role(recorded=True),
     )
     paraphrase_threshold: float = setting(
-        0.8, "With hard_negatives: the guide's cosine from which two sentences count as paraphrases.", check=_unit
+        0.8, "With hard_negatives: the guide's cosine from which two sentences count as paraphrases.", gt=0, le=1
     )
     loss: ContrastiveSettings = group(ContrastiveSettings())
 
-    def __post_init__(self) -> None:
-        validate(self)
 
-
-@dataclass(frozen=True)
-class DistillSettings:
+class DistillSettings(Settings):
     """A distillation (``jtcse distill``; the pipeline's ``[distill]``): two passes over the corpus by default,
     better than one on the selection split."""
 
     training: TrainingSettings = group(
         TrainingSettings(batch_size=64, max_seq_length=32, learning_rate=2e-5, epochs=2, eval_steps=250)
     )
-    objective: str = setting(
+    objective: Objective = setting(
         "similarity",
         "Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, mse-normalized "
         "or mse (vectors; a training-only projection when widths differ).",
-        check=one_of(*OBJECTIVES),
         extra=role(recorded=True, card=True),
     )
-    student_pooling: str | None = setting(
+    student_pooling: Pooling | None = setting(
         None,
         "Replace the student's pooling by cls or mean.",
-        check=POOLING,
         unset="the student's own",
         extra=role(recorded=True, card=True),
     )
-    teacher_batch_size: int = setting(128, "Batch size of the one-off teacher encoding.", check=at_least(1))
-
-    def __post_init__(self) -> None:
-        validate(self)
+    teacher_batch_size: int = setting(128, "Batch size of the one-off teacher encoding.", ge=1)
 
 
 TRAINERS = (WarmupSettings, TwinSettings, DistillSettings)
@@ -353,5 +335,5 @@ def resolve(defaults: Any, settings: Any, keywords: dict[str, Any], caller: str)
     defaults' training part) with the keys given as ``keywords`` on top; an unknown keyword is a ``TypeError``
     naming ``caller``."""
     if isinstance(settings, TrainingSettings):
-        settings = replace(defaults, training=settings)
+        settings = defaults.replace(training=settings)
     return replace_keys(settings if settings is not None else defaults, keywords, caller)
