@@ -82,6 +82,13 @@ for _name, _info in _registered(app):
     _info.callback = _say_what_is_kept(_name, _info.callback)
 
 
+@functools.cache
+def _command():
+    """The click command typer builds from :data:`app` (about 30 ms: every option of every command), built once a
+    process: the test suite runs ``main`` hundreds of times in one process (``tests/helpers/cli.py``)."""
+    return typer.main.get_command(app)
+
+
 def main() -> None:
     """Run the CLI. A user error (bad value, missing or unreadable path) is printed as one ``Error:``
     line with exit status 2; ``JTCSE_DEBUG=1`` re-raises it for the full traceback.
@@ -97,7 +104,7 @@ def main() -> None:
     atexit.register(gc.freeze)
     processes.quiet_replica()
     try:
-        app()
+        _command()()  # what app() does, with the command built once
     except USER_ERRORS as err:
         if os.environ.get("JTCSE_DEBUG") == "1":
             raise

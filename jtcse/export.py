@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import atomic_folder, output_lock
-from jtcse.output_paths import check_output_apart, check_replaceable_folder
+from jtcse.locking import atomic_write_json
+from jtcse.output_paths import FolderOutput
 
 FORMATS = ("onnx", "openvino")
 QUANTIZATIONS = ("none", "int8")
@@ -233,21 +233,18 @@ def export_model(
     temporary name renamed at the end (removed if anything fails). The result loads with
     ``SentenceTransformer(output_dir, backend=format)``. The output is never the model or calibration file, a
     folder holding them, the working directory or a folder holding it; a non-empty one is replaced only with
-    ``overwrite`` and only when an earlier export made it (its ``export.json``): :mod:`jtcse.output_paths`.
+    ``overwrite`` and only when an earlier export wrote every file in it (its ``jtcse_outputs.json`` lists them):
+    :mod:`jtcse.output_paths`.
     """
     quantize = check_options(format, quantize, calibration)
     source = check_single_tower(model_path)
     sentences = read_calibration(calibration) if calibration is not None else None
-    output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"Output {output_dir} is a file; give a folder.")
-    check_output_apart(output_dir, [source, calibration])
-    check_replaceable_folder(output_dir, marker=EXPORT_FILE, made_by="jtcse export")
-    with output_lock(output_dir):
-        if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-            raise JTCSEError(f"{output_dir} holds an earlier export; pass --overwrite to replace it.")
+    out = FolderOutput(output_dir, "jtcse export", inputs=[source, calibration], whole=True)
+    with out.writing():
+        if out.path.is_dir() and any(out.path.iterdir()) and not overwrite:
+            raise JTCSEError(f"{out.path} holds an earlier export; pass --overwrite to replace it.")
         check_backend(format)
-        with atomic_folder(output_dir) as tmp:
+        with out.replacing() as tmp:
             _convert(source, tmp, format, quantize, sentences)
             record = {
                 "source": str(source.resolve()),
@@ -258,5 +255,5 @@ def export_model(
                 if calibration is None
                 else {"file": str(Path(calibration).resolve()), "sentences": len(sentences)},
             }
-            (tmp / EXPORT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    return output_dir
+            atomic_write_json(tmp / EXPORT_FILE, record)
+    return out.path

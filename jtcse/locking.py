@@ -19,6 +19,7 @@ import functools
 import inspect
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -227,8 +228,34 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def atomic_write_json(path: str | Path, data: object) -> Path:
-    """``data`` as indented JSON (plus a final newline), written atomically."""
-    return atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    """``data`` as indented JSON (plus a final newline, :func:`json_text`), written atomically."""
+    return atomic_write_text(path, json_text(data, where=Path(path).name))
+
+
+def json_text(data: object, *, where: str = "JSON", indent: int | None = 2) -> str:
+    """``data`` as JSON text (with a final newline when indented), the one way jtcse writes JSON: strict JSON, so a
+    NaN or infinite number is a ``JTCSEError`` naming the key that holds it (``where``: what is being written),
+    never a bare ``NaN`` that no JSON reader accepts."""
+    try:
+        text = json.dumps(data, indent=indent, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        key = next(_non_finite(data), "?")
+        raise JTCSEError(
+            f"Cannot write {where}: {key} is not a finite number, and JSON holds none (no NaN, no infinity)."
+        ) from None
+    return text + "\n" if indent is not None else text
+
+
+def _non_finite(data: object, key: str = "") -> Iterator[str]:
+    """The key paths (``dev_spearman_by_step.2``) of the NaN and infinite numbers in ``data``."""
+    if isinstance(data, float) and not math.isfinite(data):
+        yield f"{key or 'the value'} ({data})"
+    elif isinstance(data, dict):
+        for name, value in data.items():
+            yield from _non_finite(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(data, (list, tuple)):
+        for i, value in enumerate(data):
+            yield from _non_finite(value, f"{key}[{i}]")
 
 
 def crash_point(name: str) -> None:

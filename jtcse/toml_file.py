@@ -28,7 +28,13 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """The tables of the TOML file ``path`` (a missing file is the caller's to report)."""
     path = Path(path)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if text.startswith("\ufeff"):
+            raise JTCSEError(
+                f"{path} starts with a byte order mark (BOM, the bytes EF BB BF some editors add), which TOML does not "
+                "allow: save it as UTF-8 without BOM."
+            )
+        return tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise JTCSEError(f"{path} is not valid TOML: {err}") from None
 

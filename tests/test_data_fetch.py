@@ -20,6 +20,7 @@ from jtcse.errors import JTCSEError
 from jtcse.fetch import DEFAULT_MANIFEST, fetch_dataset, load_manifest
 from jtcse.fetch.dataset import MARKER, download_dir_for
 from jtcse.fetch.download import part_path
+from jtcse.output_paths import RECORD, FolderOutput
 
 BODY = b"".join(f"sentence number {i} of a tiny corpus\n".encode() for i in range(5000))  # ~190 kB
 
@@ -64,6 +65,19 @@ def tar_bytes(root: Path, mode: str = "w", extra: dict[str, bytes] | None = None
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def killed_download(out: Path) -> Path:
+    """The ``.part`` of ``corpus.txt`` as a fetch killed mid-download leaves it: in ``OUT.download/``, whose record
+    (written before the download starts) lists it."""
+    FolderOutput(download_dir_for(out), "jtcse data fetch").add("corpus.txt", "corpus.txt.part")
+    return part_path(download_dir_for(out) / "corpus.txt")
+
+
+def earlier_fetch(folder: Path, dataset: str) -> None:
+    """A folder as another fetch of ``dataset`` left it: its jtcse_data.json, listed in its record."""
+    FolderOutput(folder, "jtcse data fetch").add(MARKER)
+    (folder / MARKER).write_text(json.dumps({"dataset": dataset, "files": []}), encoding="utf-8")
 
 
 def leftovers(tmp_path: Path) -> list[str]:
@@ -146,8 +160,7 @@ def test_a_server_dying_mid_file_keeps_the_part_and_the_next_call_resumes_it(tmp
 def test_a_truncated_part_from_a_killed_run_is_continued_not_restarted(tmp_path, server):
     manifest = corpus_manifest(tmp_path, server)
     out = tmp_path / "corpus"
-    part = part_path(download_dir_for(out) / "corpus.txt")
-    part.parent.mkdir()
+    part = killed_download(out)
     part.write_bytes(BODY[:12_345])
     fetch_dataset("corpus", out, manifest=manifest, progress=False)
     assert (out / "corpus.txt").read_bytes() == BODY
@@ -157,8 +170,7 @@ def test_a_truncated_part_from_a_killed_run_is_continued_not_restarted(tmp_path,
 def test_a_whole_part_is_finished_from_the_servers_416(tmp_path, server):
     manifest = corpus_manifest(tmp_path, server)
     out = tmp_path / "corpus"
-    part = part_path(download_dir_for(out) / "corpus.txt")
-    part.parent.mkdir()
+    part = killed_download(out)
     part.write_bytes(BODY)  # killed between the last byte and the rename
     fetch_dataset("corpus", out, manifest=manifest, progress=False)
     assert (out / "corpus.txt").read_bytes() == BODY
@@ -169,8 +181,7 @@ def test_a_server_without_range_support_restarts_the_file_cleanly(tmp_path):
     with FileServer({"/corpus.txt": BODY}, ranges=False) as server:
         manifest = corpus_manifest(tmp_path, server)
         out = tmp_path / "corpus"
-        part = part_path(download_dir_for(out) / "corpus.txt")
-        part.parent.mkdir()
+        part = killed_download(out)
         part.write_bytes(b"x" * 5000)  # would corrupt the file if the 200 answer were appended
         fetch_dataset("corpus", out, manifest=manifest, progress=False)
     assert (out / "corpus.txt").read_bytes() == BODY
@@ -212,17 +223,16 @@ def test_a_folder_no_fetch_made_is_never_replaced_another_fetchs_only_with_overw
     (out / "notes.txt").write_text("mine", encoding="utf-8")
     before = snapshot([out])
     for overwrite in (False, True):
-        with pytest.raises(JTCSEError, match=r"corpus holds files that jtcse data fetch did not write \(notes.txt\)"):
+        with pytest.raises(JTCSEError, match=r"corpus/notes.txt was not written by jtcse data fetch .* or not"):
             fetch_dataset("corpus", out, manifest=manifest, overwrite=overwrite, progress=False)
     assert snapshot([out]) == before and server.log == []
 
     other = tmp_path / "other"
-    other.mkdir()
-    (other / MARKER).write_text(json.dumps({"dataset": "stsb", "files": []}), encoding="utf-8")  # another fetch's
+    earlier_fetch(other, "stsb")  # another fetch's folder
     with pytest.raises(JTCSEError, match=r"other is not empty .* pass --overwrite to replace that earlier fetch"):
         fetch_dataset("corpus", other, manifest=manifest, progress=False)
     fetch_dataset("corpus", other, manifest=manifest, overwrite=True, progress=False)
-    assert sorted(p.name for p in other.iterdir()) == ["corpus.txt", MARKER]
+    assert sorted(p.name for p in other.iterdir()) == ["corpus.txt", MARKER, RECORD]
 
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -237,7 +247,7 @@ def test_a_folder_no_fetch_made_is_never_replaced_another_fetchs_only_with_overw
         ("..", r"Error: \.\. is a folder holding the working directory \(.*/work\)"),
         ("../..", r"Error: \.\./\.\. is a folder holding the working directory"),
         ("~", r"Error: ~ is your home folder \(.*/home\)"),
-        ("../mine", r"Error: \.\./mine holds files that jtcse data fetch did not write \(notes.txt\)"),
+        ("../mine", r"Error: \.\./mine/notes.txt was not written by jtcse data fetch"),
         ("../fetched", r"Error: The output folder \.\./fetched holds the input .*fetched/manifest.toml"),
     ],
     ids=["cwd", "parent", "grandparent", "home", "foreign", "holds-manifest"],
@@ -248,8 +258,7 @@ def test_overwrite_never_empties_the_working_directory_home_or_a_folder_of_the_u
     (work / "here").mkdir(parents=True)  # the working directory: empty
     (work / "mine").mkdir()
     (work / "mine" / "notes.txt").write_text("mine", encoding="utf-8")
-    (work / "fetched").mkdir()  # made by a fetch, and the user keeps their manifest in it
-    (work / "fetched" / MARKER).write_text(json.dumps({"dataset": "corpus", "files": []}), encoding="utf-8")
+    earlier_fetch(work / "fetched", "corpus")  # made by a fetch, and the user keeps their manifest in it
     manifest = corpus_manifest(work / "fetched", server)
     home.mkdir()
     (home / ".bashrc").write_text("# mine", encoding="utf-8")
@@ -289,7 +298,8 @@ def test_the_senteval_archive_unpacks_into_the_layout_the_evaluator_reads(tmp_pa
         ]})  # fmt: skip
         out = tmp_path / "senteval"
         result = fetch_dataset("senteval-sts", out, manifest=manifest, progress=False)
-    assert result.entries == ["SICK", "STS"] and sorted(p.name for p in out.iterdir()) == ["SICK", "STS", MARKER]
+    assert result.entries == ["SICK", "STS"]
+    assert sorted(p.name for p in out.iterdir()) == ["SICK", "STS", MARKER, RECORD]
     report = run_senteval_sts(LetterCounts(), out)
     assert report.missing == {}
     for task, rho in expected.items():
@@ -312,7 +322,7 @@ def test_the_stsb_archive_loses_its_top_folder_and_keeps_the_named_files(tmp_pat
         ]})  # fmt: skip
         fetch_dataset("stsb", tmp_path / "stsb", manifest=manifest, progress=False)
     names = sorted(p.name for p in (tmp_path / "stsb").iterdir())
-    assert names == [MARKER, "readme.txt", "sts-dev.csv", "sts-test.csv", "sts-train.csv"]
+    assert names == [MARKER, RECORD, "readme.txt", "sts-dev.csv", "sts-test.csv", "sts-train.csv"]
     assert len(read_stsb_file(tmp_path / "stsb" / "sts-dev.csv")) == 6
 
 
@@ -351,9 +361,7 @@ def test_cli_fetch_reports_done_then_nothing_to_do_and_refuses_a_foreign_folder(
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x").write_text("x", encoding="utf-8")
     refused = invoke_cli("data", "fetch", "corpus", "-o", tmp_path / "other", "--manifest", manifest)
-    assert one_error_line(refused).startswith(
-        f"Error: {tmp_path / 'other'} holds files that jtcse data fetch did not write (x)"
-    )
+    assert one_error_line(refused).startswith(f"Error: {tmp_path / 'other' / 'x'} was not written by jtcse data fetch")
 
 
 @pytest.mark.cli

@@ -24,6 +24,7 @@ from helpers.cli import REPO, invoke_cli, one_error_line, run_cli, run_launch, s
 from helpers.files import snapshot
 
 from jtcse.locking import lock_path_for
+from jtcse.output_paths import SCRATCH
 
 PROBE = REPO / "tests" / "helpers" / "ddp_probe.py"
 WORDS = "alpha beta gamma delta river stone cloud garden window paper table music quiet silver orange light".split()
@@ -111,7 +112,8 @@ def assert_one_ddp_run(tmp_path: Path, out: Path, steps: list[int], *, find_unus
     # rank 0 alone saves (checkpoints and the final model) and writes the summary; rank 1 prints nothing
     assert [e["path"] for e in events(tmp_path, 1) if e["event"] in ("save", "summary")] == []
     saves = [resolved(tmp_path, e["path"]) for e in events(tmp_path, 0, "save")]
-    assert saves[-1] == out.resolve() and saves.count(saves[-1]) == 1
+    final = out.resolve() / SCRATCH  # the final model is saved whole there, then moved into out entry by entry
+    assert saves[-1] == final and saves.count(saves[-1]) == 1
     assert all(path.parent.name == "checkpoints" for path in saves[:-1]), saves
     assert [resolved(tmp_path, e["path"]) for e in events(tmp_path, 0, "summary")] == [out.resolve()]
     assert rank_output(tmp_path, 1) == ""
@@ -226,7 +228,7 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
         (trained,) = events(tmp_path, rank, "trained")
         assert resolved(tmp_path, trained["resumed_from"]) == last.resolve()
     assert [e["path"] for e in events(tmp_path, 1) if e["event"] in ("save", "summary")] == []
-    assert [resolved(tmp_path, e["path"]) for e in events(tmp_path, 0, "save")] == [out.resolve()]
+    assert [resolved(tmp_path, e["path"]) for e in events(tmp_path, 0, "save")] == [out.resolve() / SCRATCH]
     summary = json.loads((out / "run_summary.json").read_text())
     assert summary["steps"] == 4 and resolved(tmp_path, summary["resumed_from"]) == last.resolve()
     from jtcse.modeling.loading import load_model
@@ -248,7 +250,9 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
     again = torchrun(tmp_path, *args, "--seed", "7", probe=False)
     assert again.returncode != 0
     errors = [line for line in rank_output(tmp_path, 0).splitlines() if line.startswith("Error")]
-    assert len(errors) == 1 and "already holds a finished run, with other settings (seed 42 -> 7)" in errors[0], errors
+    assert len(errors) == 1 and "already holds a finished run, with other settings (--seed 42 -> 7)" in errors[0], (
+        errors
+    )
     assert rank_output(tmp_path, 1) == "" and snapshot([out]) == before
 
 

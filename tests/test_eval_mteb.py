@@ -71,13 +71,13 @@ def test_unavailable_registry_task_is_reported_not_raised(local_tsv, tiny_bert, 
             "--local-task",
             str(local_tsv),
             "-o",
-            str(tmp_path),
+            str(tmp_path / "out"),
             "--cache-dir",
             str(tmp_path / "cache"),
         ],
     )
     assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert "error" in summary["tasks"]["STS17"] and "Traceback" not in summary["tasks"]["STS17"]["error"]
     assert "STS17: not run" in result.output
     assert "ran 1 of 2 tasks: Local_my_sts; not run: STS17" in result.output
@@ -110,7 +110,7 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(JTCSEError, match="line 2: score 'high' is not a number"):
         local_sts_task(bad)
     with pytest.raises(JTCSEError, match="unknown MTEB task"):
-        run_mteb(None, ["NoSuchTask"], tmp_path)
+        run_mteb(None, ["NoSuchTask"], tmp_path / "out")
 
 
 def test_two_checkpoints_at_one_path_get_two_result_sets(local_tsv, tmp_path):
@@ -365,5 +365,5 @@ def test_a_results_folder_holding_a_file_of_mine_is_refused_before_anything_runs
     before = snapshot([tmp_path])
     run = invoke_cli("eval", "mteb", tiny_bert, "--tasks", "", "--local-task", local_tsv, "-o", out,
                      "--cache-dir", tmp_path / "cache")  # fmt: skip
-    assert "summary.json was not written by jtcse eval mteb, and it is never replaced" in one_error_line(run)
+    assert "summary.json was not written by jtcse eval mteb, so it is never replaced" in one_error_line(run)
     assert snapshot([tmp_path]) == before and not (tmp_path / "cache" / "results").exists()  # nothing evaluated

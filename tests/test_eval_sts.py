@@ -224,7 +224,8 @@ def test_cli_sts_writes_json_and_csv(senteval_dir, tiny_bert, tmp_path):
     assert result.exit_code == 0, result.output
     assert "SICKR: not evaluated" in result.output and "Avg." in result.output
     data = json.loads(out_json.read_text())
-    assert list(data)[:8] == ["STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR", "avg"]
+    assert list(data)[:9] == ["written_by", "STS12", "STS13", "STS14", "STS15", "STS16", "STSB", "SICKR", "avg"]
+    assert data["written_by"] == "jtcse eval sts"  # its record: a rerun may replace it, nothing else is
     assert data["SICKR"] is None and isinstance(data["STS12"], float)
     assert data["meta"]["pooling"] == "mean"
     assert next(csv.DictReader(out_csv.open()))["avg"] == f"{data['avg']:.2f}"

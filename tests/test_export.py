@@ -80,8 +80,7 @@ def test_cli_bad_inputs_are_one_line_and_write_nothing(tmp_path, tiny_bert, twin
     for overwrite in ([], ["--overwrite"]):
         line = one_error_line(invoke_cli("export", tiny_bert, "-o", out, *overwrite))
         assert (
-            "holds files that jtcse export did not write (keep.txt)" in line
-            and (out / "keep.txt").read_text() == "mine"
+            f"{out / 'keep.txt'} was not written by jtcse export" in line and (out / "keep.txt").read_text() == "mine"
         )
     assert sorted(p.name for p in tmp_path.glob("out*")) == ["out"]  # no lock or temporary folder left
 

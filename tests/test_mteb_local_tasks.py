@@ -4,6 +4,7 @@ retrieval worked out by hand, and what the results folder may replace. (Scores: 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from helpers.files import snapshot
@@ -11,7 +12,7 @@ from helpers.mteb_tasks import STS_CORPUS, STS_QRELS, write_beir, write_classifi
 
 from jtcse.errors import JTCSEError
 from jtcse.evaluation.mteb_local_tasks import infer_task_type, local_task, pairs_as_retrieval, parse_task_spec
-from jtcse.evaluation.mteb_results import SUMMARY, WRITTEN_BY, check_results_writable
+from jtcse.evaluation.mteb_results import SUMMARY, WRITTEN_BY, results_output
 
 
 def test_the_type_comes_from_the_layout(tmp_path):
@@ -159,18 +160,32 @@ def _summary(folder, files, written_by=WRITTEN_BY):
 
 
 def test_the_results_folder_never_replaces_a_file_jtcse_did_not_write(tmp_path):
+    """The results folder is one output of the one mechanism (jtcse.output_paths), its record summary.json: a file
+    there that it does not list (at any depth) is refused, and a summary of jtcse before the results layout is the
+    record of the task files it names."""
     planned = ["m/r/model_meta.json", "m/r/Local_x.json"]
-    assert check_results_writable(tmp_path / "new", planned) == []  # nothing there yet
+    results_output(tmp_path / "new").check()  # nothing there yet
     ours = tmp_path / "ours"
     _summary(ours, planned)
     (ours / "m" / "r").mkdir(parents=True)
     for name in planned:
         (ours / name).write_text("{}")
-    assert check_results_writable(ours, planned) == planned  # an earlier run's files are replaced
-    legacy = tmp_path / "legacy"  # jtcse before the results layout: {"model", "tasks"}
+    results_output(ours).check()  # an earlier run's files are replaced
+    assert results_output(ours).files == planned
+    (ours / "cache" / "results").mkdir(parents=True)  # mteb's result cache, given inside OUTPUT: mteb's own
+    (ours / "cache" / "results" / "x.json").write_text("{}")
+    results_output(ours, cache_dir=ours / "cache").check()
+    with pytest.raises(JTCSEError, match=r"cache was not written by jtcse eval mteb"):
+        results_output(ours).check()
+    shutil.rmtree(ours / "cache")
+    legacy = tmp_path / "legacy"  # jtcse before the results layout: {"model", "tasks"}, OUTPUT/<task>.json
     legacy.mkdir()
-    (legacy / SUMMARY).write_text(json.dumps({"model": None, "tasks": {}}))
-    assert check_results_writable(legacy, planned) == []
+    (legacy / SUMMARY).write_text(
+        json.dumps({"model": None, "tasks": {"STS17": {"main_score": 0.5, "file": "STS17.json"}}})
+    )
+    (legacy / "STS17.json").write_text("{}")
+    results_output(legacy).check()
+    assert results_output(legacy).files == ["STS17.json"]
 
     mine = tmp_path / "mine"
     (mine / "m" / "r").mkdir(parents=True)
@@ -182,18 +197,22 @@ def test_the_results_folder_never_replaces_a_file_jtcse_did_not_write(tmp_path):
     _summary(listed_elsewhere, ["m/r/model_meta.json"])
     (listed_elsewhere / "m" / "r").mkdir(parents=True)
     (listed_elsewhere / "m" / "r" / "Local_x.json").write_text("mine too")
+    beside = tmp_path / "beside"
+    _summary(beside, planned)
+    (beside / "notes.txt").write_text("mine, beside the results")
     a_file = tmp_path / "file.json"
     a_file.write_text("{}")
     before = snapshot([tmp_path])
     for output, expected in [
-        (mine, f"{mine / 'm/r/Local_x.json'} exists and was not written by jtcse eval mteb; it is never replaced"),
-        (foreign, f"{foreign / SUMMARY} was not written by jtcse eval mteb, and it is never replaced"),
-        (listed_elsewhere, f"{listed_elsewhere / 'm/r/Local_x.json'} exists and was not written by jtcse eval mteb"),
-        (a_file, f"{a_file} is a file; eval mteb writes a results folder there"),
+        (mine, f"{mine / 'm'} was not written by jtcse eval mteb (summary.json does not list it)"),
+        (foreign, f"{foreign / SUMMARY} was not written by jtcse eval mteb, so it is never replaced"),
+        (listed_elsewhere, f"{listed_elsewhere / 'm/r/Local_x.json'} was not written by jtcse eval mteb"),
+        (beside, f"{beside / 'notes.txt'} was not written by jtcse eval mteb"),
+        (a_file, f"{a_file} is a file; -o/--output names the folder jtcse eval mteb writes"),
     ]:
         with pytest.raises(JTCSEError) as refused:
-            check_results_writable(output, planned)
+            results_output(output).check()
         assert expected in str(refused.value)
-    with pytest.raises(JTCSEError, match="is the input"):
-        check_results_writable(mine, planned, inputs=[mine / "m/r/Local_x.json"])
+    with pytest.raises(JTCSEError, match="holds the input"):
+        results_output(ours, inputs=[ours / "m/r/Local_x.json"]).check()
     assert snapshot([tmp_path]) == before

@@ -127,14 +127,15 @@ def test_full_pipeline_runs_and_reruns_as_skips_and_never_keeps_a_stale_model(
     second = run_pipeline(tmp_path / "recipe", config(**values))
     assert [row["status"] for row in second["table"][2:]] == ["skipped (done)"] * 5
     assert second["stages"]["eval"]["dev_spearman"] == scores
-    with pytest.raises(JTCSEError, match=r"twin already holds a finished run, with other settings \(learning_rate "
-                                         r"1e-05 -> 0.0001\)"):  # fmt: skip
+    with pytest.raises(JTCSEError, match=r"twin already holds a finished run, with other settings \(\[twin\] "
+                                         r"learning_rate 1e-05 -> 0.0001\)"):  # fmt: skip
         run_pipeline(tmp_path / "recipe", config(**{**values, "twin": {**tiny, "learning_rate": 1e-4}}))
     # warm-up I trained again (its folder removed): the twin trained on the old tower I is not kept
     import shutil
 
     shutil.rmtree(tmp_path / "recipe" / "tower_a")
-    with pytest.raises(JTCSEError, match=r"twin already holds a finished run, with other settings \(towers "):
+    with pytest.raises(JTCSEError, match=r"twin already holds a finished run, from inputs that have changed since "
+                                         r"\(towers "):  # fmt: skip
         run_pipeline(tmp_path / "recipe", config(**values))
 
 

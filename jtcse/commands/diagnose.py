@@ -33,6 +33,9 @@ def diagnose(
 ) -> None:
     """Alignment/uniformity, CLS energy per layer, attention-sink heat maps, condensation, MACs.
 
+    OUTPUT is a folder of diagnose's own: new, empty, or written by an earlier diagnose (its jtcse_outputs.json lists
+    each file, and a rerun replaces those); a file it does not list is never replaced.
+
     Writes OUTPUT/report.json, OUTPUT/attention_<encoder>.png (one panel per layer), OUTPUT/condensation.png,
     OUTPUT/cls_energy.png and, with --pairs, OUTPUT/alignment_uniformity.png. A twin checkpoint is
     inspected tower by tower; the cost total is the sum over towers.
@@ -42,7 +45,7 @@ def diagnose(
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
-    from jtcse.evaluation.diagnostics import run_diagnostics
+    from jtcse.evaluation.diagnostics import diagnose_output, run_diagnostics
     from jtcse.evaluation.sts import read_stsb_file
     from jtcse.modeling.loading import load_model
 
@@ -55,6 +58,8 @@ def diagnose(
     ):
         if value < 1:
             raise JTCSEError(f"{name} must be at least 1")
+    inputs = [model, sentences, pairs]
+    diagnose_output(output, inputs).check()  # before anything is read or loaded
     texts = read_corpus(sentences).sentences if sentences is not None else default_corpus_sentences(limit=limit)
     texts = texts[:limit]
     pair_data = read_stsb_file(pairs) if pairs is not None else None
@@ -71,15 +76,16 @@ def diagnose(
         attention_size=attention_size,
         max_pairs=limit,
         model_name=model,
+        inputs=inputs,
     )
     for name, entry in report["alignment_uniformity"].items():
         extra = f", alignment {entry['alignment']:.4f}" if "alignment" in entry else ""
         typer.echo(f"{name}: uniformity {entry['uniformity']:.4f}{extra}")
     for name, entry in report["encoders"].items():
-        cond = entry["condensation"]
+        cond = {k: "n/a" if v is None else f"{v:.3f}" for k, v in entry["condensation"].items()}
         typer.echo(
-            f"{name}: CLS energy last layer {entry['cls_energy'][-1]:.4f}; condensation spearman {cond['spearman']:.3f} "
-            f"kendall {cond['kendall']:.3f}; {entry['cost']['macs'] / 1e9:.3f} GMACs @ {seq_len} tokens, "
+            f"{name}: CLS energy last layer {entry['cls_energy'][-1]:.4f}; condensation spearman {cond['spearman']} "
+            f"kendall {cond['kendall']}; {entry['cost']['macs'] / 1e9:.3f} GMACs @ {seq_len} tokens, "
             f"{entry['cost']['params'] / 1e6:.2f} M params"
         )
     typer.echo(f"wrote {Path(output) / 'report.json'} and {len(report['plots'])} PNGs")

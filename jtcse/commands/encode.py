@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from jtcse.commands import _options as opts
+from jtcse.locking import json_text
 
 ENGINES = ("local", "ray")
 
@@ -52,7 +52,7 @@ def encode(
 
     Row i of the output is the i-th non-empty line. For .npy, STEM.rows.npy holds each row's 1-based line number and byte offset; .parquet and a shards folder (part-<first row>.parquet files) have columns row, line, offset, text, embedding.
 
-    OUT.json (a shards folder: OUT/_jtcse.json) records model, settings and progress: if a run is interrupted, run the same command again and it resumes after the last finished chunk.
+    OUT.json (a shards folder: OUT/_jtcse.json) records model, settings, progress and the files this encode writes: if a run is interrupted, run the same command again and it resumes after the last finished chunk. A file no such record lists (a STEM.rows.npy of yours) is never replaced, --overwrite or not.
 
     Every device of a machine: --devices cuda:0,cuda:1, or --processes N on the CPU. A Ray cluster: --engine ray (it needs the ray extra of jtcse, i.e. Ray Data).
 
@@ -85,4 +85,4 @@ def encode(
     summary = result_dict(result)
     if result.resumed_from:
         typer.echo(f"Resumed after row {result.resumed_from}.", err=True)
-    typer.echo(json.dumps(summary, indent=2))
+    typer.echo(json_text(summary), nl=False)

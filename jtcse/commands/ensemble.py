@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from jtcse.commands import _options as opts
 from jtcse.commands._settings import Options, settings_from, with_settings
+from jtcse.locking import json_text
 from jtcse.training.ensemble import JoinSettings
 
 OPTIONS = Options(JoinSettings, JoinSettings())
@@ -54,4 +54,4 @@ def ensemble(
         "weights": model[0].weights,
         "dimension": model.get_embedding_dimension(),
     }
-    typer.echo(json.dumps(summary, indent=2))
+    typer.echo(json_text(summary), nl=False)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from jtcse.commands import _options as opts
 from jtcse.errors import JTCSEError
+from jtcse.locking import atomic_write_json
 
 eval_app = typer.Typer(
     name="eval",
@@ -83,12 +83,16 @@ def sts(
     --stsb-file FILE scores one STS-B-format file instead (any split, e.g. sts-dev.csv): over all pairs and
     per genre, printed and written as JSON (-o) and CSV (--output-csv).
 
+    -o replaces only a JSON that jtcse eval sts wrote (it says so: "written_by"); an input, or any other file,
+    is never replaced.
+
     Example: jtcse eval sts runs/jtcse --data-dir SentEval/data/downstream -o sts.json
     Example: jtcse eval sts runs/ucd/distilled --stsb-file stsbenchmark/sts-dev.csv -o dev.json
     With --update-card the table also goes into runs/jtcse/README.md (see docs/model_cards.md).
     """
     from jtcse.evaluation.senteval_sts import run_senteval_package, run_senteval_sts, run_stsb_file
     from jtcse.modeling.loading import FULL_LENGTH, load_model
+    from jtcse.output_paths import FileOutput
 
     if (data_dir is None) == (stsb_file is None):
         raise JTCSEError(
@@ -107,6 +111,14 @@ def sts(
     if batch_size < 1:
         raise JTCSEError("--batch-size must be at least 1")
     task_dirs = _parse_task_dirs(task_dir)
+    inputs = [model, data_dir, stsb_file, *task_dirs.values()]
+    results = [
+        FileOutput(path, "jtcse eval sts", inputs=inputs, record=record, appends=appends)
+        for path, record, appends in ((output, "self", False), (output_csv, None, True))
+        if path is not None
+    ]
+    for result in results:
+        result.check()  # before the model loads: never an input, never a file jtcse did not write
     if update_card:
         from jtcse.model_card import check_writable
 
@@ -126,13 +138,13 @@ def sts(
         )
     report.meta.update(model=model, pooling=pooling or "model", max_seq_length=encoder.max_seq_length)
     typer.echo(report.table())
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-        typer.echo(f"wrote {output}")
-    if output_csv is not None:
-        report.write_csv(output_csv)
-        typer.echo(f"wrote {output_csv}")
+    for result in results:
+        with result.writing():
+            if result.path == output:
+                atomic_write_json(output, {**result.fields(), **report.to_json()})
+            else:
+                report.write_csv(output_csv)  # appended to a table of jtcse's with that header
+        typer.echo(f"wrote {result.path}")
     if update_card:
         from jtcse.model_card import update_card_sts
 
@@ -183,7 +195,8 @@ def mteb_command(
     Task names are MTEB's (see `mteb.get_tasks()`); "NAME:SUBSET" keeps one subset (e.g. STS17:en-en).
     Results, in mteb's results layout: OUTPUT/<model>/<revision>/<Task>.json (mteb's TaskResult) and
     model_meta.json, plus OUTPUT/summary.json (main score per task). Name OUTPUT "results" and mteb reads it:
-    mteb.ResultCache(PARENT).load_results(). A file in OUTPUT that jtcse did not write is never replaced.
+    mteb.ResultCache(PARENT).load_results(). OUTPUT is a folder of eval mteb's own: summary.json lists every file it
+    wrote there, and a run into a folder holding any other file is refused before the model loads (nothing replaced).
 
     A task whose data cannot be loaded (e.g. offline) is reported and skipped. Exit status: 0 when at least one
     task ran (the ones that did not are listed); 2 when none ran, or on a mistake in the command.
@@ -192,6 +205,8 @@ def mteb_command(
     Example: jtcse eval mteb runs/jtcse --benchmark 'MTEB(eng, v2)' -o mteb/results
     Offline example: jtcse eval mteb runs/jtcse --tasks '' --local-task my_beir/ --local-task retrieval-pairs:sts-dev.csv
     """
+    from jtcse.evaluation.mteb_local_tasks import parse_task_spec
+    from jtcse.evaluation.mteb_results import results_output
     from jtcse.evaluation.mteb_runner import DEFAULT_MTEB_TASKS, run_mteb
     from jtcse.modeling.loading import FULL_LENGTH, load_model
 
@@ -209,6 +224,8 @@ def mteb_command(
                 "--update-card records the checkpoint as saved; drop --pooling (it evaluates another model)."
             )
         check_writable(model, card=True)  # refuse before evaluating: a read-only checkpoint costs nothing
+    inputs = [model, *(parse_task_spec(spec)[1] for spec in local_task)]
+    results_output(output, inputs, cache_dir).check()  # before the model loads
     encoder = load_model(model, pooling=pooling, max_seq_length=FULL_LENGTH, device=device)
     summary = run_mteb(
         encoder,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 import typer
 
 from jtcse.commands import _options as opts
+from jtcse.locking import json_text
 
 index_app = typer.Typer(
     name="index",
@@ -66,7 +66,7 @@ def build(
 ) -> None:
     """Encode a text file (or take precomputed --embeddings) and write a searchable index directory.
 
-    The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, precision, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file.
+    The directory holds manifest.json (model, dimension, normalisation, index kind, nlist/nprobe, precision, format version), index.faiss, texts.txt (a copy of the sentences) and rows.npy (source line numbers), so it can be moved and searched without the source file; jtcse_outputs.json lists them. OUTPUT is a folder of the build's own: one holding a file the build did not write is refused, --overwrite or not.
 
     Up to --ivf-threshold vectors the index is exact (flat); past it, IVF with nprobe calibrated to --target-recall. An interrupted build resumes where encoding stopped.
 
@@ -98,7 +98,7 @@ def build(
             resolve_source(model), input, output, batch_size=batch_size, chunk_size=chunk_size, device=device,
             devices=devices, processes=processes, keep_embeddings=keep_embeddings, show_progress=progress, **shared,
         )  # fmt: skip
-    typer.echo(json.dumps(built.manifest.to_dict(), indent=2))
+    typer.echo(json_text(built.manifest.to_dict()), nl=False)
 
 
 @index_app.command("search")
@@ -126,12 +126,19 @@ def search(
 ) -> None:
     """Print the k nearest sentences of each query, with score and source line number.
 
+    With -o the results are written as JSON lines, recorded in OUTPUT.json beside them; an existing OUTPUT that
+    such a record does not list is never replaced.
+
     Example: jtcse index search --index corpus.idx -q "a man plays the guitar" -k 5
     """
     from jtcse.corpus import read_corpus
     from jtcse.errors import JTCSEError
+    from jtcse.output_paths import FileOutput
     from jtcse.search.index import SearchIndex
 
+    out = FileOutput(output, "jtcse index search", inputs=[index, queries_file]) if output is not None else None
+    if out is not None:
+        out.check()  # before the index loads
     queries = list(query)
     if queries_file is not None:
         queries += read_corpus(queries_file).sentences
@@ -151,11 +158,11 @@ def search(
         typer.echo(f"query: {record['query']}")
         for hit in record["hits"]:
             typer.echo(f"  {hit['rank']:>3}  {hit['score']:.4f}  line {hit['line']}: {hit['text']}")
-    if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with output.open("w", encoding="utf-8") as handle:
-            for record in records:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    if out is not None:
+        with out.writing():
+            out.add()  # OUTPUT.json, the record, first
+            with out.atomic() as tmp:
+                tmp.write_text("".join(json_text(r, indent=None) + "\n" for r in records), encoding="utf-8")
 
 
 @index_app.command("mine")
@@ -212,4 +219,4 @@ def mine(
         batch_size=batch_size,
         device=device,
     )
-    typer.echo(json.dumps(summary, indent=2))
+    typer.echo(json_text(summary), nl=False)

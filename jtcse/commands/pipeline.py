@@ -26,8 +26,10 @@ HELP = (
     "Run the JTCSE recipe end to end in OUTPUT, one folder a stage: "
     + "; ".join(f"{s.name} ({s.folder}/): {s.what}" for s in STAGES).replace("[", "\\[")
     + ". A stage whose folder holds a finished run of the same settings (whoever ran it) is skipped, one that "
-    "finished with other settings is refused, an interrupted one resumes from its checkpoints. One summary table "
-    "is printed and written to OUTPUT/pipeline_summary.md (and .json).\n\n"
+    "finished with other settings is refused (remove its folder to run it again), an interrupted one resumes from "
+    "its checkpoints. Before any stage trains, every file a stage will read is read and checked; OUTPUT is a "
+    "folder of the pipeline's own (jtcse_outputs.json lists what it wrote there; any other file is refused). One "
+    "summary table is printed and written to OUTPUT/pipeline_summary.md (and .json).\n\n"
     "From a sentence-transformers model the default skips the twin (--twin turns it on): the ensemble holds the "
     "two warm-ups and the starting model, weighted so that no genre of the selection split falls more than 0.3 "
     "below the start's; on the MiniLM a twin gained 0.07 there for twice the wall time (evaluation/DEFAULTS.md, "

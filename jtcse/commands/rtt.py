@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from jtcse.commands import _options as opts
 from jtcse.commands._settings import Options, settings_from, with_settings
+from jtcse.locking import json_text
 from jtcse.rtt.settings import RttSettings
 
 OPTIONS = Options(RttSettings, RttSettings())
@@ -41,10 +41,9 @@ def rtt(
     from jtcse.corpus import read_corpus
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
-    from jtcse.output_paths import check_output_apart
     from jtcse.rtt.backends import make_translator
     from jtcse.rtt.cache import TranslationCache
-    from jtcse.rtt.runner import run_rtt
+    from jtcse.rtt.runner import rtt_output, run_rtt
 
     settings = settings_from(OPTIONS, options)
     if settings.input is not None:
@@ -54,12 +53,16 @@ def rtt(
         sentences, skipped = default_corpus_sentences(), 0
     sentences = sentences[: settings.limit]
     inputs = (settings.input, settings.replay.pairs_dir)
-    check_output_apart(output, inputs)  # (run_rtt checks it too) before the cache is made in it
+    out = rtt_output(output, inputs)
+    out.check()  # (run_rtt checks it too) before the cache is made in it
     cache = settings.cache
+    cache_path = cache or (output / "rtt_cache.sqlite")
     if settings.backend == "replay" and cache is not None and not cache.is_file():
         raise JTCSEError(f"Replay cache not found: {cache}")
+    if cache_path.expanduser().resolve().parent == output.expanduser().resolve():  # the default, or given inside
+        out.add(f"{cache_path.name}*")  # the cache and SQLite's -wal/-shm files beside it, entered before they exist
 
-    with TranslationCache(cache or (output / "rtt_cache.sqlite")) as store:
+    with TranslationCache(cache_path) as store:
         translator = make_translator(settings, store, device=device)
         try:
             with translator:
@@ -85,7 +88,7 @@ def rtt(
             f"  {settings.source}→{p.pivot}→{settings.source}: kept {p.kept}, identical {p.identical}, empty {p.empty}, "
             f"failed {p.failed}, too long {p.too_long}  →  {p.pairs_file}"
         )
-    typer.echo(f"backend stats: {json.dumps(summary.backend_stats)}")
+    typer.echo(f"backend stats: {json_text(summary.backend_stats, indent=None)}")
     typer.echo(f"summary: {output / 'summary.json'}; dropped sentences are listed in dropped.<pivot>.tsv")
 
 

@@ -8,7 +8,6 @@ alignment / uniformity are measured on the model's sentence embeddings and on ea
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,8 @@ import torch
 from jtcse.errors import JTCSEError
 from jtcse.evaluation import geometry
 from jtcse.evaluation.inference_cost import eager_attention, encoder_cost
+from jtcse.locking import locks_output
+from jtcse.output_paths import FolderOutput
 
 
 @dataclass
@@ -147,6 +148,7 @@ def _positive_pairs(pairs, threshold: float, max_pairs: int | None):
     return positives, list(dict.fromkeys(pairs.sentences1 + pairs.sentences2))[:max_pairs]
 
 
+@locks_output("out_dir")
 def run_diagnostics(
     st_model,
     sentences: list[str],
@@ -160,19 +162,22 @@ def run_diagnostics(
     attention_size: int = 24,
     max_pairs: int | None = None,
     model_name: str = "",
+    inputs=(),
 ) -> dict:
     """Compute every diagnostic, write PNGs and ``report.json`` into ``out_dir``; return the report.
 
     ``pairs`` (an :class:`STSPairs`) adds alignment over pairs scoring above ``positive_threshold`` and
     uniformity over all their sentences, as in Wang & Isola / SimCSE (STS-B, threshold 4);
-    ``max_pairs`` keeps the first pairs / sentences only, to bound the cost.
+    ``max_pairs`` keeps the first pairs / sentences only, to bound the cost. ``out_dir`` is written as a folder of
+    ``jtcse diagnose``'s own (:func:`diagnose_output`), which is never one of ``inputs`` (the files read).
     """
     from jtcse.evaluation import plots
 
     if len(sentences) < 2:
         raise JTCSEError("diagnose needs at least 2 sentences (uniformity is over pairs of sentences)")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out = diagnose_output(out_dir, inputs)
+    out.check()
+    out.path.mkdir(parents=True, exist_ok=True)
     encoders = encoders_of(st_model)
     report: dict = {
         "model": model_name,
@@ -207,12 +212,9 @@ def run_diagnostics(
         cost = encoder_cost(encoder.model, seq_len)
         total_macs += cost["macs"]
         total_params += cost["params"]
-        att_png = plots.plot_attention_grid(
-            stats.attention_maps,
-            out_dir / f"attention_{encoder.name}.png",
-            f"{encoder.name}: mean attention per layer (first {attention_size} positions)",
-        )
-        report["plots"].append(Path(att_png).name)
+        title = f"{encoder.name}: mean attention per layer (first {attention_size} positions)"
+        att_png = _plot(out, f"attention_{encoder.name}.png", plots.plot_attention_grid, stats.attention_maps, title)
+        report["plots"].append(att_png)
         report["encoders"][encoder.name] = {
             "layers": list(range(len(stats.cls_energy))),
             "cls_energy": stats.cls_energy,
@@ -220,7 +222,7 @@ def run_diagnostics(
             "condensation": condensation,
             "attention_to_first_token": stats.attention_to_first,
             "attention_to_last_token": stats.attention_to_last,
-            "attention_png": Path(att_png).name,
+            "attention_png": att_png,
             "cost": cost,
         }
         energy_curves[encoder.name] = stats.cls_energy[1:]
@@ -229,22 +231,27 @@ def run_diagnostics(
         report["alignment_uniformity"][f"{encoder.name}-cls"] = au_entry(cls_of)
 
     report["cost_total"] = {"seq_len": seq_len, "macs": total_macs, "params": total_params}
+    curves = plots.plot_layer_curves
     report["plots"].append(
-        Path(
-            plots.plot_layer_curves(
-                cosine_curves, out_dir / "condensation.png", "mean token cosine", "condensation per layer"
-            )
-        ).name
+        _plot(out, "condensation.png", curves, cosine_curves, "mean token cosine", "condensation per layer")
     )
     report["plots"].append(
-        Path(
-            plots.plot_layer_curves(
-                energy_curves, out_dir / "cls_energy.png", "‖h_cls‖ / ‖H_others‖_F", "CLS energy per layer"
-            )
-        ).name
+        _plot(out, "cls_energy.png", curves, energy_curves, "‖h_cls‖ / ‖H_others‖_F", "CLS energy per layer")
     )
     if positives is not None:
         points = {k: (v["uniformity_pairs"], v["alignment"]) for k, v in report["alignment_uniformity"].items()}
-        report["plots"].append(Path(plots.plot_alignment_uniformity(points, out_dir / "alignment_uniformity.png")).name)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        report["plots"].append(_plot(out, "alignment_uniformity.png", plots.plot_alignment_uniformity, points))
+    out.write_json("report.json", report)
     return report
+
+
+def _plot(out: FolderOutput, name: str, draw, data, *labels) -> str:
+    """``draw(data, path, *labels)`` into ``out/name`` (entered in its record, written whole or not at all); ``name``."""
+    with out.atomic(name) as tmp:
+        draw(data, tmp, *labels)
+    return name
+
+
+def diagnose_output(out_dir: str | Path, inputs=()) -> FolderOutput:
+    """``out_dir`` as what ``jtcse diagnose`` writes (:class:`~jtcse.output_paths.FolderOutput`)."""
+    return FolderOutput(out_dir, "jtcse diagnose", inputs=inputs)

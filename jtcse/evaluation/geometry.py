@@ -46,11 +46,14 @@ def mean_token_cosine(hidden: torch.Tensor, attention_mask: torch.Tensor) -> tor
     return (sims * pair_mask).sum((1, 2)) / pair_mask.sum((1, 2))
 
 
-def depth_correlation(values) -> dict[str, float]:
-    """Spearman ρ and Kendall τ between a per-layer sequence and its layer index 1..L."""
+def depth_correlation(values) -> dict[str, float | None]:
+    """Spearman ρ and Kendall τ between a per-layer sequence and its layer index 1..L; ``None`` where there is none
+    (fewer than two layers, or the same value at every layer), never NaN."""
     from scipy.stats import kendalltau, spearmanr
 
     depth = list(range(1, len(values) + 1))
+    if len(values) < 2 or max(values) == min(values):
+        return {"spearman": None, "kendall": None}
     return {
         "spearman": float(spearmanr(depth, values).statistic),
         "kendall": float(kendalltau(depth, values).statistic),

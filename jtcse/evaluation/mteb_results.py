@@ -12,9 +12,11 @@
 and of the embeddings-benchmark/results repository, so mteb reads a folder named ``results``:
 ``mteb.ResultCache(PARENT).load_results()`` for ``-o PARENT/results``.
 
-**What it replaces.** ``summary.json`` lists every file jtcse wrote into OUTPUT (``files``); a file already there is
-replaced only when that list names it, so a file of the user's is never overwritten: the run is refused before any
-model is evaluated (:func:`check_results_writable`). Every write goes through :func:`write_results`.
+**What it replaces.** OUTPUT is a :class:`~jtcse.output_paths.FolderOutput` whose record is ``summary.json``
+(``written_by``, ``files``: every file jtcse wrote into OUTPUT, ``/``-separated): a file there that it does not list
+is never replaced, so the run is refused before any model is evaluated (:func:`results_output`). A summary of jtcse
+before this layout (``{"model", "tasks"}``, ``OUTPUT/<task>.json``) is read as the record of the files it names.
+Every write goes through :func:`write_results`.
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_path, atomic_write_json
-from jtcse.output_paths import check_output_apart
+from jtcse.output_paths import FolderOutput
 
 SUMMARY = "summary.json"
 WRITTEN_BY = "jtcse eval mteb"
@@ -41,57 +42,42 @@ def planned_files(meta, task_names) -> list[str]:
     return [(folder / "model_meta.json").as_posix(), *((folder / f"{name}.json").as_posix() for name in task_names)]
 
 
-def _written_before(output_dir: Path) -> list[str]:
-    """The files an earlier run recorded in ``summary.json``; a ``summary.json`` jtcse did not write is refused."""
-    summary = output_dir / SUMMARY
-    if not summary.exists():
-        return []
+def _before_the_layout(folder: Path) -> list[str] | None:
+    """The task files a summary of jtcse before the results layout names (``{"model", "tasks"}``, each task's
+    ``file``), which then stands for the record; ``None`` when ``folder`` holds no such summary."""
     try:
-        data = json.loads(summary.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        data = None
-    if isinstance(data, dict) and data.get("written_by") == WRITTEN_BY:
-        return [str(name) for name in data.get("files", [])]
-    if isinstance(data, dict) and set(data) == {"model", "tasks"}:
-        return []  # a summary of jtcse before the results layout (OUTPUT/<task>.json, never written again)
-    raise JTCSEError(f"{summary} was not written by {WRITTEN_BY}, and it is never replaced: give another -o/--output.")
+        data = json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(data, dict) and set(data) == {"model", "tasks"} and isinstance(data["tasks"], dict)):
+        return None
+    return [str(entry["file"]) for entry in data["tasks"].values() if isinstance(entry, dict) and "file" in entry]
 
 
-def check_results_writable(output_dir: str | Path, files, inputs=()) -> list[str]:
-    """Refuse (one line naming the file) unless every file of ``files`` (relative to ``output_dir``) and
-    ``summary.json`` may be written: not an input of the run (``inputs``: the model, the local task files), and
-    absent or written by an earlier run. Returns the files the earlier runs wrote (:func:`write_results` keeps them
-    listed)."""
-    output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"{output_dir} is a file; eval mteb writes a results folder there: give a folder as -o.")
-    check_output_apart([output_dir / SUMMARY, *(output_dir / name for name in files)], inputs)
-    earlier = _written_before(output_dir)
-    for name in files:
-        if (output_dir / name).exists() and name not in earlier:
-            raise JTCSEError(
-                f"{output_dir / name} exists and was not written by {WRITTEN_BY}; it is never replaced: "
-                "give another -o/--output."
-            )
-    return earlier
+def results_output(output_dir: str | Path, inputs=(), cache_dir: str | Path | None = None) -> FolderOutput:
+    """``output_dir`` as what ``jtcse eval mteb`` writes (``inputs``: the model, the local task files); its
+    ``check()`` refuses (one line naming the file) an input, a file, a folder holding an input, and any file there
+    that ``summary.json`` does not list. mteb's result cache (``cache_dir``) may be a folder in it: mteb's own."""
+    cache = Path(cache_dir).resolve() if cache_dir is not None else None
+    inside = cache is not None and Path(output_dir).resolve() in cache.parents
+    parts = [cache.relative_to(Path(output_dir).resolve()).as_posix()] if inside else []
+    return FolderOutput(output_dir, WRITTEN_BY, inputs=inputs, record=SUMMARY, parts=parts, earlier=_before_the_layout)
 
 
-def write_results(output_dir: str | Path, meta, task_results, summary: dict, inputs=()) -> dict:
-    """Write each mteb ``TaskResult`` of ``task_results``, ``model_meta.json`` and ``summary`` (plus ``written_by``
-    and ``files``) into ``output_dir``, each file whole or not at all; ``summary.json`` last. Returns what
-    ``summary.json`` holds."""
-    output_dir = Path(output_dir)
+def write_results(out: FolderOutput, meta, task_results, summary: dict) -> dict:
+    """Write each mteb ``TaskResult`` of ``task_results`` and ``model_meta.json`` into ``out`` (each entered in its
+    record first, each file whole or not at all), then ``summary`` (plus ``written_by`` and ``files``: what it wrote,
+    the earlier runs' files still there included) as ``summary.json``, last. Returns what ``summary.json`` holds."""
     written = planned_files(meta, [result.task_name for result in task_results]) if task_results else []
-    earlier = check_results_writable(output_dir, written, inputs)
-    folder = output_dir / results_folder(meta)
+    out.add(*written)  # (``out`` was checked before anything ran, under the output's lock)
+    folder = out.path / results_folder(meta)
     if task_results:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(folder / "model_meta.json", meta.to_dict())
-    output_dir.mkdir(parents=True, exist_ok=True)
     for result in task_results:
         with atomic_path(folder / f"{result.task_name}.json") as tmp:
             result.to_disk(tmp)
-    files = sorted({name for name in earlier if (output_dir / name).is_file()} | set(written))
+    files = sorted(name for name in out.files if (out.path / name).is_file())
     summary = {"written_by": WRITTEN_BY, **summary, "files": files}
-    atomic_write_json(output_dir / SUMMARY, summary)
+    atomic_write_json(out.record_path, summary)
     return summary

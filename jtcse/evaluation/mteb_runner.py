@@ -58,7 +58,7 @@ def model_revision(model) -> str:
         [type(module).__name__, module.get_config_dict() if hasattr(module, "get_config_dict") else None]
         for module in model
     ]
-    digest.update(json.dumps([settings, model.max_seq_length], sort_keys=True, default=str).encode())
+    digest.update(json.dumps([settings, model.max_seq_length], sort_keys=True, default=str, allow_nan=False).encode())
     for name, tensor in sorted(model.state_dict().items()):
         flat = tensor.detach().to("cpu").contiguous().reshape(-1)
         digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)}".encode())
@@ -142,16 +142,16 @@ def run_mteb(
     import mteb
 
     from jtcse.evaluation.mteb_local_tasks import parse_task_spec
-    from jtcse.evaluation.mteb_results import check_results_writable, planned_files, results_folder, write_results
+    from jtcse.evaluation.mteb_results import results_folder, results_output, write_results
 
     built = _tasks(tasks, local_tasks, benchmark)  # bad names / unreadable local files are user mistakes: raise
     model = mteb_model(model, model_name(name) if name is not None else _card_name(model))
     meta = model.mteb_model_meta
-    inputs = [name, *(parse_task_spec(spec)[1] for spec in local_tasks)]
-    check_results_writable(output_dir, planned_files(meta, [task.metadata.name for task in built]), inputs)
+    out = results_output(output_dir, [name, *(parse_task_spec(spec)[1] for spec in local_tasks)], cache_dir)
+    out.check()  # before anything is evaluated
     cache = mteb.ResultCache(cache_dir)
     summary: dict = {"model": {"name": meta.name, "revision": meta.revision}, "benchmark": benchmark, "tasks": {}}
-    written = write_results(output_dir, meta, [], summary, inputs)
+    written = write_results(out, meta, [], summary)
     for task in built:  # each task's result is written as it finishes (a rerun after Ctrl-C resumes from the cache)
         try:
             result = _evaluate(model, task, cache, batch_size)
@@ -167,7 +167,7 @@ def run_mteb(
                 "hf_task_type": task.metadata._hf_task_type()[0],  # the model-index task type mteb itself gives it
                 "file": (results_folder(meta) / f"{task.metadata.name}.json").as_posix(),
             }
-        written = write_results(output_dir, meta, [] if result is None else [result], summary, inputs)
+        written = write_results(out, meta, [] if result is None else [result], summary)
     return written
 
 

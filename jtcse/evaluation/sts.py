@@ -5,6 +5,7 @@ One implementation serves ``jtcse eval sts`` and the dev-set evaluation during t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,9 +57,12 @@ def scored_pairs(rows: Iterable[tuple[int, str, str, str]], score_file: str | Pa
     scores: list[float] = []
     for line_no, first, second, score_text in rows:
         try:
-            scores.append(float(score_text))
+            score = float(score_text)
         except ValueError:
             raise JTCSEError(f"{score_file}: line {line_no}: score {score_text!r} is not a number.") from None
+        if not math.isfinite(score):  # float("nan") reads: one would make every Spearman NaN
+            raise JTCSEError(f"{score_file}: line {line_no}: score {score_text!r} is not a finite number.")
+        scores.append(score)
         s1.append(normalize_whitespace(first))
         s2.append(normalize_whitespace(second))
     if not scores:
@@ -131,11 +135,28 @@ def paired_cosine(table: dict[str, np.ndarray], pairs: STSPairs) -> np.ndarray:
 
 
 def cosine_spearman(model, pairs: STSPairs, batch_size: int = 64, show_progress_bar: bool = False) -> float:
-    """Spearman ρ (as a fraction) between cos(f(s1), f(s2)) and the gold scores."""
+    """Spearman ρ (as a fraction) between cos(f(s1), f(s2)) and the gold scores; a ``JTCSEError`` saying why when
+    it has none (every gold score equal, :func:`check_correlatable`; or the model gives every pair one cosine)."""
     from scipy.stats import spearmanr
 
+    check_correlatable(pairs, "these pairs")
     table = encode_unique(model, pairs.sentences1 + pairs.sentences2, batch_size, show_progress_bar)
-    return float(spearmanr(paired_cosine(table, pairs), pairs.scores).statistic)
+    cosines = paired_cosine(table, pairs)
+    if np.ptp(cosines) == 0:
+        raise JTCSEError(
+            f"the model gives all {len(pairs)} pairs the same cosine ({cosines[0]:.4f}), so their Spearman is "
+            "undefined: its embeddings have collapsed (a learning rate too high?)."
+        )
+    return float(spearmanr(cosines, pairs.scores).statistic)
+
+
+def check_correlatable(pairs: STSPairs, source: str | Path) -> None:
+    """A ``JTCSEError`` naming ``source`` when its pairs can have no Spearman: fewer than two, or one gold score."""
+    if len(pairs) < 2 or np.ptp(pairs.scores) == 0:
+        raise JTCSEError(
+            f"{source}: every one of its {len(pairs)} pairs has the gold score {pairs.scores[0]:g}, so no Spearman "
+            "can be computed on it; give a file with varied scores."
+        )
 
 
 ALL_GENRES = "all"
@@ -185,6 +206,7 @@ class STSDevEvaluator(BaseEvaluator):
     def __init__(self, path: str | Path, name: str = "sts-dev", batch_size: int = 64):
         super().__init__()
         self.pairs = read_stsb_file(path)
+        check_correlatable(self.pairs, path)  # read (and checked) before training: never a NaN dev score
         self.path = str(path)
         self.name = name
         self.batch_size = batch_size

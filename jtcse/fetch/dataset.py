@@ -1,17 +1,18 @@
 """``fetch_dataset``: download a manifest entry into a folder, checked and all-or-nothing.
 
 First the output path is resolved (``-o .`` and ``-o ..`` name real folders) and refused, before anything is
-written, when it is the working directory, a folder holding it, the home folder, a non-empty folder that no
-fetch made (it has no ``jtcse_data.json``), or a folder holding the manifest
-(:mod:`jtcse.output_paths`). Then, under the output's lock (:func:`jtcse.locking.output_lock`):
+written, when it is the working directory, a folder holding it, the home folder, a folder holding a file that no
+fetch wrote (its ``jtcse_outputs.json`` does not list it), or a folder holding the manifest
+(:func:`fetch_output`, :mod:`jtcse.output_paths`). Then, under the output's lock (:func:`jtcse.locking.output_lock`):
 
 1. the output is inspected: absent or empty is fine; the same dataset already fetched from the same pinned
    sources (its ``jtcse_data.json`` says so) is a no-op; another fetch's folder is replaced only with
    ``overwrite``;
 2. each file downloads into the sibling folder ``<output>.download/`` (resumable ``.part`` files, size and
-   SHA-256 checked: :mod:`jtcse.fetch.download`);
+   SHA-256 checked: :mod:`jtcse.fetch.download`; its own record lists them);
 3. the files are unpacked into ``<output>.tmp`` with ``jtcse_data.json`` (what was fetched, from where, its
-   checksums), which then replaces the output in one rename (:func:`jtcse.locking.atomic_folder`);
+   checksums) and the record of every file in it, which then replaces the output in one rename
+   (:meth:`~jtcse.output_paths.FolderOutput.replacing`);
 4. ``<output>.download/`` is removed.
 
 A failure at any step leaves the output as it was: an interrupted download keeps its ``.part`` to resume
@@ -30,8 +31,8 @@ from jtcse.errors import JTCSEError
 from jtcse.fetch.download import download, make_client
 from jtcse.fetch.manifest import Dataset, load_manifest
 from jtcse.fetch.unpack import unpack
-from jtcse.locking import atomic_folder, output_lock
-from jtcse.output_paths import check_output_apart, check_replaceable_folder, resolved
+from jtcse.locking import atomic_write_json, output_lock
+from jtcse.output_paths import RECORD, FolderOutput, resolved
 
 MARKER = "jtcse_data.json"
 DOWNLOAD_SUFFIX = ".download"
@@ -74,9 +75,18 @@ def _finished(output: Path, entry: Dataset) -> bool:
     )
 
 
+def fetch_output(output: str | Path, manifest: Path) -> FolderOutput:
+    """``output`` (as the user gave it) as what ``jtcse data fetch`` writes (:class:`~jtcse.output_paths.FolderOutput`):
+    replaced whole, so never the working directory, a folder holding it or home, never the manifest's folder, and
+    only when every file in it is listed by an earlier fetch's record (``jtcse_outputs.json``); its ``.download/``
+    beside it likewise."""
+    beside = download_dir_for(resolved(output))
+    return FolderOutput(output, "jtcse data fetch", inputs=[manifest], whole=True, beside=[beside])
+
+
 def _check_output(output: Path, shown: Path, entry: Dataset, overwrite: bool) -> bool:
     """True when there is nothing to do; raises when ``output`` (``shown`` as the user gave it) holds another
-    fetch and not ``overwrite`` (a folder no fetch made was refused before: :func:`fetch_dataset`)."""
+    fetch and not ``overwrite`` (a folder with a file no fetch wrote was refused before: :func:`fetch_dataset`)."""
     if not output.is_dir() or not any(output.iterdir()):
         return False
     if not overwrite and _finished(output, entry):
@@ -111,10 +121,13 @@ def fetch_dataset(
     shown, output = Path(output), resolved(output)  # `-o .` / `-o ..`: the folder they name, not an empty name
     if output.exists() and not output.is_dir():
         raise JTCSEError(f"{shown} is a file; give a folder for {entry.name}.")
-    # before the lock is made beside it: never the working directory, home, a folder no fetch made, or the manifest's
-    check_replaceable_folder(shown, marker=MARKER, made_by="jtcse data fetch")
-    check_output_apart([shown, download_dir_for(output)], [loaded.path])
+    out = fetch_output(shown, loaded.path)
+    downloads_out = FolderOutput(download_dir_for(output), "jtcse data fetch")
+    # before the lock is made beside it: never the working directory, home, a file no fetch wrote, or the manifest's
+    out.check()
+    downloads_out.check()
     with output_lock(output):
+        out.check()
         if _check_output(output, shown, entry, overwrite):
             return FetchResult(name, shown, "already")
         if unpinned and not allow_unpinned:
@@ -124,7 +137,7 @@ def fetch_dataset(
                 "you can pin it in data/manifest.toml."
             )
         downloads = download_dir_for(output)
-        downloads.mkdir(parents=True, exist_ok=True)
+        downloads_out.add(*(name for f in entry.files for name in (f.name, f"{f.name}.part")))
         own_client = client is None
         client = client or make_client()
         digests: dict[str, str] = {}
@@ -139,14 +152,14 @@ def fetch_dataset(
                     progress=progress,
                 )
         except BaseException:
-            if not any(downloads.iterdir()):  # nothing to resume from: leave no empty folder behind
-                downloads.rmdir()
+            if not any(p.name != RECORD for p in downloads.iterdir()):  # nothing to resume from: leave no folder
+                shutil.rmtree(downloads)
             raise
         finally:
             if own_client:
                 client.close()
         entries: list[str] = []
-        with atomic_folder(output) as tmp:
+        with out.replacing() as tmp:
             tmp.mkdir()
             for source in entry.files:
                 entries += unpack(source, downloads / source.name, tmp)
@@ -161,6 +174,6 @@ def fetch_dataset(
                     for f in entry.files
                 ],
             }
-            (tmp / MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        shutil.rmtree(downloads, ignore_errors=True)
+            atomic_write_json(tmp / MARKER, record)
+        shutil.rmtree(downloads, ignore_errors=True)  # (its record lists every file in it: all jtcse's)
     return FetchResult(name, shown, "fetched", digests, unpinned, sorted(set(entries)))

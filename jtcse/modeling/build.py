@@ -3,6 +3,19 @@
 from __future__ import annotations
 
 
+def cael_every_setting(cael_every, num_layers: int) -> int | None:
+    """:func:`~jtcse.modeling.twin.check_cael_every`, its error a :class:`~jtcse.errors.SettingError` naming
+    ``cael_every`` (so whoever knows the setting by another name says it in that: ``--twin-cael-every``). Here, not
+    in ``twin.py``: a checkpoint's own code imports nothing of jtcse."""
+    from jtcse.errors import SettingError
+    from jtcse.modeling.twin import check_cael_every
+
+    try:
+        return check_cael_every(cael_every, num_layers)
+    except ValueError as err:
+        raise SettingError.naming(str(err), "cael_every") from None
+
+
 def build_twin(
     tower_a=None,
     tower_b=None,
@@ -27,10 +40,10 @@ def build_twin(
     """
     from sentence_transformers import SentenceTransformer
 
-    from jtcse.errors import JTCSEError, SettingError
+    from jtcse.errors import JTCSEError
     from jtcse.modeling.cross_attention import encoder_layers
     from jtcse.modeling.loading import check_device, describe_source, load_tower
-    from jtcse.modeling.twin import TwinTowers, check_cael_every
+    from jtcse.modeling.twin import TwinTowers
 
     device = check_device(device)
     loaded = [load_tower(t, pooling=pooling, role="tower") for t in (tower_a, tower_b)]
@@ -40,11 +53,7 @@ def build_twin(
             f"the towers pool differently (tower I {describe_source(tower_a)!r}: {poolings[0]}, tower II "
             f"{describe_source(tower_b)!r}: {poolings[1]}); the twin pools both one way: give pooling='cls' or 'mean'."
         )
-    layers = len(encoder_layers(loaded[0][0][0].auto_model))
-    try:  # the twin's own check, its error naming the setting
-        check_cael_every(cael_every, layers)
-    except ValueError as err:
-        raise SettingError.naming(str(err), "cael_every") from None
+    cael_every_setting(cael_every, len(encoder_layers(loaded[0][0][0].auto_model)))  # its error names the setting
     twin = TwinTowers(
         loaded[0][0][0], loaded[1][0][0], cael_every=cael_every, max_seq_length=max_seq_length, pooling=poolings[0]
     )

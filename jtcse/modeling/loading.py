@@ -307,6 +307,24 @@ def has_own_modules(source) -> bool:
         return False
 
 
+def layer_count(source) -> int | None:
+    """The layer count of ``source``'s transformer (``None``: the embedded MiniLM) from its config alone, nothing
+    loaded (a sentence-transformers folder: its first module's); ``None`` when the config cannot be read here."""
+    import json
+
+    from transformers import AutoConfig
+
+    folder = Path(str(resolve_source(source))).expanduser()
+    try:
+        if (folder / "modules.json").is_file():
+            folder = folder / json.loads((folder / "modules.json").read_text(encoding="utf-8"))[0]["path"]
+        config = AutoConfig.from_pretrained(str(folder))
+    except Exception:  # noqa: BLE001 - a model that cannot be read here fails when a stage opens it, with its message
+        return None
+    layers = getattr(config, "num_hidden_layers", None)
+    return layers if isinstance(layers, int) else None
+
+
 def check_pooling(pooling, name: str = "pooling") -> str | None:
     """``pooling`` when it is ``None`` or one of :data:`POOLING_CHOICES`: the one check of a pooling name; a
     ``ValueError`` naming them otherwise (``name``: the setting, e.g. ``student_pooling``)."""

@@ -65,7 +65,9 @@ def is_sentence_encoder(source) -> bool:
 def make_plan(config: PipelineConfig, output_dir: str | Path, device: str | None = None) -> Plan:
     """The plan of ``config`` run in ``output_dir`` on ``device`` (``None``: the best here), every check that needs
     no training made: a device or precision this machine lacks, a probe without a selection file, an ``--until``
-    this run has no stage for, weights that do not count the members, a file a stage reads that is not there."""
+    this run has no stage for, weights that do not count the members, every file a stage reads (read and checked
+    now: its format, its scores, the corpus's text), and the twin's ``cael_every`` against the towers' layers. The
+    seed (and warm-up II's seed + 1) is checked where it is given (:class:`PipelineConfig`)."""
     output_dir = Path(output_dir)
     _check_devices(config, device)
     encoder_start = is_sentence_encoder(config.tower_a)
@@ -90,7 +92,10 @@ def make_plan(config: PipelineConfig, output_dir: str | Path, device: str | None
     )
     plan = replace(plan, stages=_stages(plan, config.until))
     _check_weights(plan, config)
-    return _with_files(plan, config)
+    plan = _with_files(plan, config)
+    _check_files_read(plan, config)
+    _check_cael_every(plan, config)
+    return plan
 
 
 def _check_devices(config: PipelineConfig, device: str | None) -> None:
@@ -213,6 +218,39 @@ def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
         selection_files=config.selection_files if reads_selection else (),
         selection=selection_sets(config.selection_files, config.dev_file) if reads_selection else {},
     )
+
+
+def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
+    """Read every file the planned stages read, as they will read it, so that a bad one costs nothing: the dev file
+    and the selection files (STS-B format, a finite number for every score, scores to correlate with: not all
+    one), the corpus (UTF-8, some sentences) and each warm-up's pairs file."""
+    from jtcse.corpus import read_corpus
+    from jtcse.evaluation.sts import check_correlatable, read_stsb_file
+    from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
+
+    if plan.dev_file is not None:
+        check_correlatable(read_stsb_file(plan.dev_file), plan.dev_file)
+    for path, pairs in plan.selection.items():  # (read by the plan: less the pairs the dev file has)
+        check_correlatable(pairs, path)
+    if config.corpus is not None:
+        read_corpus(config.corpus)
+    for pairs_file in dict.fromkeys(path for path in (config.pairs_a, config.pairs_b) if path is not None):
+        read_paraphrase_pairs(pairs_file)
+
+
+def _check_cael_every(plan: Plan, config: PipelineConfig) -> None:
+    """The twin's (and the probe's twins') ``cael_every`` divides the towers' layer count, read from tower I's
+    config alone (the warm-ups keep its layers; nothing is loaded)."""
+    from jtcse.modeling.build import cael_every_setting
+    from jtcse.modeling.loading import layer_count
+
+    trains_twins = any(stage.trains_with == TWIN.table for stage in plan.stages)
+    layers = layer_count(config.tower_a) if trains_twins and config.twin.cael_every else None
+    if layers is not None:
+        try:
+            cael_every_setting(config.twin.cael_every, layers)
+        except SettingError as err:
+            raise stage_error(err, TWIN.table) from None
 
 
 def starting_models(tower_a, tower_b, student) -> dict[str, Any]:

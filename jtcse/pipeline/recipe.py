@@ -42,6 +42,11 @@ def read_recipe(path: str | Path, _seen: tuple[Path, ...] = ()) -> list[tuple[Pa
     base = values.pop(EXTENDS, None)
     if base is not None and not isinstance(base, str):
         raise JTCSEError(f"recipe {path}: {EXTENDS} must be the path of another recipe (a string), not {base!r}.")
+    if base is not None and not (path.parent / base).is_file():
+        raise FileNotFoundError(
+            f"recipe {path}: {EXTENDS} = {base!r} names {path.parent / base}, which is not there (it is read relative "
+            f"to {path.parent})."
+        )
     files = read_recipe(path.parent / base, (*_seen, path.resolve())) if base is not None else []
     return [*files, (path, values)]
 

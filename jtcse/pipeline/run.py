@@ -1,5 +1,6 @@
-"""Carrying a pipeline run out: :func:`run_pipeline` plans it (:func:`~jtcse.pipeline.plan.make_plan`), runs each
-stage of the plan in turn under the output's lock, and writes the summary.
+"""Carrying a pipeline run out: :func:`run_pipeline` checks its output, plans it
+(:func:`~jtcse.pipeline.plan.make_plan`), runs each stage of the plan in turn under the output's lock, and writes the
+summary.
 
 Each stage writes into its own folder; a rerun skips a stage whose folder holds a finished run of the same
 settings, refuses one that finished with others, and resumes one that was interrupted. One rule decides
@@ -7,61 +8,120 @@ settings, refuses one that finished with others, and resumes one that was interr
 ``run_summary.json``, whoever ran it (the pipeline, or ``jtcse simcse`` by hand), and the stages the pipeline
 records itself (``Stage.record``) are judged the same way. Each trainer starts from fingerprints of the models it
 reads, so a retrained upstream stage never leaves a stale model downstream.
+
+The run's folder is an output of ``jtcse pipeline`` (:class:`~jtcse.output_paths.FolderOutput`): never an input nor
+a folder holding one, its record (``jtcse_outputs.json``) lists the stage folders and the summaries; a file there
+that it does not list is refused before anything is read. The summaries of an earlier run go before the first stage
+runs, so a rerun that fails half-way leaves none that would describe other models than the folders hold.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from jtcse.errors import SettingError
-from jtcse.locking import atomic_write_json, atomic_write_text, locks_output
+from jtcse.output_paths import FolderOutput
 from jtcse.pipeline.plan import Plan, make_plan
 from jtcse.pipeline.settings import PipelineConfig, stage_error
-from jtcse.pipeline.stages import EVAL, Stage
+from jtcse.pipeline.stages import EVAL, STAGES, Stage
+
+logger = logging.getLogger(__name__)
+
+MADE_BY = "jtcse pipeline"
+SUMMARY_JSON, SUMMARY_MD = "pipeline_summary.json", "pipeline_summary.md"
 
 
 class PipelineRun:
     """One run under way: its ``config``, its ``plan``, the ``device`` every stage trains and evaluates on
-    (``None``: the best here) and the ``summaries`` of the stages done so far (``{stage name: summary}``)."""
+    (``None``: the best here), its ``output`` (the run's folder) and the ``summaries`` of the stages done so far
+    (``{stage name: summary}``)."""
 
-    def __init__(self, config: PipelineConfig, plan: Plan, device: str | None = None):
-        self.config, self.plan, self.device = config, plan, device
+    def __init__(self, config: PipelineConfig, plan: Plan, output: FolderOutput, device: str | None = None):
+        self.config, self.plan, self.output, self.device = config, plan, output, device
         self.summaries: dict[str, dict] = {}
 
     def folder(self, stage: Stage) -> Path:
         return self.plan.folder(stage)
 
+    def stage_output(self, stage: Stage) -> FolderOutput:
+        """The folder of a stage the pipeline records (``Stage.record``), as an output of ``stage.made_by``."""
+        return FolderOutput(self.folder(stage), stage.made_by, earlier=_written_before_records)
+
     def execute(self, stage: Stage) -> dict[str, Any]:
         """Run ``stage`` unless its folder holds a finished run of the same settings; its summary row. An error
-        about a setting names it as the stage's table has it (``[twin] cael_every``)."""
-        from jtcse.training.run_dir import finished_run, finished_summary
+        about a setting names it as the stage's table has it (``[twin] cael_every``), and one about the stage's
+        folder says what to do in a pipeline (remove the folder: the pipeline has no ``--overwrite``)."""
+        from jtcse.training.run_dir import RERUN, finished_summary
 
         folder = self.folder(stage)
         started = time.perf_counter()
+        self.output.add(stage.folder)  # entered in the run's record before it is written
         try:
             if stage.record is None:  # the trainer judges its folder: the same finished run is returned as it is
                 before = finished_summary(folder)
                 summary = stage.run(self, folder)
                 done = before is not None and before == summary
             else:
-                record = stage.record(self)
-                summary = finished_run(folder, record, model=stage.evaluated, rerun=stage.rerun)
-                done = summary is not None
-                if not done:
-                    folder.mkdir(parents=True, exist_ok=True)
-                    summary = {"stage": stage.name, **stage.run(self, folder), "config": record}
-                    atomic_write_json(folder / "run_summary.json", summary)
+                summary, done = self._recorded(stage, folder)
         except SettingError as err:
-            raise stage_error(err, stage.trains_with or stage.table) from None
+            again = {RERUN: f"remove {folder} to run the stage again"}
+            raise stage_error(err, stage.trains_with or stage.table).renamed(again.get) from None
         self.summaries[stage.name] = summary
         seconds = 0.0 if done else round(time.perf_counter() - started, 2)
         status = "skipped (done)" if done else "ran"
         return {"stage": stage.name, "output": str(folder), "status": status, "seconds": seconds, "summary": summary}
 
+    def _recorded(self, stage: Stage, folder: Path) -> tuple[dict, bool]:
+        """``(summary, done)`` of a stage the pipeline records: its finished run of the same record, else the stage
+        run again (a folder missing a file its run wrote is not finished, and says so)."""
+        from jtcse.training.run_dir import RUN_SUMMARY_NAME, finished_run, unfinished_because
 
-@locks_output("output_dir")  # one pipeline per folder; each stage's trainer also locks its own folder
+        record = stage.record(self)
+        summary = finished_run(folder, record, model=stage.evaluated, rerun=stage.rerun)
+        if summary is not None:
+            return summary, True
+        if (damage := unfinished_because(folder)) is not None:
+            logger.warning("%s is not a finished run: %s; running the stage again.", folder, damage)
+        out = self.stage_output(stage)
+        out.check()  # nothing there that jtcse did not write
+        summary = {"stage": stage.name, **stage.run(self, folder), "config": record}
+        out.write_json(RUN_SUMMARY_NAME, summary)  # entered in the record (of the folder the stage may have replaced)
+        return summary, False
+
+
+def pipeline_output(output_dir: str | Path, config: PipelineConfig, recipe: dict | None = None) -> FolderOutput:
+    """The run's folder as an output of ``jtcse pipeline``, apart from every file and model it reads (``config``'s,
+    the ``recipe`` files); each stage's folder in it is an output of its own (checked by what writes it)."""
+    recipe_files = [recipe["path"], *recipe.get("extends", {})] if recipe else []
+    models = [config.tower_a, config.tower_b, *config.ensemble.models, config.distill.student]
+    files = [config.corpus, config.pairs_a, config.pairs_b, config.dev_file, *config.selection_files, *recipe_files]
+    inputs = [*models, *files]
+    return FolderOutput(
+        output_dir, MADE_BY, inputs=inputs, parts=[stage.folder for stage in STAGES], earlier=_written_before_records
+    )
+
+
+def _written_before_records(folder: Path) -> list[str] | None:
+    """What a pipeline of jtcse before records were kept wrote into ``folder`` (the run's, or a stage's it records):
+    its summaries, and the trainers' runs in it (the probe's twins); ``None`` when it holds none of them."""
+    from jtcse.training.run_dir import CHECKPOINTS_SUBDIR, RUN_SUMMARY_NAME
+
+    def summary(path: Path, key: str) -> bool:
+        try:
+            return key in json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError):
+            return False
+
+    names = [name for name in (SUMMARY_JSON, SUMMARY_MD) if summary(folder / SUMMARY_JSON, "stages")]
+    names += [RUN_SUMMARY_NAME] if summary(folder / RUN_SUMMARY_NAME, "stage") else []
+    runs = [p.name for p in folder.iterdir() if (p / RUN_SUMMARY_NAME).is_file() or (p / CHECKPOINTS_SUBDIR).is_dir()]
+    return [name for name in names if (folder / name).exists()] + runs if names else None
+
+
 def run_pipeline(
     output_dir: str | Path,
     config: PipelineConfig | None = None,
@@ -70,25 +130,30 @@ def run_pipeline(
     recipe: dict | None = None,
 ) -> dict:
     """Run (or finish) the pipeline of ``config`` (default: every default) in ``output_dir``, each stage of its plan
-    in turn up to ``config.until``, on ``device`` (``None``: the best here); every check that needs no training
-    comes first (:func:`~jtcse.pipeline.plan.make_plan`). ``recipe``: where the settings came from
-    (``jtcse pipeline --recipe``), recorded as it is. Returns the summary, also written as
-    ``pipeline_summary.json`` and ``.md``."""
+    in turn up to ``config.until``, on ``device`` (``None``: the best here); the output is checked, then every check
+    that needs no training comes (:func:`~jtcse.pipeline.plan.make_plan`: every file a stage reads is read), all
+    before anything is written. ``recipe``: where the settings came from (``jtcse pipeline --recipe``), recorded as
+    it is. Returns the summary, also written as ``pipeline_summary.json`` and ``.md``; an earlier run's are removed
+    before the first stage runs."""
     from jtcse.pipeline.report import format_table, summary_table
 
     config = config or PipelineConfig()
-    run = PipelineRun(config, make_plan(config, output_dir, device), device)
-    run.plan.output_dir.mkdir(parents=True, exist_ok=True)
-    rows = [run.execute(stage) for stage in run.plan.stages]
-    table = summary_table(rows, run.plan.starting, run.summaries.get(EVAL.name, {}))
-    result = {
-        "output_dir": str(run.plan.output_dir),
-        "until": config.until,
-        "config": config.values(),
-        **({"recipe": recipe} if recipe is not None else {}),
-        "table": table,
-        "stages": {row["stage"]: row["summary"] for row in rows},
-    }
-    atomic_write_json(run.plan.output_dir / "pipeline_summary.json", result)
-    atomic_write_text(run.plan.output_dir / "pipeline_summary.md", format_table(table))
+    out = pipeline_output(output_dir, config, recipe)
+    out.check()  # -o a file, an input, a folder holding one or a file of the user's: refused before anything is read
+    plan = make_plan(config, output_dir, device)
+    with out.writing():  # one pipeline per folder; each stage's trainer also locks its own folder
+        out.remove(SUMMARY_JSON, SUMMARY_MD)  # from now on the stage folders may hold other models than they say
+        run = PipelineRun(config, plan, out, device)
+        rows = [run.execute(stage) for stage in plan.stages]
+        table = summary_table(rows, plan.starting, run.summaries.get(EVAL.name, {}))
+        result = {
+            "output_dir": str(plan.output_dir),
+            "until": config.until,
+            "config": config.values(),
+            **({"recipe": recipe} if recipe is not None else {}),
+            "table": table,
+            "stages": {row["stage"]: row["summary"] for row in rows},
+        }
+        out.write_json(SUMMARY_JSON, result)
+        out.write_text(SUMMARY_MD, format_table(table))
     return result

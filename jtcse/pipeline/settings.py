@@ -20,7 +20,10 @@ from jtcse.modeling.loading import TOWER_POOLING_HELP, TOWER_POOLING_UNSET, Pool
 from jtcse.pipeline.stages import UNTIL, WARMUP_A, check_tables
 from jtcse.schema import Array, Layer, Positive, Settings, build, keys, section, sections, setting, to_mapping
 from jtcse.training.ensemble import Combine, Weights, combine_setting, weights_setting
-from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings
+from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings, seed_range
+
+PipelineSeed = seed_range(1)
+"""The pipeline's seed: warm-up II trains at seed + 1."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,7 @@ class PipelineConfig(Settings):
         metavar="FILE",
     )
     pooling: Pooling | None = setting(None, TOWER_POOLING_HELP, unset=TOWER_POOLING_UNSET)
-    seed: int = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")
+    seed: PipelineSeed = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")
     precision: Precision | None = setting(
         None,
         "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",

@@ -36,7 +36,8 @@ class Stage:
     and returns its summary; ``included``: whether a plan runs it, ``why_off`` saying why not; ``record``: the
     settings the pipeline records in the stage's folder and judges it finished by (``None``: a trainer's run, which
     the trainer itself judges finished or not); ``evaluated``: it makes a model, which the eval stage scores;
-    ``rerun``: a finished run with other settings is run again rather than refused."""
+    ``rerun``: a finished run with other settings is run again rather than refused; ``made_by``: the command
+    whose record its folder carries, when the pipeline records the stage (:mod:`jtcse.output_paths`)."""
 
     name: str
     folder: str
@@ -50,6 +51,7 @@ class Stage:
     record: Callable[[PipelineRun], dict] | None = None
     evaluated: bool = True
     rerun: bool = False
+    made_by: str = "jtcse pipeline"
 
     def include(self, plan: Plan) -> bool:
         return self.included(plan)
@@ -135,6 +137,7 @@ def _probe(r: PipelineRun, folder: Path) -> dict:
     scores = {}
     for lr in probe.learning_rates:
         lr_folder = folder / f"lr_{lr:g}"
+        r.stage_output(PROBE).add(lr_folder.name)  # entered in the probe folder's record before it is written
         _train_twin(r, lr_folder, learning_rate=lr, max_steps=probe.max_steps, plot=False)
         scores[f"{lr:g}"] = model_scores(load_model(lr_folder, role="encode", device=r.device), selection)
     start = model_scores(load_model(r.config.tower_a, role="encode", device=r.device), selection)
@@ -216,22 +219,23 @@ def _warmup_fingerprints(r: PipelineRun) -> list:
 
 def _probe_record(r: PipelineRun) -> dict[str, Any]:
     from jtcse.schema import to_mapping
+    from jtcse.training.teacher_cache import file_fingerprint
 
     c = r.config
     twin = {k: v for k, v in to_mapping(c.twin).items() if k not in ("enabled", "learning_rate")}
-    return {
-        "selection_files": list(c.selection_files),
+    return {  # the files read by their content: one edited in place is another input
+        "selection_files": [file_fingerprint(path) for path in c.selection_files],
         PROBE.table: to_mapping(c.probe),
         TWIN.table: twin,
         "towers": _warmup_fingerprints(r),
-        "corpus": c.corpus,
+        "corpus": file_fingerprint(c.corpus),
         "pooling": c.pooling,
         "seed": c.seed,
     }
 
 
 def _ensemble_record(r: PipelineRun) -> dict[str, Any]:
-    from jtcse.training.teacher_cache import model_fingerprint
+    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint
 
     c, plan = r.config, r.plan
     return {
@@ -239,17 +243,17 @@ def _ensemble_record(r: PipelineRun) -> dict[str, Any]:
         "twin_towers": c.ensemble.twin_towers,
         "weights": plan.weights,
         "combine": c.ensemble.combine,
-        "selection_files": list(c.selection_files) if plan.choose else [],
+        "selection_files": [file_fingerprint(path) for path in c.selection_files] if plan.choose else [],
     }
 
 
 def _eval_record(r: PipelineRun) -> dict[str, Any]:
     from jtcse.modeling.loading import describe_source
-    from jtcse.training.teacher_cache import model_fingerprint
+    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint
 
     models = {stage.name: model_fingerprint(r.folder(stage)) for stage in r.plan.evaluated}
     starting = [describe_source(m) for m in r.plan.starting.values()]
-    return {"dev_file": r.config.dev_file, "models": models, "starting": starting}
+    return {"dev_file": file_fingerprint(r.config.dev_file), "models": models, "starting": starting}
 
 
 # ---------------------------------------------------------------------------------------------------- the stages
@@ -307,6 +311,7 @@ ENSEMBLE = Stage(
     included=lambda plan: bool(plan.members),
     why_off="this run has no ensemble: it needs --ensemble-with or a sentence-transformers start",
     record=_ensemble_record,
+    made_by="jtcse ensemble",
 )
 DISTILL = Stage(
     name="distill",

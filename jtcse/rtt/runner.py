@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import atomic_path, atomic_write_json, crash_point, output_lock
-from jtcse.output_paths import check_output_apart
+from jtcse.locking import atomic_path, atomic_write_json, crash_point
+from jtcse.output_paths import FolderOutput
 from jtcse.rtt.base import TranslationFailure, Translator
 from jtcse.rtt.cache import CachedTranslator, TranslationCache
 from jtcse.rtt.pairs import clean_field, normalise_for_comparison, write_pairs
@@ -52,6 +52,9 @@ class RTTSummary:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+SUMMARY_FILE = "summary.json"
 
 
 def pairs_path(output_dir: str | Path, pivot: str) -> Path:
@@ -87,14 +90,22 @@ def run_rtt(
     translator.check_languages([source, *pivots])
     if chunk_size < 1:
         raise JTCSEError(f"chunk size must be at least 1, got {chunk_size}")
-    output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the pairs files go to.")
-    check_output_apart(output_dir, inputs)
-    with output_lock(output_dir):
-        output_dir.mkdir(parents=True, exist_ok=True)
+    with rtt_output(output_dir, inputs).writing() as out:
+        out.add(*(name for pivot in pivots for name in (pairs_path(out.path, pivot).name, dropped_name(pivot))))
+        out.add(SUMMARY_FILE)
         cleaned = [clean_field(s) for s in sentences]
-        return _run_pivots(cleaned, pivots, translator, output_dir, source, cache, chunk_size, progress)
+        return _run_pivots(cleaned, pivots, translator, out.path, source, cache, chunk_size, progress)
+
+
+def rtt_output(output_dir: str | Path, inputs: Sequence[str | Path | None] = ()) -> FolderOutput:
+    """``output_dir`` as what ``jtcse rtt`` writes (:class:`~jtcse.output_paths.FolderOutput`): a folder of its own
+    (``jtcse_outputs.json`` lists the pairs, drop lists, summary and, when it is there, the cache), never one of
+    ``inputs`` nor a folder holding one."""
+    return FolderOutput(output_dir, "jtcse rtt", inputs=inputs)
+
+
+def dropped_name(pivot: str) -> str:
+    return f"dropped.{pivot}.tsv"
 
 
 def _run_pivots(
@@ -162,14 +173,14 @@ def _run_pivots(
             )
         stats.kept = write_pairs(pairs_path(output_dir, pivot), kept)
         stats.pairs_file = str(pairs_path(output_dir, pivot))
-        dropped_path = output_dir / f"dropped.{pivot}.tsv"
+        dropped_path = output_dir / dropped_name(pivot)
         _write_dropped(dropped_path, dropped)
         stats.dropped_file = str(dropped_path)
         stats.seconds = round(time.perf_counter() - started, 3)
         summary.pivots.append(stats)
         crash_point("rtt-pivot")
     summary.backend_stats = engine.stats()
-    atomic_write_json(output_dir / "summary.json", summary.as_dict())
+    atomic_write_json(output_dir / SUMMARY_FILE, summary.as_dict())
     return summary
 
 

@@ -18,7 +18,6 @@ The manifest is written last: a directory without one is not (yet) an index.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -27,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from jtcse.errors import JTCSEError
-from jtcse.locking import atomic_write_text, locks_output
-from jtcse.output_paths import check_output_apart
+from jtcse.locking import locks_output
+from jtcse.output_paths import FolderOutput
 from jtcse.search.encode import encode_file, output_files
 from jtcse.search.faiss_index import (
     DEFAULT_IVF_THRESHOLD,
@@ -47,7 +46,6 @@ from jtcse.search.faiss_index import (
 from jtcse.search.index import (
     EMBEDDINGS_FILE,
     INDEX_FILE,
-    INDEX_FORMAT,
     IVF_DATA_FILE,
     MANIFEST,
     RANGES_FILE,
@@ -63,8 +61,13 @@ from jtcse.search.lines import ROW_DTYPE, count_rows
 from jtcse.search.model_identity import resolve_model
 from jtcse.search.shards import Shard, ShardVectors, find_shards, iter_texts
 
-_WRITTEN = (MANIFEST, INDEX_FILE, IVF_DATA_FILE, TEXTS_FILE, ROWS_FILE, RESCORE_FILE, RANGES_FILE)
 _PARTS_FOLDER = ".ivf-parts"
+
+
+def index_output(index_dir: str | Path, inputs=()) -> FolderOutput:
+    """``index_dir`` as what ``jtcse index build`` writes (:class:`~jtcse.output_paths.FolderOutput`): a folder of its
+    own (``jtcse_outputs.json`` lists each file), never one of ``inputs`` nor a folder holding one."""
+    return FolderOutput(index_dir, "jtcse index build", inputs=inputs)
 
 
 def build_ivf_on_disk(
@@ -141,23 +144,23 @@ def _write_texts(shards: list[Shard], index_dir: Path, rows: int) -> None:
     del table
 
 
-def _prepare(index_dir: Path, overwrite: bool, check_input=None) -> None:
-    """Refuse to build over an index without ``overwrite``; with it, remove the old index's files."""
-    if (index_dir / MANIFEST).exists():
+def _prepare(out: FolderOutput, overwrite: bool, check_input=None) -> None:
+    """Refuse to build over an index without ``overwrite``; with it, remove what the old build's record lists (a file
+    it does not list was refused by the output's check, and is never touched)."""
+    out.check()
+    if (out.path / MANIFEST).exists():
         if not overwrite:
-            raise JTCSEError(f"{index_dir} already holds an index; pass --overwrite to rebuild it.")
-        _require_jtcse_index(index_dir)  # only ever delete what is recognisably a jtcse index
+            raise JTCSEError(f"{out.path} already holds an index; pass --overwrite to rebuild it.")
         if check_input is not None:
             check_input()  # a bad input must not cost the user the old index
     if overwrite:
-        for name in _WRITTEN:
-            (index_dir / name).unlink(missing_ok=True)
-    index_dir.mkdir(parents=True, exist_ok=True)
+        out.clear()
+    out.path.mkdir(parents=True, exist_ok=True)
 
 
 def _write_index(
     shards: list[Shard],
-    index_dir: Path,
+    out: FolderOutput,
     *,
     model: str,
     source: str,
@@ -173,16 +176,20 @@ def _write_index(
     rescore_multiplier: int,
     started: float,
 ) -> IndexManifest:
-    """Everything but the encoding: texts, the faiss index at ``precision``, then the manifest."""
+    """Everything but the encoding: texts, the faiss index at ``precision``, then the manifest; each file entered
+    in the output's record before it is written."""
     faiss = import_faiss()
+    index_dir = out.path
     vectors = ShardVectors(shards, normalize=normalize)
     rows, dim = vectors.shape
+    out.add(TEXTS_FILE, ROWS_FILE, INDEX_FILE)
     _write_texts(shards, index_dir, rows)
     texts_bytes, texts_sha256 = file_digest(index_dir / TEXTS_FILE)
     if precision != "float32":
         built = BuiltIndex(index=build_quantized_index(vectors, precision, seed=seed), kind="flat")
         if precision == "binary":
             faiss.write_index_binary(built.index, str(index_dir / INDEX_FILE))
+            out.add(RANGES_FILE, RESCORE_FILE)
             np.save(index_dir / RANGES_FILE, write_rescore_vectors(vectors, index_dir / RESCORE_FILE))
         else:
             faiss.write_index(built.index, str(index_dir / INDEX_FILE))
@@ -190,6 +197,7 @@ def _write_index(
         if rows <= ivf_threshold:
             built = build_faiss_index(vectors, ivf_threshold=ivf_threshold, seed=seed, use_gpu=use_gpu)
         else:
+            out.add(IVF_DATA_FILE, _PARTS_FOLDER)
             built = build_ivf_on_disk(
                 vectors,
                 index_dir,
@@ -218,7 +226,7 @@ def _write_index(
         texts_sha256=texts_sha256,
         calibration={**built.calibration, "build_seconds": round(time.perf_counter() - started, 3)},
     )
-    atomic_write_text(index_dir / MANIFEST, json.dumps(manifest.to_dict(), indent=2) + "\n")
+    out.write_json(MANIFEST, manifest.to_dict())
     return manifest
 
 
@@ -264,18 +272,17 @@ def build_index(
     """
     _check_options(precision, rescore_multiplier)
     started = time.perf_counter()
-    index_dir = Path(index_dir)
     input_path = Path(input_path)
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
-    check_output_apart(index_dir, [input_path, model])
+    out = index_output(index_dir, [input_path, model])
+    out.check()  # before the model loads
     pooled = devices is not None or processes is not None
     model, identity = resolve_model(model, model_name, None if pooled else device)
-    _prepare(index_dir, overwrite, lambda: count_rows(input_path))
-    embeddings = index_dir / EMBEDDINGS_FILE
-    if overwrite:
-        for path in output_files(embeddings):
-            path.unlink(missing_ok=True)
+    _prepare(out, overwrite, lambda: count_rows(input_path))
+    embeddings = out.path / EMBEDDINGS_FILE
+    working = [path.name for path in output_files(embeddings)]
+    out.add(*working)
     # An earlier, interrupted build left embeddings: encode_file reuses them if finished, resumes them if
     # not, and starts over only if they were made with other settings.
     encode_file(
@@ -293,7 +300,7 @@ def build_index(
     )
     _write_index(
         find_shards(embeddings),
-        index_dir,
+        out,
         model=identity,
         source=str(input_path.resolve()),
         normalize=normalize,
@@ -309,9 +316,8 @@ def build_index(
         started=started,
     )
     if not keep_embeddings:
-        for path in output_files(embeddings):
-            path.unlink(missing_ok=True)
-    index = SearchIndex(index_dir, use_gpu=use_gpu)
+        out.remove(*working)
+    index = SearchIndex(out.path, use_gpu=use_gpu)
     index._models[identity] = model
     return index
 
@@ -337,13 +343,13 @@ def build_index_from_embeddings(
     them a block at a time. The model recorded is the shards' own; ``normalize`` scales unnormalised vectors."""
     _check_options(precision, rescore_multiplier)
     started = time.perf_counter()
-    index_dir = Path(index_dir)
-    check_output_apart(index_dir, [embeddings])
+    out = index_output(index_dir, [embeddings])
+    out.check()
     shards = find_shards(embeddings)
-    _prepare(index_dir, overwrite)
+    _prepare(out, overwrite)
     _write_index(
         shards,
-        index_dir,
+        out,
         model=shards[0].model,
         source=str(Path(embeddings).resolve()),
         normalize=normalize,
@@ -358,13 +364,4 @@ def build_index_from_embeddings(
         rescore_multiplier=rescore_multiplier,
         started=started,
     )
-    return SearchIndex(index_dir, use_gpu=use_gpu)
-
-
-def _require_jtcse_index(index_dir: Path) -> None:
-    try:
-        data = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        data = None
-    if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
-        raise JTCSEError(f"{index_dir} has a {MANIFEST} that is not a jtcse index's; not deleting it.")
+    return SearchIndex(out.path, use_gpu=use_gpu)

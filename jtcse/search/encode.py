@@ -38,7 +38,7 @@ from typing import Any
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json, crash_point, output_lock
-from jtcse.output_paths import check_output_apart
+from jtcse.output_paths import FileOutput, FolderOutput
 from jtcse.search.lines import plan_chunks
 from jtcse.search.model_identity import model_name_of, resolve_model
 from jtcse.search.ray_encode import RayEngine
@@ -94,6 +94,22 @@ def output_files(output: str | Path) -> list[Path]:
     return [meta_path_for(output), output] + ([rows_path_for(output)] if npy else [])
 
 
+def encode_output(output: str | Path, inputs=()) -> FileOutput | FolderOutput:
+    """``output`` as what ``jtcse encode`` writes (:mod:`jtcse.output_paths`): ``OUT.npy`` with ``STEM.rows.npy``, or
+    ``OUT.parquet`` with its ``OUT.parquet.parts/``, recorded in the progress file ``OUT.json``; or a shards folder
+    recorded in its ``_jtcse.json`` (every ``part-*.parquet`` in it)."""
+    output = Path(output)
+    fmt = output_format(output)
+    if fmt == "shards":
+        return FolderOutput(output, "jtcse encode", inputs=inputs, record=SHARD_META_FILE)
+    return FileOutput(output, "jtcse encode", inputs=inputs, side=output_files(output)[2:] or [parts_folder(output)])
+
+
+def _record_fields(out: FileOutput | FolderOutput) -> dict:
+    """The record's keys in the progress file (it is the output's record)."""
+    return out.fields("part-*.parquet") if isinstance(out, FolderOutput) else out.fields()
+
+
 def read_meta(path: str | Path) -> dict:
     """A progress file (``OUT.json``) as a dict; a clear error when it cannot be read."""
     path = Path(path)
@@ -133,9 +149,12 @@ def encode_file(
     device) or ``processes`` (N CPU workers) through sentence-transformers' multi-process pool; or
     ``engine=RayEngine(...)`` (Ray actors; a shards folder or ``.parquet`` output, a model name or path).
 
+    ``output_path`` is checked as an output (:func:`encode_output`): never the input or the model, never a file
+    that jtcse did not write (``--overwrite`` replaces only what its progress file lists).
     ``reuse`` is for an output that is a caller's own working file (``jtcse index build``'s
-    ``embeddings.npy``): a finished output made with the same settings is returned as it is (nothing is
-    encoded), and whatever else is there (other settings, no progress file) is started over instead of refused.
+    ``embeddings.npy``, in a folder the caller checked): a finished output made with the same settings is returned
+    as it is (nothing is encoded), and whatever else is there (other settings, no progress file) is started over
+    instead of refused.
     """
     from jtcse.search.pool import worker_devices
 
@@ -156,12 +175,13 @@ def encode_file(
         check_request(model, fmt, device, workers)
     if not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
-    check_output_apart([*output_files(output), parts_folder(output)], [input_path, model])
+    out = encode_output(output, [input_path, model])
     identity = model_name_of(model, model_name)
     wanted = _run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
 
-    _check_output_location(output, fmt)
+    _check_output(out, reuse)
     with output_lock(output):
+        _check_output(out, reuse)
         meta_file = meta_path_for(output)
         if reuse and not overwrite:
             previous = read_meta(meta_file) if meta_file.is_file() else None
@@ -175,6 +195,7 @@ def encode_file(
             meta = {
                 "format": META_FORMAT,
                 "format_version": META_VERSION,
+                **_record_fields(out),
                 **wanted,
                 "rows": None,
                 "dim": None,
@@ -188,7 +209,7 @@ def encode_file(
             model,
             identity,
             input_path,
-            output,
+            out,
             fmt,
             meta,
             fresh=fresh,
@@ -227,7 +248,7 @@ def _encode(
     model,
     identity,
     input_path,
-    output,
+    out,
     fmt,
     meta,
     *,
@@ -250,6 +271,7 @@ def _encode(
 
     from jtcse.search.pool import encode_pool
 
+    output = out.path
     spans, counted = plan_chunks(input_path, chunk_size)
     if meta["rows"] is None:
         meta.update(rows=counted.rows, empty_lines=counted.empty_lines)
@@ -261,7 +283,7 @@ def _encode(
         device = workers[0] if workers is not None and not pooled else device
         st_model, _ = resolve_model(model, identity, "cpu" if pooled else device)
     if overwrite:
-        _remove_previous(output)  # only once the model has loaded
+        _remove_previous(out)  # only once the model has loaded; only what the progress file lists
     if st_model is not None:
         _check_dim(meta, st_model, identity, output)
     done = _kept_chunks(output, fmt, meta, spans, fresh)
@@ -402,47 +424,25 @@ def _result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
     )
 
 
-def _ours(path: Path) -> bool:
-    """A file an encode run writes into a shards folder: its progress file, a part, or a part being written."""
-    name = path.name
-    return name == SHARD_META_FILE or name.startswith(("part-", ".part-", f".{SHARD_META_FILE}"))
+def _check_output(out: FileOutput | FolderOutput, reuse: bool) -> None:
+    """Refuse, before anything is written, an output that ``jtcse encode`` may not write (:func:`encode_output`; a
+    caller's working file, ``reuse``, is the caller's to check), and make the folder it goes in."""
+    if not reuse:
+        out.check()
+    elif out.path.is_dir() and isinstance(out, FileOutput):
+        raise JTCSEError(f"{out.path} is a folder; -o/--output names the file jtcse encode writes.")
+    out.path.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _check_output_location(output: Path, fmt: str) -> None:
-    """Refuse, before anything is written, an output that is a folder (a shards folder: a foreign one) or
-    sits under a file."""
-    if fmt == "shards":
-        if output.is_file():
-            raise JTCSEError(f"{output} is a file; a shards output is a folder (or give FILE.npy / FILE.parquet).")
-        foreign = sorted(p.name for p in output.iterdir() if not _ours(p)) if output.is_dir() else []
-        if foreign:
-            raise JTCSEError(
-                f"{output} holds files jtcse did not write ({', '.join(foreign[:3])}); give a new or empty folder for the shards."
-            )
-    elif output.is_dir():
-        raise JTCSEError(
-            f"{output} is a folder; -o names the .npy or .parquet file to write (e.g. {output / 'vectors.npy'})."
-        )
-    for parent in output.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise JTCSEError(f"Cannot write {output}: {parent} is a file, not a folder.")
-            break
-    output.parent.mkdir(parents=True, exist_ok=True)
-
-
-def _remove_previous(output: Path) -> None:
-    """Delete what an earlier run into ``output`` left (``--overwrite``)."""
-    if output_format(output) == "shards":
-        for path in output.iterdir() if output.is_dir() else ():
-            if _ours(path):
-                path.unlink()
+def _remove_previous(out: FileOutput | FolderOutput) -> None:
+    """Delete what an earlier run into the output left (``--overwrite``): only files :func:`_check_output` found
+    listed in its progress file (a caller's working file, ``reuse``: in the caller's checked folder)."""
+    if isinstance(out, FolderOutput):
+        out.clear()
         return
-    for path in output_files(output):
+    for path in output_files(out.path):
         path.unlink(missing_ok=True)
-    parts = parts_folder(output)
-    if parts.is_dir():
-        shutil.rmtree(parts)
+    shutil.rmtree(parts_folder(out.path), ignore_errors=True)
 
 
 def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overwrite: bool) -> dict | None:
@@ -450,9 +450,7 @@ def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overw
     unless a part of it is missing or damaged (:func:`_damage`): then the run goes on to encode what it lacks."""
     if overwrite:
         return None  # the old files go only once the model has loaded (_remove_previous)
-    if not meta_file.is_file():
-        if output.exists() and not (fmt == "shards" and not any(output.iterdir())):
-            raise JTCSEError(f"{output} already exists; pass --overwrite to replace it.")
+    if not meta_file.is_file():  # (an output no progress file lists was refused by _check_output)
         return None
     meta = read_meta(meta_file)
     damage = _damage(output, fmt, meta)

@@ -12,11 +12,12 @@ line) and ``.parquet``. Outputs: ``.jsonl``, ``.parquet``, ``.csv``, ``.tsv``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from jtcse.errors import JTCSEError
+from jtcse.locking import atomic_write_json
+from jtcse.output_paths import FileOutput
 
 PAIR_FORMATS = (".csv", ".tsv", ".jsonl", ".parquet")
 OUTPUT_FORMATS = (".jsonl", ".parquet", ".csv", ".tsv")
@@ -144,7 +145,8 @@ def mine_hard_negatives_file(
     """Mine hard negatives for the pairs in ``pairs_path`` and write the result to ``output_path``.
 
     ``corpus_path`` (one sentence per line) adds candidate negatives beyond the positives. Returns
-    (and writes next to the output as ``OUT.json``) a summary: rows in and out, columns, settings.
+    (and writes next to the output as ``OUT.json``, the output's record: :class:`~jtcse.output_paths.FileOutput`) a
+    summary: rows in and out, columns, settings. An existing ``OUT`` is replaced only when that record lists it.
     """
     from sentence_transformers.util import mine_hard_negatives
 
@@ -156,6 +158,8 @@ def mine_hard_negatives_file(
     output_path = Path(output_path)
     if output_path.suffix.lower() not in OUTPUT_FORMATS:
         raise JTCSEError(f"Output {output_path} must end in one of {', '.join(OUTPUT_FORMATS)}.")
+    out = FileOutput(output_path, "jtcse index mine", inputs=[pairs_path, corpus_path, model])
+    out.check()  # before anything is read or loaded
     pairs = read_pairs(pairs_path, anchor_column, positive_column)
     corpus = read_corpus(corpus_path).sentences if corpus_path is not None else None
     st_model, identity = resolve_model(model, model_name, device)
@@ -183,8 +187,8 @@ def mine_hard_negatives_file(
         )
     except ValueError as err:  # the library's checks of the options above
         raise JTCSEError(f"Hard-negative mining: {err}") from None
-    write_dataset(mined, output_path)
     summary = {
+        **out.fields(),
         "model": identity,
         "pairs": str(pairs_path),
         "corpus": None if corpus_path is None else str(corpus_path),
@@ -194,5 +198,9 @@ def mine_hard_negatives_file(
         "columns": mined.column_names,
         **options,
     }
-    output_path.with_name(output_path.name + ".json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    with out.writing():
+        out.add()  # the record first: the file it lists is written next
+        with out.atomic() as tmp:
+            write_dataset(mined, tmp)
+        atomic_write_json(out.record_path, summary)
     return summary

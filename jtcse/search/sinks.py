@@ -122,7 +122,7 @@ class PartWriter:
                 ("text", pa.string()),
                 ("embedding", pa.list_(value_type, dim)),
             ],
-            metadata={METADATA_KEY: json.dumps({**info, "dim": dim, "dtype": dtype}).encode("utf-8")},
+            metadata={METADATA_KEY: json.dumps({**info, "dim": dim, "dtype": dtype}, allow_nan=False).encode("utf-8")},
         )
 
     def write(self, start: int, chunk: LineChunk, vectors: np.ndarray) -> Path:

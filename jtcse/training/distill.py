@@ -144,9 +144,9 @@ def distill(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import describe_source, load_student
-    from jtcse.processes import main_process_first
+    from jtcse.processes import is_main_process, main_process_first
     from jtcse.training.distributed import pooler_parameters
-    from jtcse.training.teacher_cache import model_fingerprint, sentences_digest, teacher_targets
+    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint, sentences_digest, teacher_targets
 
     settings = resolve(DistillSettings(), settings, keys, "distill")  # checked: before anything is loaded
     training, objective, student_pooling = settings.training, settings.objective, settings.student_pooling
@@ -163,8 +163,9 @@ def distill(
             "teacher": model_fingerprint(teacher),
             "student": student_source,
             "data": sentences_digest(sentences)[:16],
-            "dev_file": str(dev_file) if dev_file else None,
+            "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
+        inputs=[teacher, student, train_file, dev_file],
         resume=resume,
         overwrite=overwrite,
     )
@@ -174,6 +175,8 @@ def distill(
     model, changes = load_student(student, pooling=student_pooling, device=device)
     student_dim = model.get_embedding_dimension()
 
+    if is_main_process():
+        plan.output.add(TEACHER_CACHE_SUBDIR)  # entered in the output's record before it is written
     # under a multi-process launch rank 0 encodes (or finds the cache) and writes it; the others then read it
     targets = main_process_first(
         lambda: teacher_targets(

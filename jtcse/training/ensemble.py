@@ -12,9 +12,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from jtcse.errors import JTCSEError, SettingError
-from jtcse.locking import atomic_folder, locks_output
+from jtcse.locking import locks_output
 from jtcse.modeling.combine import Combine, check_weights
-from jtcse.output_paths import check_output_apart, check_replaceable_folder
+from jtcse.output_paths import FolderOutput
 from jtcse.schema import Array, Positive, Settings, setting
 
 Weights = Annotated[Array[Positive], Field(min_length=1)]
@@ -93,27 +93,23 @@ def save_ensemble(
     model card (:func:`ensemble_card_facts`), as ``output_dir``; returns the model.
 
     Under the output's lock: a folder that is there and not empty is refused unless ``overwrite``, and the
-    new checkpoint replaces it in one rename (:func:`jtcse.locking.atomic_folder`), so a failed or killed
-    save leaves the old folder as it was. Only an earlier ensemble (``ensemble_config.json``) or an empty folder
-    is ever replaced, never a member, a folder holding one, the working directory or a folder holding it
-    (:mod:`jtcse.output_paths`).
+    new checkpoint replaces it in one rename (:meth:`~jtcse.output_paths.FolderOutput.replacing`), so a failed or
+    killed save leaves the old folder as it was. Only an earlier ensemble whose record lists every file in it
+    (``jtcse_outputs.json``) or an empty folder is ever replaced, never a member, a folder holding one, the working
+    directory or a folder holding it (:mod:`jtcse.output_paths`).
     """
     from jtcse.model_card import attach_card_data
     from jtcse.modeling.build import build_ensemble
-    from jtcse.modeling.ensemble import ENSEMBLE_CONFIG_FILE
 
-    output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise JTCSEError(f"{output_dir} is a file, not a folder.")
+    out = FolderOutput(output_dir, "jtcse ensemble", inputs=models, whole=True)
+    out.check()
     member_weights(weights, len(models))  # before any member loads
-    check_output_apart(output_dir, models)
-    check_replaceable_folder(output_dir, marker=ENSEMBLE_CONFIG_FILE, made_by="jtcse ensemble")
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-        raise JTCSEError(f"{output_dir} holds an earlier ensemble; pass --overwrite to replace it.")
+    if out.path.is_dir() and any(out.path.iterdir()) and not overwrite:
+        raise JTCSEError(f"{out.path} holds an earlier ensemble; pass --overwrite to replace it.")
     model = build_ensemble(models, combine=combine, weights=weights, device=device)
     facts = ensemble_card_facts(model, models)
-    facts.model_path = str(output_dir.resolve())  # the card's snippet names the final folder, not the temporary one
+    facts.model_path = str(out.path.resolve())  # the card's snippet names the final folder, not the temporary one
     attach_card_data(model, facts)  # model.save writes this card
-    with atomic_folder(output_dir) as tmp:
+    with out.replacing() as tmp:
         model.save(str(tmp))
     return model

@@ -17,12 +17,13 @@ import json
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jtcse.errors import JTCSEError
-from jtcse.locking import atomic_write_json
+from jtcse.errors import JTCSEError, SettingError
+from jtcse.locking import atomic_write_json, json_text
+from jtcse.output_paths import RECORD, FolderOutput, check_output_apart, missing_entries
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +44,33 @@ def checkpoints_dir(output_dir: str | Path) -> Path:
     return Path(output_dir) / CHECKPOINTS_SUBDIR
 
 
+WRITERS = {"simcse": "jtcse simcse", "twin": "jtcse train", "distill": "jtcse distill"}
+"""The command each stage's output folder is written by (its record's ``written_by``, :mod:`jtcse.output_paths`)."""
+
+
+def stage_output(output_dir: str | Path, config: dict[str, Any], inputs: Sequence[object] = ()) -> FolderOutput:
+    """The output folder of the stage ``config["stage"]`` (:class:`~jtcse.output_paths.FolderOutput`), reading
+    ``inputs`` (models, corpus, pairs, dev file)."""
+    return FolderOutput(output_dir, WRITERS.get(config.get("stage"), "jtcse train"), inputs=inputs)
+
+
 def is_finished(output_dir: str | Path) -> bool:
-    """True when ``output_dir`` holds a completed run: a saved model and its run summary."""
+    """True when ``output_dir`` holds a completed run: a saved model, its run summary, and every file its run
+    wrote (its record lists them: :func:`~jtcse.output_paths.missing_entries`)."""
     output_dir = Path(output_dir)
-    return (output_dir / RUN_SUMMARY_NAME).is_file() and (output_dir / "modules.json").is_file()
+    saved = (output_dir / RUN_SUMMARY_NAME).is_file() and (output_dir / "modules.json").is_file()
+    return saved and not missing_entries(output_dir)
+
+
+def unfinished_because(output_dir: str | Path) -> str | None:
+    """Why a folder holding a run summary is not a finished run (a file its run wrote is missing), else ``None``."""
+    output_dir = Path(output_dir)
+    if not (output_dir / RUN_SUMMARY_NAME).is_file():
+        return None
+    missing = missing_entries(output_dir) or [n for n in ("modules.json",) if not (output_dir / n).exists()]
+    if not missing:
+        return None
+    return f"{', '.join(missing)}, which its run wrote, {'is' if len(missing) == 1 else 'are'} missing (deleted?)"
 
 
 def finished_summary(output_dir: str | Path) -> dict[str, Any] | None:
@@ -105,8 +129,10 @@ class OutputPlan:
     ``action``: ``fresh`` (train from step 0), ``resume`` (continue from ``resume_from``) or ``finished``
     (the directory already holds this very run: nothing to do; ``summary`` is its run summary).
     ``at_end``: ``resume_from`` already holds the run's last step (a kill came before the final save).
-    ``partial``: incomplete checkpoints, removed when the directory is opened. ``existed``: whether the
-    directory was there, so a run that fails before its first checkpoint removes only what it created.
+    ``partial``: incomplete checkpoints, removed when the directory is opened. ``existed`` / ``recorded``: whether
+    the directory and its record were there, so a run that fails before its first checkpoint removes only what it
+    created. ``output``: the folder as an output (:class:`~jtcse.output_paths.FolderOutput`): what is written
+    there is entered in its record first.
     """
 
     output_dir: Path
@@ -117,6 +143,12 @@ class OutputPlan:
     partial: tuple[Path, ...] = ()
     existed: bool = True
     summary: dict[str, Any] | None = None
+    recorded: bool = True
+    output: FolderOutput | None = None
+
+    def __post_init__(self) -> None:
+        if self.output is None:
+            object.__setattr__(self, "output", stage_output(self.output_dir, self.config))
 
     @property
     def finished(self) -> bool:
@@ -125,23 +157,46 @@ class OutputPlan:
 
 def _as_recorded(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` as it reads back from JSON (tuples become lists), so a recorded config compares equal."""
-    return json.loads(json.dumps(config, default=str))
+    return json.loads(json_text(config, where="the run's settings"))
 
 
 def _differences(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[str] = ()) -> list[str]:
     return sorted(k for k in (set(previous) | set(config)) - set(ignore) if previous.get(k) != config.get(k))
 
 
-def describe_changes(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[str] = ()) -> str:
-    """The settings that differ, each with the value it ran with and the one asked for now:
-    ``"learning_rate 1e-05 -> 0.0001, model 'a' -> 'b'"``."""
+RERUN = "rerun"
+"""The field of a refusal that says how to train a folder again (``pass --overwrite to replace it``): whoever runs
+the trainer under other options says it in its own words (:meth:`~jtcse.errors.SettingError.renamed`; a pipeline's
+stage: remove its folder)."""
+
+
+def _changes(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[str] = ()) -> tuple[str, list[str]]:
+    """``(text, keys)``: what differs, as a :class:`~jtcse.errors.SettingError` template naming each setting by its
+    key (a command names it by its option), with the value it ran with and the one asked for now; the settings
+    first (``with other settings (learning_rate 1e-05 -> 0.0001)``), then the inputs, whose fingerprints differ
+    (``from inputs that have changed since (teacher "files:..." -> "files:...")``: a file edited, a model trained
+    again)."""
+    from jtcse.training.teacher_cache import is_fingerprint
 
     def shown(value: Any) -> str:
-        text = json.dumps(value, default=str)
-        return text if len(text) <= 80 else text[:77] + "..."
+        text = json_text(value, indent=None)
+        return (text if len(text) <= 80 else text[:77] + "...").replace("{", "{{").replace("}", "}}")
 
     changed = _differences(previous, config, ignore)
-    return ", ".join(f"{k} {shown(previous.get(k))} -> {shown(config.get(k))}" for k in changed)
+    named = [k for k in changed if k.isidentifier()]
+    inputs = [k for k in changed if is_fingerprint(previous.get(k)) or is_fingerprint(config.get(k))]
+
+    def listed(keys: list[str]) -> str:
+        return ", ".join(
+            (f"{{{k}}}" if k in named else shown(k)) + f" {shown(previous.get(k))} -> {shown(config.get(k))}"
+            for k in keys
+        )
+
+    settings = [k for k in changed if k not in inputs]
+    parts = [f"with other settings ({listed(settings)})"] if settings else []
+    if inputs:
+        parts.append(f"from inputs that have changed since ({listed(inputs)})")
+    return " and ".join(parts), named
 
 
 def finished_run(
@@ -159,17 +214,24 @@ def finished_run(
         return finished
     if rerun:
         return None
-    raise JTCSEError(
-        f"{output_dir} finished with other settings ({describe_changes(recorded, config, LAUNCH_KEYS)}); "
-        "remove that folder to run it again, or use another -o/--output."
+    why, keys = _changes(recorded, config, LAUNCH_KEYS)
+    raise SettingError(
+        "{_folder} finished " + why + "; {" + RERUN + "}, or use another -o/--output.",
+        {**{k: k for k in keys}, RERUN: "remove that folder to run it again"},
+        _folder=output_dir,
     )
 
 
-def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool) -> OutputPlan:
+def plan_output_dir(
+    output_dir: str | Path, config: dict[str, Any], *, resume: bool, overwrite: bool, inputs: Sequence[object] = ()
+) -> OutputPlan:
     """Decide what to do with ``output_dir``; reads only (:func:`open_output_dir` writes).
 
     The rules, shared by ``jtcse simcse``, ``jtcse distill`` and ``jtcse train`` (``docs/runs.md``):
 
+    * The directory is never one of ``inputs`` (the models, corpus, pairs and dev file the stage reads) nor holds
+      one, ``--overwrite`` or not; a run that will write checks the directory as an output
+      (:meth:`~jtcse.output_paths.FolderOutput.check`: it holds nothing that jtcse did not write).
     * The directory holds a finished run with this very ``config``: nothing to do (``finished``),
       unless ``overwrite``.
     * ``resume`` and a complete trainer checkpoint in ``<output_dir>/checkpoints``: continue from the
@@ -183,17 +245,22 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise JTCSEError(f"{output_dir} is a file; -o/--output names the folder the model is written to.")
+    check_output_apart(output_dir, inputs)  # first: the refusal says the folder is an input, not what differs
     config = _as_recorded(config)
+    output = stage_output(output_dir, config, inputs)
     finished = finished_summary(output_dir)
     done = None if overwrite else finished_run(output_dir, config, rerun=True)
     if done is not None:
         logger.warning(
             "%s already holds this finished run (%s steps, same settings); nothing to do. "
-            "Pass --overwrite to train it again.",
+            "To train it again: --overwrite (a pipeline's stage: remove its folder).",
             output_dir,
             done.get("steps"),
         )
-        return OutputPlan(output_dir, config, FINISHED, summary=done)
+        return OutputPlan(output_dir, config, FINISHED, summary=done, output=output)
+    output.check()  # it will write: nothing there that jtcse did not write
+    if (damage := unfinished_because(output_dir)) is not None:
+        logger.warning("%s is not a finished run: %s; training it again.", output_dir, damage)
     if resume and not overwrite:
         checkpoint, state, partial = newest_checkpoint(output_dir)
         if partial:
@@ -204,18 +271,23 @@ def plan_output_dir(output_dir: str | Path, config: dict[str, Any], *, resume: b
                 f"resuming from {checkpoint.name}" if checkpoint else "starting from step 0",
             )
         if checkpoint is not None:
-            return _resume_plan(output_dir, config, checkpoint, state, tuple(partial), finished)
+            return replace(_resume_plan(output_dir, config, checkpoint, state, tuple(partial), finished), output=output)
     if finished is not None and not overwrite:
         changed = _differences(finished.get("config") or {}, config, LAUNCH_KEYS)
         if changed and not set(changed) - set(LENGTH_KEYS):
-            why = "its checkpoints were deleted, so it cannot train further (keep them with --keep-checkpoints)"
+            why = "its checkpoints were deleted, so it cannot train further (keep them with {keep_checkpoints})"
+            keys = {"keep_checkpoints": "--keep-checkpoints"}
         else:
-            why = f"with other settings ({describe_changes(finished.get('config') or {}, config, LAUNCH_KEYS)})"
-        raise JTCSEError(
-            f"{output_dir} already holds a finished run, {why}. Choose another -o/--output, or pass --overwrite "
-            "to replace it (the old model stays until the new one is saved)."
+            why, named = _changes(finished.get("config") or {}, config, LAUNCH_KEYS)
+            keys = {k: k for k in named}
+        again = "pass --overwrite to replace it (the old model stays until the new one is saved)"
+        raise SettingError(
+            "{_folder} already holds a finished run, " + why + ". Choose another -o/--output, or {" + RERUN + "}.",
+            {**keys, RERUN: again},
+            _folder=output_dir,
         )
-    return OutputPlan(output_dir, config, FRESH, existed=output_dir.exists())
+    recorded = output.record_path.is_file()
+    return OutputPlan(output_dir, config, FRESH, existed=output_dir.exists(), recorded=recorded, output=output)
 
 
 def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> OutputPlan:
@@ -225,17 +297,23 @@ def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> Ou
     length_changed = False
     if previous is not None:
         if _differences(previous, config, ignore=LENGTH_KEYS):
-            raise JTCSEError(
-                f"{output_dir} holds a run with other settings ({describe_changes(previous, config, LENGTH_KEYS)}). "
-                f"Rerun with the same settings to resume, or pass {'--overwrite' if finished else '--no-resume'} "
-                "to start over."
+            why, named = _changes(previous, config, LENGTH_KEYS)
+            again = f"pass {'--overwrite' if finished else '--no-resume'} to start over"
+            raise SettingError(
+                "{_folder} holds a run " + why + ". Rerun with the same settings to resume, or {" + RERUN + "}.",
+                {**{k: k for k in named}, RERUN: again},
+                _folder=output_dir,
             )
         length_changed = any(previous.get(k) != config.get(k) for k in LENGTH_KEYS)
     step, max_steps = state["global_step"], config.get("max_steps", -1)
     if length_changed and isinstance(max_steps, int) and 0 < max_steps <= step:
-        raise JTCSEError(
-            f"{output_dir} holds a checkpoint at step {step}; --max-steps {max_steps} would train no further. "
-            "Give a larger --max-steps, or pass --overwrite to start over."
+        raise SettingError(
+            "{_folder} holds a checkpoint at step {_step}; {max_steps} {_max} would train no further. Give a larger "
+            "{max_steps}, or {" + RERUN + "}.",
+            {"max_steps": "--max-steps", RERUN: "pass --overwrite to start over"},
+            _folder=output_dir,
+            _step=step,
+            _max=max_steps,
         )
     if finished is not None:
         logger.warning(
@@ -252,9 +330,11 @@ def _resume_plan(output_dir, config, checkpoint, state, partial, finished) -> Ou
 def open_output_dir(plan: OutputPlan) -> None:
     """Carry out ``plan`` (not for ``finished``): the stage's first write, once its model and loss are built.
 
-    Creates the directory, removes incomplete checkpoints (resuming) or every old checkpoint (fresh
-    start) and records the config in ``checkpoints/jtcse_run_config.json``.
+    Creates the directory with its record (which lists ``checkpoints/`` from now on), removes incomplete
+    checkpoints (resuming) or every old checkpoint (fresh start) and records the config in
+    ``checkpoints/jtcse_run_config.json``.
     """
+    plan.output.add(CHECKPOINTS_SUBDIR)
     ckpt_dir = checkpoints_dir(plan.output_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     stale = plan.partial if plan.action == RESUME else ckpt_dir.glob("checkpoint-*")
@@ -268,9 +348,14 @@ def discard_failed_start(plan: OutputPlan) -> None:
     is as it was (a run with a checkpoint is kept, to resume or inspect)."""
     if plan.action != FRESH or newest_checkpoint(plan.output_dir)[0] is not None:
         return
-    shutil.rmtree(plan.output_dir if not plan.existed else checkpoints_dir(plan.output_dir), ignore_errors=True)
+    if not plan.existed:
+        shutil.rmtree(plan.output_dir, ignore_errors=True)
+        return
+    plan.output.remove(CHECKPOINTS_SUBDIR)
+    if not plan.recorded and not plan.output.files:  # an empty folder before: no record left in it either
+        (plan.output_dir / RECORD).unlink(missing_ok=True)
 
 
-def remove_checkpoints(output_dir: str | Path) -> None:
+def remove_checkpoints(plan: OutputPlan) -> None:
     """Drop trainer checkpoints once the final model is saved (they hold optimizer state, 3× the model)."""
-    shutil.rmtree(checkpoints_dir(output_dir), ignore_errors=True)
+    plan.output.remove(CHECKPOINTS_SUBDIR)

@@ -10,6 +10,7 @@ The stage runner (:func:`jtcse.training.stage.run_stage`) builds it (:func:`run_
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,12 +92,13 @@ def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
     """First/last logged training loss and the dev scores by step, from ``trainer.state.log_history``."""
     losses = [entry["loss"] for entry in log_history if "loss" in entry]
     devs = dict((entry["step"], entry[DEV_METRIC]) for entry in log_history if DEV_METRIC in entry)
-    best_step = max(devs, key=devs.__getitem__) if devs else None
+    scored = {step: score for step, score in devs.items() if isinstance(score, (int, float)) and math.isfinite(score)}
+    best_step = max(scored, key=scored.__getitem__) if scored else None
     return {
         "first_logged_loss": losses[0] if losses else None,
         "last_logged_loss": losses[-1] if losses else None,
         "dev_spearman_by_step": devs,
-        "best_dev_spearman": devs[best_step] if devs else None,
+        "best_dev_spearman": scored[best_step] if scored else None,
         "best_step": best_step,
     }
 
@@ -105,8 +107,10 @@ def _kept(state, checkpoint: str) -> dict[str, Any]:
     """Which step the saved model is: the last, or with ``checkpoint="best-dev"`` the checkpoint the trainer
     kept as best (``best_step`` and ``best_dev_spearman`` are then that checkpoint's, which only saved steps can
     be: a dev score of an unsaved step, e.g. before the first update, does not count)."""
-    if not (checkpoint == "best-dev" and state.best_model_checkpoint):
+    if checkpoint != "best-dev":
         return {"saved_step": state.global_step}
+    if not state.best_model_checkpoint:  # no saved step was scored: the last step is kept, and no step is "best"
+        return {"saved_step": state.global_step, "best_step": None, "best_dev_spearman": None}
     step = int(Path(state.best_model_checkpoint).name.rsplit("-", 1)[1])
     return {"saved_step": step, "best_step": step, "best_dev_spearman": state.best_metric}
 

@@ -39,6 +39,26 @@ MIN_SEQ_LENGTH = 4
 """Room for the special tokens and at least two word pieces."""
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed every generator a run seeds takes (NumPy's: 0 to 2**32 - 1)."""
+
+
+def seed_range(spare: int = 0):
+    """A seed's type when ``seed + spare`` is drawn too (the pipeline's warm-up II: ``spare=1``): a whole number from 0
+    to ``MAX_SEED - spare``."""
+
+    def problem(value: int) -> str | None:
+        if 0 <= value <= MAX_SEED - spare:
+            return None
+        return f"must be between 0 and {MAX_SEED - spare}" + (f" (seed + {spare} is used too)" if spare else "")
+
+    return Annotated[int, checked(problem)]
+
+
+Seed = seed_range()
+"""A seed (data order, dropout): 0 to :data:`MAX_SEED`."""
+
+
 def role(*, recorded: bool = False, card: bool = False, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """What a trainer's setting is beyond its value (``setting(extra=role(...))``), so that each list of settings is
     derived from the declarations: ``recorded``, a resumed or rerun run must share it (:func:`recorded_settings`);
@@ -132,7 +152,7 @@ class TrainingSettings(Settings):
         None, "Checkpoint every N steps without a dev file.", ge=1, unset="every eval_steps"
     )
     logging_steps: int | None = setting(50, "Log the training loss every N steps.", ge=1, unset="about ten times a run")
-    seed: int = setting(
+    seed: Seed = setting(
         42,
         "Random seed (data order, dropout).",
         extra=role(recorded=True, card=True, trainer_args=("seed", "data_seed")),

@@ -114,6 +114,7 @@ def train_simcse(
     from jtcse.losses.registry import build_regularised_loss, check_mini_batch_size
     from jtcse.modeling.loading import check_pooling, describe_source, load_tower
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
+    from jtcse.training.teacher_cache import file_fingerprint
 
     settings = resolve(WarmupSettings(), settings, keys, "train_simcse")  # checked: before anything is loaded
     training, terms = settings.training, settings.loss
@@ -148,8 +149,9 @@ def train_simcse(
             "pooling": pooling,
             "data": _fingerprint(anchors + positives),
             "extra_losses": sorted(extra_losses or {}),
-            "dev_file": str(dev_file) if dev_file else None,
+            "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
+        inputs=[model, corpus, pairs_file, dev_file],
         resume=resume,
         overwrite=overwrite,
     )

@@ -46,16 +46,20 @@ def start_stage(
     settings: Any,
     config: dict[str, Any],
     *,
+    inputs: Sequence[object],
     resume: bool,
     overwrite: bool,
 ) -> OutputPlan:
     """The run's config (``stage``, ``config``, the trainer's recorded ``settings``
     (:func:`~jtcse.training.settings.recorded_settings`), the number of processes) and what to do with the output
-    directory (:func:`~jtcse.training.run_dir.plan_output_dir`). Reads only: nothing is written until
-    :func:`run_stage`. Under a multi-process launch rank 0 plans and every rank gets its plan
-    (:func:`~jtcse.processes.run_on_main`). A trainer returns ``plan.summary`` at once when ``plan.finished``."""
+    directory (:func:`~jtcse.training.run_dir.plan_output_dir`), which is never one of ``inputs`` (the models and
+    files the stage reads) nor holds one. Reads only: nothing is written until :func:`run_stage`. Under a
+    multi-process launch rank 0 plans and every rank gets its plan (:func:`~jtcse.processes.run_on_main`). A trainer
+    returns ``plan.summary`` at once when ``plan.finished``."""
     config = {"stage": name, **config, **recorded_settings(settings), "world_size": processes.world_size()}
-    return processes.run_on_main(lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite))
+    return processes.run_on_main(
+        lambda: plan_output_dir(output_dir, config, resume=resume, overwrite=overwrite, inputs=inputs)
+    )
 
 
 def training_device(device: str | None, precision: str) -> str | None:
@@ -245,7 +249,9 @@ def _save_final_model(stage: Stage) -> float | None:
     training-only heads (:class:`~jtcse.losses.NITPHead`); returns the dev score.
 
     A finished run's summary there is removed first: from then until the new summary is written, the
-    directory is an unfinished run, which a rerun completes from its last checkpoint.
+    directory is an unfinished run, which a rerun completes from its last checkpoint. The model is saved into a
+    scratch folder first and moved in entry by entry, each entered in the output's record
+    (:meth:`~jtcse.output_paths.FolderOutput.moved_in`).
     """
     from jtcse.losses.nitp import remove_nitp_head
     from jtcse.modeling.loading import set_max_seq_length
@@ -256,7 +262,8 @@ def _save_final_model(stage: Stage) -> float | None:
         set_max_seq_length(model, stage.own_length, stage.role)
     remove_nitp_head(model)
     (Path(stage.output_dir) / RUN_SUMMARY_NAME).unlink(missing_ok=True)
-    model.save(str(stage.output_dir))
+    with stage.plan.output.moved_in() as scratch:
+        model.save(str(scratch))
     crash_point("final-save")
     return final_dev
 
@@ -265,19 +272,23 @@ def _save_and_summarise(stage: Stage, trainer, progress) -> dict[str, Any]:
     """Score and save the final model, plot the curves, write the card, the summary (last: the mark of a
     finished run) and remove the checkpoints; under a multi-process launch rank 0 alone does this
     (:func:`run_stage`)."""
+    output = stage.plan.output
     training_length = stage.model.max_seq_length
     final_dev = _save_final_model(stage)
     history = trainer.state.log_history
-    curves = plot_training_curves(history, DEV_METRIC, Path(stage.output_dir) / CURVES_FILE) if stage.plot else None
+    curves = plot_training_curves(history, DEV_METRIC, output.file(CURVES_FILE)) if stage.plot else None
+    if curves is None:
+        output.drop(CURVES_FILE)  # nothing was logged: no plot
     summary = run_summary(
         stage, trainer, progress, final_dev=final_dev, training_length=training_length, training_curves=curves
     )
-    from jtcse.model_card import write_model_card  # imports sentence-transformers: kept out of CLI start-up
+    from jtcse.model_card import CARD_NAME, write_model_card  # imports sentence-transformers: not at CLI start-up
 
+    output.add(CARD_NAME, RUN_SUMMARY_NAME)
     write_model_card(stage.model, stage.output_dir, facts_from_run_summary(summary))
     write_run_summary(stage.output_dir, summary)  # last: the mark of a finished run
     if not stage.settings.keep_checkpoints:
-        remove_checkpoints(stage.output_dir)
+        remove_checkpoints(stage.plan)
     return summary
 
 

@@ -39,6 +39,31 @@ def sentences_digest(sentences: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
+def file_fingerprint(path: str | Path | None) -> str | None:
+    """``sha256:<16 hex digits>`` of the bytes of the file ``path`` (``None`` for ``None``): how a run records a
+    file it reads (a dev file, pairs, a selection file), so that one edited in place is another input and one
+    moved or copied is the same."""
+    if path is None:
+        return None
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return f"sha256:{digest.hexdigest()[:16]}"
+
+
+FINGERPRINTS = ("sha256:", "files:", "weights:")
+"""How each fingerprint a run records starts (:func:`file_fingerprint`, :func:`model_fingerprint`)."""
+
+
+def is_fingerprint(value) -> bool:
+    """Whether a recorded ``value`` (or a list of them) holds a fingerprint of a file or model: what differs there is
+    an input that changed (a file edited, a model trained again), not a setting."""
+    return any(
+        isinstance(v, str) and v.startswith(FINGERPRINTS) for v in (value if isinstance(value, list) else [value])
+    )
+
+
 def model_fingerprint(teacher, *, missing_ok: bool = False) -> str:
     """A string that changes whenever a model's weights may have changed (see module doc): of a teacher, and of
     the towers a twin starts from. A path that does not exist is an error, or with ``missing_ok`` (a Hub name)
