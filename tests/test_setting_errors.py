@@ -83,7 +83,7 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
     cases = [
         (["pipeline", "--twin-mini-batch-size", 4, "--twin-regularizer", "simreg", "--dump-recipe"],
          "Error: --twin-mini-batch-size (GradCache) cannot be combined with token-level terms (simreg): the cached "
-         "loss embeds without a graph, so no token states reach them. Drop --twin-mini-batch-size or the "
+         "loss embeds without a graph, so no token states reach them. Turn it off (--twin-mini-batch-size 0) or drop the "
          "--twin-regularizer options."),
         (["pipeline", "--recipe", recipe, "--dump-recipe"], f"Error: recipe {recipe} [twin]: --twin-mini-batch-size"),
         (["pipeline", "-o", out, "--warmup-b-checkpoint", "best-dev", "--until", "warmup"],
@@ -111,6 +111,23 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
             wrong.append(f"{argv}: {line}")
     assert not wrong, "\n".join(wrong)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.toml"]
+
+
+def test_gradcache_zero_turns_it_off_so_the_twin_takes_regularizers(tiny_bert, tiny_bert_b):
+    """The twin embeds 32 sentences a pass through GradCache by default, which no token-level term can follow; 0 turns
+    GradCache off (the plain loss is built), so a regularizer is accepted then, and refused with the remedy before."""
+    from jtcse.losses import CachedJTCSELoss, JTCSELoss
+    from jtcse.modeling.build import build_twin
+    from jtcse.training.twin import _jtcse_loss
+
+    assert TwinSettings().loss.mini_batch_size == 32 and TwinSettings().hard_negatives
+    off = TwinSettings().replace(mini_batch_size=0, regularizers=("simreg",))
+    assert off.loss.mini_batch_size == 0 and off.loss.regularizers == ("simreg",)
+    with pytest.raises(SettingError, match=r"Turn it off \(--mini-batch-size 0\)"):
+        TwinSettings().replace(regularizers=("simreg",))
+    twin = build_twin(tiny_bert, tiny_bert_b, cael_every=2)
+    assert type(_jtcse_loss(twin, TwinSettings().replace(mini_batch_size=0))) is JTCSELoss
+    assert type(_jtcse_loss(twin, TwinSettings())) is CachedJTCSELoss
 
 
 def test_ensemble_weights_are_one_type_in_both_commands():

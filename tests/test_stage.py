@@ -179,7 +179,7 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
     warmup, twin, distill = WarmupSettings(), TwinSettings(), DistillSettings()
     for preset in (warmup.training, twin.training, distill.training):
         assert preset != TrainingSettings()
-    assert (warmup.training.epochs, twin.training.max_steps, distill.training.epochs) == (1, 100, 2)  # the recipe's
+    assert (warmup.training.epochs, twin.training.max_steps, distill.training.epochs) == (1, 25, 2)  # the recipe's
     assert (twin.training.logging_steps, twin.training.precision, twin.cael_every) == (None, "fp32", 2)
     pipeline = PipelineConfig()
     assert (pipeline.warmup, pipeline.distill.training) == (warmup, distill.training)

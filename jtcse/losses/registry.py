@@ -214,8 +214,8 @@ def build_regularised_loss(model, base_loss, specs: Sequence[str], extra_terms=N
 
 
 def check_mini_batch_size(mini_batch_size: int | None, specs: Sequence[str], extra_terms=None) -> None:
-    """Refuse a GradCache ``mini_batch_size`` that is not a positive integer, or one combined with token-level
-    terms (regularisers, extra losses): checked before anything is loaded. ``None`` means no GradCache.
+    """Refuse a GradCache ``mini_batch_size`` that is not a whole number from 0, or one combined with token-level
+    terms (regularisers, extra losses): checked before anything is loaded. ``None`` or 0 means no GradCache.
 
     A cached loss embeds without a graph and back-propagates mini-batch by mini-batch, so no token
     states reach a regulariser (:class:`jtcse.losses.RegularizedLoss` refuses cached losses).
@@ -223,14 +223,18 @@ def check_mini_batch_size(mini_batch_size: int | None, specs: Sequence[str], ext
     if mini_batch_size is None:
         return
     names = {"mini_batch_size": "--mini-batch-size", "regularizers": "--regularizer"}
-    if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 1:
-        raise SettingError("{mini_batch_size} must be a positive integer, not {value!r}.", names, value=mini_batch_size)
+    if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 0:
+        raise SettingError(
+            "{mini_batch_size} must be a whole number from 0, not {value!r}.", names, value=mini_batch_size
+        )
+    if mini_batch_size == 0:  # GradCache off
+        return
     extra = [parse_regularizer_spec(s).name for s in specs] + sorted(extra_terms or {})
     if extra:
         raise SettingError(
             "{mini_batch_size} (GradCache) cannot be combined with token-level terms ({terms}): the cached loss "
-            "embeds without a graph, so no token states reach them. Drop {mini_batch_size} or the {regularizers} "
-            "options.",
+            "embeds without a graph, so no token states reach them. Turn it off ({mini_batch_size} 0) or drop the "
+            "{regularizers} options.",
             names,
             terms=", ".join(extra),
         )

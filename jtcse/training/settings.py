@@ -218,8 +218,8 @@ class ContrastiveSettings(Settings):
     mini_batch_size: int | None = setting(
         None,
         "GradCache: the contrastive loss over the whole batch, embedding only N sentences at a time (memory of "
-        "a batch of N, one extra forward pass; same result). Not with regularizers.",
-        ge=1,
+        "a batch of N, one extra forward pass; same result). Not with regularizers; 0 turns it off.",
+        ge=0,
         unset="no GradCache",
         extra=role(recorded=True),
     )
@@ -254,14 +254,14 @@ class WarmupSettings(Settings):
 
 
 class TwinSettings(Settings):
-    """A JTCSE twin (``jtcse train``; the pipeline's ``[twin]``). By default 100 steps at lr 1e-5: on
-    pre-trained towers the setting that measured least harmful on the selection split (higher rates move them
-    away from what they knew). The paper's (batch 64, length 64, lr 1.3e-6, one epoch) are in
-    ``models/jtcse-bert-base/recipe.toml``."""
+    """A JTCSE twin (``jtcse train``; the pipeline's ``[twin]``). By default the twin measured best on the two
+    selection files (STS-B train, SICK train; ``evaluation/DEFAULTS.md``): 128 sentences a step through GradCache (32 a
+    forward pass), batches of neighbours (hard negatives), 25 steps at lr 1e-5, 32 tokens. The paper's (batch 64,
+    length 64, lr 1.3e-6, one epoch, no GradCache, random batches) are in ``models/jtcse-bert-base/recipe.toml``."""
 
     training: TrainingSettings = group(
         TrainingSettings(
-            batch_size=16, max_seq_length=32, learning_rate=1e-5, max_steps=100, logging_steps=None, precision="fp32"
+            batch_size=128, max_seq_length=32, learning_rate=1e-5, max_steps=25, logging_steps=None, precision="fp32"
         )
     )
     # recorded by train_twin in the form earlier runs have: cael_every 0 as None, the three weights as loss_weights,
@@ -279,7 +279,7 @@ class TwinSettings(Settings):
     )
     ictm_weight: float = setting(0.5, "Weight of the tensor-modulus term ICTM (0 = off).", ge=0)
     hard_negatives: bool = setting(
-        False,
+        True,
         "Batches of neighbours: each batch gathers sentences the twin's tower I (as training starts) finds close, so "
         "the in-batch negatives are hard; one it scores as a paraphrase of another in the batch "
         "(paraphrase_threshold) is kept out of that batch.",
@@ -288,7 +288,7 @@ class TwinSettings(Settings):
     paraphrase_threshold: float = setting(
         0.8, "With hard_negatives: the guide's cosine from which two sentences count as paraphrases.", gt=0, le=1
     )
-    loss: ContrastiveSettings = group(ContrastiveSettings())
+    loss: ContrastiveSettings = group(ContrastiveSettings(mini_batch_size=32))
 
 
 class DistillSettings(Settings):

@@ -168,7 +168,7 @@ def train_simcse(
 
     tower, pooled, pooling_changes = load_tower(model, pooling=pooling, role="tower", device=device)
     scale, gather = 1.0 / terms.temperature, terms.gather_across_devices
-    if terms.mini_batch_size is None:
+    if not terms.mini_batch_size:  # None or 0: no GradCache
         base = MultipleNegativesRankingLoss(tower, scale=scale, gather_across_devices=gather)
     else:
         base = CachedMultipleNegativesRankingLoss(

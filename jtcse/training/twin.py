@@ -177,7 +177,7 @@ def _jtcse_loss(model, settings: TwinSettings):
         seed=settings.training.seed,
         gather_across_devices=terms.gather_across_devices,
     )
-    if terms.mini_batch_size is None:
+    if not terms.mini_batch_size:  # None or 0: no GradCache
         return JTCSELoss(model, **weights)
     return CachedJTCSELoss(model, mini_batch_size=terms.mini_batch_size, **weights)
 
