@@ -577,6 +577,23 @@ def test_case10_pipeline_into_a_file_is_one_line(tmp_path):
     assert (tmp_path / "run").read_bytes() == MY_BYTES
 
 
+def test_a_stage_folder_of_the_run_itself_may_join_the_ensemble(tmp_path):
+    """``--ensemble-with OUT/tower_a`` (the run's own warm-up as one more member) names what the run makes, not an
+    input inside the output; a model of the user's inside OUT is still refused."""
+    from jtcse.errors import JTCSEError
+    from jtcse.pipeline.run import pipeline_output
+
+    out = tmp_path / "out"
+    own = _pipeline_config(ensemble={"enabled": True, "with": [str(out / "tower_a"), str(out / "tower_b")]})
+    pipeline_output(out, own).check()
+    mine = out / "my_model"
+    mine.mkdir(parents=True)
+    (mine / "config.json").write_bytes(MY_BYTES)
+    with pytest.raises(JTCSEError, match="holds the input"):
+        pipeline_output(out, _pipeline_config(ensemble={"enabled": True, "with": [str(mine)]})).check()
+    assert (mine / "config.json").read_bytes() == MY_BYTES
+
+
 def test_case11_the_plan_reads_every_file_a_stage_reads_before_any_stage_trains(tmp_path, tiny_bert):
     """The dev file's format and scores, the selection files', the corpus and cael_every were checked only by the
     stage that read them, after hours of earlier stages; the seed + 1 of warm-up II only when it trained."""

@@ -18,9 +18,11 @@ Stages (``--stages``, in this order; rows in ``<work>/results/``, cosines in ``<
 ``seeds``      that twin for every seed, and its towers
 ``ensembles``  every variant (:data:`VARIANTS`) for every seed at the variant's one weight chosen by the rule on the
                mean over the seeds, and the weights before issue 31 on today's members
-``pipeline``   ``jtcse pipeline`` (the library call) for every variant and seed, the warm-ups and twins above copied in
-               (with their files' times: the same models) so only the ensemble and the distillation run; the students
-               scored; the default chosen (:meth:`TwinDefaultRunner.default_choice`)
+``pipeline``   ``jtcse pipeline`` (the library call), the warm-ups and twins above copied in (with their files' times:
+               the same models) so only the ensemble and the distillation run, the students scored: today's members at
+               the weights before for every seed (the row to beat), each variant with a twin (:data:`SCREENED`) at the
+               first seed, and the best of those by the rule for every seed; the default chosen
+               (:func:`~evaluation.drivers.twin_default_report.default_choice`)
 
 ``retrieval``  the retrieval check of every row the lead table shows (the start, the control, every student): STS-B
                train pairs scoring at least 4 as query and answer among all its sentences, scored by mteb
@@ -42,8 +44,24 @@ from pathlib import Path
 from evaluation.drivers.cli import driver_parser, places, publish, run_stages
 from evaluation.drivers.grid import load_shipped, read_rows
 from evaluation.drivers.repro_default_scores import ScoredGrid
-from evaluation.drivers.twin_default_report import build_report, twin_choice, variant_weight, write_default_weights
-from evaluation.drivers.twin_default_settings import BEFORE, FULL, QUICK, SHIPPED, SPLITS, STAGES, VARIANTS
+from evaluation.drivers.twin_default_report import (
+    build_report,
+    screen_choice,
+    twin_choice,
+    variant_weight,
+    write_default_weights,
+)
+from evaluation.drivers.twin_default_settings import (
+    BEFORE,
+    FULL,
+    QUICK,
+    SCREENED,
+    SHIPPED,
+    SPLITS,
+    STAGES,
+    TODAY,
+    VARIANTS,
+)
 from jtcse.training.selection import concat_cosine
 
 
@@ -66,7 +84,7 @@ class TwinDefaultRunner(ScoredGrid):
 
         super().__init__(work, cfg, threads, data)
         self.data = data
-        self.variants = variants or [*VARIANTS, BEFORE]
+        self.variants = variants or [*VARIANTS, BEFORE]  # the ensembles to make; students: BEFORE and SCREENED
         self.only = only or {}  # {"tags": [...], "seeds": [...]}: what this process trains (others run the rest)
         dev_file = data / "stsbenchmark" / "sts-dev.csv"
         files = {"sts": data / "stsbenchmark" / "sts-train.csv", "sick": data / "sick" / "sick-train.csv"}
@@ -170,7 +188,7 @@ class TwinDefaultRunner(ScoredGrid):
         """An ensemble's rows, the start first (at weight 1), then the trained members (at one weight); ``None`` for a
         variant with a twin while the twin grid is unfinished."""
         warmups = [self.warmup_name(seed), self.warmup_name(seed + 1)]
-        if variant in ("warmups", BEFORE):
+        if variant in ("warmups", *TODAY):
             return [SHIPPED, *warmups]
         tag = twin_choice(read_rows(self.work), self.cfg)
         if tag is None:
@@ -219,7 +237,7 @@ class TwinDefaultRunner(ScoredGrid):
         values = {"corpus": str(self.corpus), "seed": seed, "until": "distill", "warmup": dict(self.cfg["simcse"]),
                   "distill": self.cfg["distill"]}  # fmt: skip
         w = weights[1]
-        if variant in ("warmups", BEFORE):
+        if variant in ("warmups", *TODAY):
             return {**values, "twin": {"enabled": False}, "ensemble": {"enabled": True, "weights": [w, w, 1.0]}}
         twin = {"enabled": True, **self.twin_settings(self.twin_choice())}
         if variant == "twin":
@@ -237,30 +255,49 @@ class TwinDefaultRunner(ScoredGrid):
     def student_dir(self, variant: str, seed: int) -> Path:
         return self.work / f"pipeline_{variant}_s{seed}"
 
+    def student_seeds(self, variant: str) -> list[int]:
+        """The seeds ``variant``'s students train at (those of ``--seeds`` among them): every seed for the weights
+        before and for the variant the screen carries; the first seed alone for the other screened variants, and
+        for every one of them while the screen is incomplete."""
+        seeds = self.cfg["seeds"]
+        if variant != BEFORE and screen_choice(read_rows(self.work), self.cfg) != variant:
+            seeds = seeds[:1]
+        wanted = self.only.get("seeds")
+        return [seed for seed in seeds if not wanted or seed in wanted]
+
     def pipeline(self) -> None:
+        for variant in [v for v in self.variants if v in (BEFORE, *SCREENED)]:
+            if not self.done(f"ens_{variant}_s{self.cfg['seeds'][-1]}"):
+                print(f"[twin_default] pipeline: {variant} has no ensemble rows, skipped", flush=True)
+                continue
+            for seed in self.student_seeds(variant):
+                self.student(variant, seed)
+        carried = screen_choice(read_rows(self.work), self.cfg)  # the screen may have finished just now
+        for seed in self.student_seeds(carried) if carried in self.variants else []:
+            self.student(carried, seed)
+
+    def student(self, variant: str, seed: int) -> None:
+        """``jtcse pipeline`` of ``variant`` at ``seed`` (the warm-ups and twin copied in), its student scored."""
         from sentence_transformers import SentenceTransformer
 
         from jtcse.pipeline.run import run_pipeline
         from jtcse.pipeline.settings import PipelineConfig
         from jtcse.pipeline.stages import DISTILL, TWIN, WARMUP_A, WARMUP_B
 
-        for variant in self.variants:
-            if not self.done(f"ens_{variant}_s{self.cfg['seeds'][-1]}"):
-                print(f"[twin_default] pipeline: {variant} has no ensemble rows, skipped", flush=True)
-                continue
-            for seed in self.only.get("seeds") or self.cfg["seeds"]:
-                name, out = f"student_{variant}_s{seed}", self.student_dir(variant, seed)
-                copies = {WARMUP_A.folder: self.warmup_name(seed), WARMUP_B.folder: self.warmup_name(seed + 1)}
-                if variant not in ("warmups", BEFORE):
-                    copies[TWIN.folder] = f"twin_{self.twin_choice()}_s{seed}"
-                for folder, row in copies.items():
-                    if not (out / folder).exists():
-                        shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
-                config = PipelineConfig.from_values(self.pipeline_values(variant, seed))
-                self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.name],
-                             lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
-                             group="student", variant=variant, seed=seed, settings=config.values())  # fmt: skip
-                self.stage_seconds(name, out)
+        name, out = f"student_{variant}_s{seed}", self.student_dir(variant, seed)
+        if self.done(name):
+            return
+        copies = {WARMUP_A.folder: self.warmup_name(seed), WARMUP_B.folder: self.warmup_name(seed + 1)}
+        if variant in SCREENED:
+            copies[TWIN.folder] = f"twin_{self.twin_choice()}_s{seed}"
+        for folder, row in copies.items():
+            if not (out / folder).exists():
+                shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
+        config = PipelineConfig.from_values(self.pipeline_values(variant, seed))
+        self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.name],
+                     lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
+                     group="student", variant=variant, seed=seed, settings=config.values())  # fmt: skip
+        self.stage_seconds(name, out)
 
     def retrieval(self) -> None:
         from sentence_transformers import SentenceTransformer
@@ -269,7 +306,7 @@ class TwinDefaultRunner(ScoredGrid):
         from jtcse.pipeline.stages import DISTILL
 
         names = [SHIPPED, *(self.warmup_name(s) for s in self.cfg["seeds"])]
-        names += [f"student_{v}_s{s}" for v in [*VARIANTS, BEFORE] for s in self.cfg["seeds"]]
+        names += [f"student_{v}_s{s}" for v in [*TODAY, *SCREENED] for s in self.cfg["seeds"]]
         for name in names:
             row = self.row(name)
             if row is None or "retrieval" in row:

@@ -14,12 +14,13 @@ from pathlib import Path
 from evaluation.drivers.grid import read_rows
 from evaluation.drivers.twin_default_settings import (
     BEFORE,
-    GUARDED,
     ROW_LABELS,
+    SCREENED,
     SELECTION,
     SHIPPED,
     SPLIT_LABELS,
     SPLITS,
+    TODAY,
     VARIANTS,
 )
 from jtcse.training.selection import best_by_total
@@ -73,6 +74,11 @@ def seeded(rows: dict, prefix: str, cfg: dict) -> list[dict] | None:
     return None if any(r is None for r in found) else found
 
 
+def some_seeds(rows: dict, prefix: str, cfg: dict) -> list[dict]:
+    """The rows ``{prefix}_s{seed}`` of the seeds that have one (a screened variant: the first seed alone)."""
+    return [rows[f"{prefix}_s{seed}"] for seed in cfg["seeds"] if f"{prefix}_s{seed}" in rows]
+
+
 def cpu_seconds(rows: dict, variant: str, cfg: dict) -> float | None:
     """A variant's CPU seconds through the pipeline: its two warm-ups, its twin (if it has one) and its ensemble and
     distillation (each the mean over the runs that were timed here)."""
@@ -82,37 +88,60 @@ def cpu_seconds(rows: dict, variant: str, cfg: dict) -> float | None:
         return statistics.fmean(values) if values else None
 
     parts = [mean("dropout_s"), mean("dropout_s"), mean(f"student_{variant}_s")]
-    if variant not in ("warmups", BEFORE):
+    if variant in SCREENED:
         parts.append(mean(f"twin_{twin_choice(rows, cfg)}_s") if twin_choice(rows, cfg) else None)
     return None if any(p is None for p in parts) else sum(parts)
 
 
-def default_choice(rows: dict, cfg: dict) -> str | None:
-    """The default: the variant whose students (each selection file's mean over the seeds) have the best mean over the
-    files, none of them below the shipped model (the guard: students ship), among those within ``time_bar`` times
-    today's CPU time; today's members (``warmups``) unless it wins by more than the larger seed spread of the two
-    totals. ``None`` while a student is missing."""
-    students = {v: seeded(rows, f"student_{v}", cfg) for v in VARIANTS}
-    if any(s is None for s in students.values()):
+def _by_total(means: dict[str, dict], rows: dict) -> str:
+    """The best mean over the selection files among ``means`` with no file below the shipped model (students ship)."""
+    scores = {v: {s: m[f"{s}_spearman"] for s in SELECTION} for v, m in means.items()}
+    return best_by_total(scores, selection_of(rows[SHIPPED]))
+
+
+def screen_choice(rows: dict, cfg: dict) -> str | None:
+    """The variant with a twin carried from the first seed to every seed: the best by the rule among the first
+    seed's students (``None`` while one is missing)."""
+    first = cfg["seeds"][0]
+    found = {v: rows.get(f"student_{v}_s{first}") for v in SCREENED}
+    if any(row is None for row in found.values()):
         return None
-    means = {v: mean_rows(found) for v, found in students.items()}
-    today = cpu_seconds(rows, "warmups", cfg)
-    fits = {v: m for v, m in means.items() if today and (cpu_seconds(rows, v, cfg) or 0) <= cfg["time_bar"] * today}
-    fits = fits or {"warmups": means["warmups"]}
-    best = best_by_total({v: {s: m[f"{s}_spearman"] for s in SELECTION} for v, m in fits.items()},
-                         selection_of(rows[SHIPPED]))  # fmt: skip
-    ours, theirs = means["warmups"], means[best]
-    return best if theirs["total"] - ours["total"] > max(ours["total_std"], theirs["total_std"]) else "warmups"
+    return _by_total({v: mean_rows([row]) for v, row in found.items()}, rows)
+
+
+def default_choice(rows: dict, cfg: dict) -> str | None:
+    """The default: among the students trained at every seed (today's members at the weights before and at the
+    guard's weight, the variant carried past the screen) within ``time_bar`` times today's CPU time, the best mean
+    over the selection files with none of them below the shipped model (the guard: students ship); it replaces the
+    weights before only if it wins by more than the larger seed spread of the two totals. ``None`` while the weights
+    before, the screen or the variant it carries lack a student."""
+    carried = screen_choice(rows, cfg)
+    if carried is None or any(seeded(rows, f"student_{v}", cfg) is None for v in (BEFORE, carried)):
+        return None
+    students = {v: seeded(rows, f"student_{v}", cfg) for v in [*TODAY, carried]}
+    means = {v: mean_rows(found) for v, found in students.items() if found}
+    today = cpu_seconds(rows, BEFORE, cfg)
+    fits = {v: m for v, m in means.items() if (cpu_seconds(rows, v, cfg) or 0) <= cfg["time_bar"] * (today or 0)}
+    best = _by_total(fits or {BEFORE: means[BEFORE]}, rows)
+    ours, theirs = means[BEFORE], means[best]
+    return best if theirs["total"] - ours["total"] > max(ours["total_std"], theirs["total_std"]) else BEFORE
 
 
 def chosen_weights(rows: dict, cfg: dict) -> dict[str, list[float]]:
-    """Each variant's weights as ``ENSEMBLE_WEIGHTS`` holds them: the trained members first, the start last."""
-    out = {}
-    for variant in VARIANTS:
-        row = rows.get(f"ens_{variant}_s{cfg['seeds'][0]}")
-        if row is not None:
-            weights = row["weights"]
-            out[variant] = [*weights[1:], weights[0]]
+    """Each member set's weights as ``ENSEMBLE_WEIGHTS`` holds them (the trained members first, the start last):
+    ``warmups`` those of today's members' best student (the default's when it is one of them), ``twin`` and
+    ``twin_towers`` the rule's weight on their ensembles."""
+    first = cfg["seeds"][0]
+
+    def held(variant: str) -> list[float]:
+        weights = rows[f"ens_{variant}_s{first}"]["weights"]
+        return [*weights[1:], weights[0]]
+
+    out = {v: held(v) for v in ("twin", "twin_towers") if f"ens_{v}_s{first}" in rows}
+    today = {v: mean_rows(found) for v in TODAY if (found := seeded(rows, f"student_{v}", cfg))}
+    if today:
+        default = default_choice(rows, cfg)
+        out["warmups"] = held(default if default in today else _by_total(today, rows))
     return out
 
 
@@ -169,24 +198,28 @@ SCORE_HEADER = [SPLIT_LABELS["sts"], SPLIT_LABELS["sick"], "selection mean", SPL
 RETRIEVAL_HEADER = "retrieval nDCG@10 (STS-B train pairs ≥ 4)"
 
 
+def _student_order(rows: dict, cfg: dict) -> list[str]:
+    """The students' rows in the lead table's order: the default, today's members, the variant carried past the
+    screen, the screened ones."""
+    choice, carried = default_choice(rows, cfg), screen_choice(rows, cfg)
+    order = [choice, *TODAY, carried, *SCREENED]
+    return [v for i, v in enumerate(order) if v is not None and v not in order[:i]]
+
+
 def lead_table(rows: dict, cfg: dict) -> str:
-    """The default's student first, then every row it is measured against."""
+    """The default's student first, then every row it is measured against (a screened variant: its first seed)."""
     choice = default_choice(rows, cfg)
-    if choice is None:
-        return "### The default\n\nnot run yet\n\n"
-    order = [choice, *[v for v in [*VARIANTS, BEFORE, GUARDED] if v != choice]]
-    lines = []
     shipped = rows[SHIPPED]
     genres = sorted(shipped["dev_genres"])
-    today = cpu_seconds(rows, "warmups", cfg)
-    lines.append(["the start (shipped MiniLM)", "–", *_score_cells([shipped]), *_genre_cells([shipped], "dev"),
-                  _retrieval_cell([shipped]), "–"])  # fmt: skip
+    today = cpu_seconds(rows, BEFORE, cfg)
+    lines = [["the start (shipped MiniLM)", "–", *_score_cells([shipped]), *_genre_cells([shipped], "dev"),
+              _retrieval_cell([shipped]), "–"]]  # fmt: skip
     control = seeded(rows, "dropout", cfg)
     if control:
         lines.append(["same-budget control (warm-up I alone)", str(len(control)), *_score_cells(control),
                       *_genre_cells(control, "dev"), _retrieval_cell(control), "–"])  # fmt: skip
-    for variant in order:
-        found = seeded(rows, f"student_{variant}", cfg)
+    for variant in _student_order(rows, cfg):
+        found = some_seeds(rows, f"student_{variant}", cfg)
         if not found:
             continue
         label = VARIANTS.get(variant) or ROW_LABELS[variant]
@@ -197,19 +230,20 @@ def lead_table(rows: dict, cfg: dict) -> str:
         lines.append([f"{label}, weights {weights} (start first)", str(len(found)), *_score_cells(found),
                       *_genre_cells(found, "dev"), _retrieval_cell(found), ratio])  # fmt: skip
     header = ["model", "seeds", *SCORE_HEADER, *[f"dev {g}" for g in genres], RETRIEVAL_HEADER, "CPU time vs today's"]
-    return _table("The default's student and the rows it is measured against (students through `jtcse pipeline`)",
-                  header, lines)  # fmt: skip
+    title = "The default's student and the rows it is measured against (students through `jtcse pipeline`)"
+    note = "" if choice is not None else "The default is not chosen yet: a student of the screen or a seed is missing."
+    return _table(title, header, lines, note)
 
 
 def selection_genre_table(rows: dict, cfg: dict) -> str:
     """Every student per genre of the selection files: reported, never a constraint."""
     shipped = rows[SHIPPED]
-    lines = [["the start", *_genre_cells([shipped], "sts"), *_genre_cells([shipped], "sick")]]
-    for variant in [*VARIANTS, BEFORE, GUARDED]:
-        found = seeded(rows, f"student_{variant}", cfg)
+    lines = [["the start", "–", *_genre_cells([shipped], "sts"), *_genre_cells([shipped], "sick")]]
+    for variant in _student_order(rows, cfg):
+        found = some_seeds(rows, f"student_{variant}", cfg)
         if found:
-            lines.append([variant, *_genre_cells(found, "sts"), *_genre_cells(found, "sick")])
-    header = ["student", *[f"STS-B train {g}" for g in sorted(shipped["sts_genres"])], "SICK train"]
+            lines.append([variant, str(len(found)), *_genre_cells(found, "sts"), *_genre_cells(found, "sick")])
+    header = ["student", "seeds", *[f"STS-B train {g}" for g in sorted(shipped["sts_genres"])], "SICK train"]
     return _table("Per genre of the selection files (reported, never a constraint)", header, lines)
 
 
@@ -227,13 +261,19 @@ def twin_table(rows: dict, cfg: dict) -> str:
         lines.append([label, moved, *_score_cells([row]), f"{agreement:.3f}" if agreement is not None else "–",
                       f"{row.get('cpu_seconds', 0):.0f}"])  # fmt: skip
     base = ", ".join(f"{k} {v}" for k, v in cfg["twin"].items())
+    skipped = ["; ".join(f"{k} {v:g}" for k, v in change.items()) for change in cfg.get("not_measured", {}).values()]
+    note = (
+        f"Planned and not run (the CPU time went to the seeds and the students): {', '.join(skipped)}."
+        if skipped
+        else ""
+    )
     return _table(f"The twin, one setting moved at a time (seed {seed}; from: {base})",
-                  ["setting", "moved", *SCORE_HEADER, "towers' error agreement", "CPU s"], lines)  # fmt: skip
+                  ["setting", "moved", *SCORE_HEADER, "towers' error agreement", "CPU s"], lines, note)  # fmt: skip
 
 
 def ensemble_table(rows: dict, cfg: dict) -> str:
     lines = []
-    for variant in [*VARIANTS, BEFORE, GUARDED]:
+    for variant in [*VARIANTS, *TODAY]:
         found = seeded(rows, f"ens_{variant}", cfg)
         if found:
             weights = "/".join(f"{w:g}" for w in found[0]["weights"])
@@ -246,6 +286,7 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
     rows = read_rows(work)
     results = {
         "twin_choice": twin_choice(rows, cfg),
+        "screen_choice": screen_choice(rows, cfg),
         "default": default_choice(rows, cfg),
         "ensemble_weights": chosen_weights(rows, cfg),
         "rows": rows,

@@ -98,11 +98,20 @@ def pipeline_output(output_dir: str | Path, config: PipelineConfig, recipe: dict
     the ``recipe`` files); each stage's folder in it is an output of its own (checked by what writes it)."""
     recipe_files = [recipe["path"], *recipe.get("extends", {})] if recipe else []
     models = [config.tower_a, config.tower_b, *config.ensemble.models, config.distill.student]
+    models = [model for model in models if not _made_here(model, output_dir)]  # e.g. --ensemble-with OUT/tower_a
     files = [config.corpus, config.pairs_a, config.pairs_b, config.dev_file, *config.selection_files, *recipe_files]
     inputs = [*models, *files]
     return FolderOutput(
         output_dir, MADE_BY, inputs=inputs, parts=[stage.folder for stage in STAGES], earlier=_written_before_records
     )
+
+
+def _made_here(model: str | None, output_dir: str | Path) -> bool:
+    """Whether ``model`` is (in) one of the run's own stage folders: what the run makes, not an input of it."""
+    if model is None:
+        return False
+    path = Path(model).expanduser().resolve()
+    return any(path.is_relative_to((Path(output_dir) / stage.folder).expanduser().resolve()) for stage in STAGES)
 
 
 def _written_before_records(folder: Path) -> list[str] | None:
