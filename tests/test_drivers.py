@@ -45,6 +45,7 @@ DRIVERS = [
     ("repro_ucd", "ucd", "UCD.md", "TABLES"),
     ("repro_default", "default", None, "TABLES"),
     ("members", "members", "DEFAULTS.md", "MEMBERS"),
+    ("twin_default", "twin_default", "DEFAULTS.md", "TWIN_DEFAULT"),
 ]
 
 
@@ -70,12 +71,27 @@ def test_a_report_rebuilt_from_the_committed_rows_is_the_committed_report(driver
         assert report.read_bytes() == (REPO / "evaluation" / writeup).read_bytes()
 
 
+def test_the_pipelines_default_weights_are_the_twin_default_drivers_choice():
+    """``ENSEMBLE_WEIGHTS`` (what ``jtcse pipeline`` uses without a selection file) holds what the twin-default
+    driver chose from its committed rows (each variant's weights, trained members first, the start last)."""
+    from dataclasses import asdict
+
+    from evaluation.drivers.twin_default_report import chosen_weights
+    from evaluation.drivers.twin_default_settings import FULL
+    from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS
+
+    results = json.loads((REPO / "evaluation" / "twin_default" / "results.json").read_text(encoding="utf-8"))
+    assert chosen_weights(results["rows"], FULL) == results["ensemble_weights"]
+    held = {name: list(weights) for name, weights in asdict(ENSEMBLE_WEIGHTS).items()}
+    assert held == results["ensemble_weights"]
+
+
 def test_every_driver_takes_the_shared_options():
     import importlib
 
     from evaluation.drivers.cli import driver_parser, places
 
-    for driver in ("repro_cpu", "repro_ucd", "repro_default", "members"):
+    for driver in ("repro_cpu", "repro_ucd", "repro_default", "members", "twin_default"):
         module = importlib.import_module(f"evaluation.drivers.{driver}")
         args = driver_parser(module.__doc__, module.STAGES, threads=1).parse_args(["--quick", "--out", "x"])
         assert (args.quick, args.out, args.report_only, args.stages) == (

@@ -30,10 +30,12 @@ PipelineSeed = seed_range(1)
 class DefaultWeights:
     """The default ensemble's weights when no selection file chooses them: ``warmups`` for (warm-up I, warm-up II,
     the starting model) without a twin, ``twin`` for (the twin, the starting model) with one, ``twin_towers`` for
-    (tower I, tower II, the starting model) with the twin's towers as members. Each is the weight best on the
-    selection split (STS-B train, 3 seeds) among those that keep every genre of it within 0.3 points of the starting
-    model's: larger weights score higher overall but trade the start's captions away (``evaluation/DEFAULTS.md``,
-    "Members that differ")."""
+    (tower I, tower II, the starting model) with the twin's towers as members. Written by the twin-default driver
+    (``evaluation/drivers/twin_default.py``; a test keeps them equal to its results): ``twin`` and ``twin_towers``
+    the weight with the best mean Spearman over two selection files (STS-B train, SICK train; 3 seeds) on their
+    ensembles, ``warmups`` the weights of the best of today's members' students (3 seeds through ``jtcse
+    pipeline``, no selection file below the starting model) (``evaluation/DEFAULTS.md``, "The twin in the main
+    job")."""
 
     warmups: tuple[float, ...] = (0.4, 0.4, 1.0)
     twin: tuple[float, ...] = (0.6, 1.0)
