@@ -278,7 +278,7 @@ def test_the_pipelines_options_show_its_configs_defaults_and_run_them_when_none_
     context = _command("pipeline").make_context("pipeline", ["-o", "out"])
     config, record = pipeline_config(context.params)
     assert config == PipelineConfig() and record is None
-    assert config.ensemble.enabled is None and config.twin.enabled is None and config.pooling is None  # by the start
+    assert config.ensemble.enabled is None and config.twin.enabled and config.pooling is None  # by the start; twin on
 
 
 def _the_input_as_output(tmp_path, tiny_bert) -> dict[str, tuple[list, str]]:

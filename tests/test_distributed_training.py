@@ -347,7 +347,7 @@ def test_bad_input_under_torchrun_is_one_error_per_rank_and_writes_nothing(tmp_p
     [
         ["train", "--mini-batch-size", "4", "--regularizer", "simreg"],
         ["simcse", "--mini-batch-size", "4", "--regularizer", "dispersion:weight=0.1"],
-        ["train", "--mini-batch-size", "0"],
+        ["train", "--mini-batch-size", "-1"],
         ["simcse", "--mini-batch-size", "-2"],
     ],
 )

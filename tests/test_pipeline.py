@@ -88,14 +88,12 @@ def test_bad_pipeline_settings_are_clear_errors(tmp_path, tiny_bert):
 
 
 def test_until_names_the_values_of_this_run_and_why_a_stage_is_off(tmp_path, tiny_bert):
-    """From a sentence-transformers start the twin is off by default: --until twin says so and how to turn it on,
-    and lists only what this run can stop after."""
+    """With the twin turned off, --until twin says so and how, and lists only what this run can stop after."""
     with pytest.raises(JTCSEError) as refused:
-        run_pipeline(tmp_path / "out", config(tower_a=tiny_bert, until="twin"))
+        run_pipeline(tmp_path / "out", config(tower_a=tiny_bert, until="twin", twin={"enabled": False}))
     assert str(refused.value) == (
-        "--until twin: the twin is off for this run (tower I starts from a sentence-transformers model that joins "
-        "the ensemble); turn it on with --twin ([twin] enabled = true); this run stops after one of warmup, "
-        "ensemble, distill, eval."
+        "--until twin: the twin is off for this run (--no-twin, [twin] enabled = false); this run stops after one of "
+        "warmup, ensemble, distill, eval."
     )
     with pytest.raises(JTCSEError, match="the probe runs with --probe"):
         run_pipeline(tmp_path / "out", config(tower_a=tiny_bert, until="probe", twin={"enabled": True}))
@@ -301,11 +299,12 @@ def test_the_default_ensemble_joins_the_start_when_it_is_a_sentence_encoder(tiny
 
     assert is_sentence_encoder(None) and is_sentence_encoder(tiny_bert)
     assert not is_sentence_encoder(str(tiny_bert) + ".hf")  # a plain transformers folder (make_tiny_tower's source)
-    # by default: warm-up I, warm-up II and the start, no twin; weights are checked before anything trains
-    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 3 ensemble members"):
-        run_pipeline(tmp_path, config(tower_a=tiny_bert, until="ensemble", ensemble={"weights": [1]}))
+    # by default: the twin and the start; without the twin, warm-up I, warm-up II and the start; weights are checked
+    # before anything trains
     with pytest.raises(ValueError, match="1 weight\\(s\\) given for 2 ensemble members"):  # twin + start
-        run_pipeline(tmp_path, config(tower_a=tiny_bert, until="ensemble", twin={"enabled": True},
+        run_pipeline(tmp_path, config(tower_a=tiny_bert, until="ensemble", ensemble={"weights": [1]}))
+    with pytest.raises(ValueError, match="1 weight\\(s\\) given for 3 ensemble members"):
+        run_pipeline(tmp_path, config(tower_a=tiny_bert, until="ensemble", twin={"enabled": False},
                                       ensemble={"weights": [1]}))  # fmt: skip
     assert len(ENSEMBLE_WEIGHTS.warmups) == 3 and len(ENSEMBLE_WEIGHTS.twin) == 2
 
@@ -336,9 +335,9 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     sick.write_text("\n".join(sick_lines[:40]) + "\n", encoding="utf-8")
     settings = {"batch_size": 8, "max_steps": 2}
     common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), dev_file=str(dev),
-                  selection_files=[str(sts), str(sick)], warmup=settings, twin={"batch_size": 4, "max_steps": 2},
-                  distill=settings)  # fmt: skip
-    result = run_pipeline(tmp_path / "recipe", config(**common))
+                  selection_files=[str(sts), str(sick)], warmup=settings,
+                  twin={"batch_size": 4, "max_steps": 2, "enabled": False}, distill=settings)  # fmt: skip
+    result = run_pipeline(tmp_path / "recipe", config(**common))  # without the twin: the warm-ups and the start
     stages, out = result["stages"], tmp_path / "recipe"
     assert [row["stage"] for row in result["table"]] == [
         "start", "start_b", "warmup_a", "warmup_b", "ensemble", "distill", "eval"
@@ -400,15 +399,21 @@ def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_ta
 
 
 def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
-    """make_plan, one decision a function: from a sentence-transformers start the twin is off and the ensemble holds
-    the warm-ups and the start at the default weights; from a plain transformers model the twin trains and there is
-    no ensemble; named members leave the start out unless asked; the twin's towers are two members."""
+    """make_plan, one decision a function: from a sentence-transformers start the ensemble holds the twin and the
+    start at the default weights, the warm-ups and the start without the twin; from a plain transformers model the
+    twin trains and there is no ensemble; named members leave the start out unless asked; the twin's towers are two
+    members."""
     from jtcse.pipeline.plan import make_plan
     from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS
     from jtcse.pipeline.stages import DISTILL, ENSEMBLE, TWIN, WARMUP_A, WARMUP_B
 
     out = tmp_path / "run"
     encoder = make_plan(config(tower_a=tiny_bert, until="distill"), out, "cpu")
+    assert encoder.twin and encoder.members == (str(out / "twin"), tiny_bert)
+    assert encoder.weights == ENSEMBLE_WEIGHTS.twin and not encoder.choose and encoder.start_index == 1
+    assert encoder.stages == (WARMUP_A, WARMUP_B, TWIN, ENSEMBLE, DISTILL) and encoder.evaluated == encoder.stages
+    assert list(encoder.starting) == ["start"]  # tower II starts from tower I's model
+    encoder = make_plan(config(tower_a=tiny_bert, until="distill", twin={"enabled": False}), out, "cpu")
     assert not encoder.twin and encoder.members == (str(out / "tower_a"), str(out / "tower_b"), tiny_bert)
     assert encoder.weights == ENSEMBLE_WEIGHTS.warmups and not encoder.choose and encoder.start_index == 2
     assert encoder.stages == (WARMUP_A, WARMUP_B, ENSEMBLE, DISTILL) and encoder.evaluated == encoder.stages
@@ -417,7 +422,7 @@ def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
 
     plain = make_plan(config(tower_a=tiny_bert + ".hf", until="distill"), out, "cpu")
     assert plain.twin and plain.members == () and plain.teacher == out / "twin" and TWIN in plain.stages
-    assert ENSEMBLE not in plain.stages and list(plain.starting) == ["start", "start_b"]
+    assert ENSEMBLE not in plain.stages and list(plain.starting) == ["start"]
 
     named = make_plan(config(tower_a=tiny_bert, until="distill", ensemble={"with": [tiny_bert]}), out, "cpu")
     assert named.twin and named.members == (str(out / "twin"), tiny_bert) and named.weights is None

@@ -224,18 +224,21 @@ def _tiny_data(tmp_path: Path, shared_data: Path) -> tuple[Path, Path]:
 @pytest.mark.cli
 def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data):
     """models/ucd-minilm-l6 as a user runs it, with its real tower (the embedded MiniLM), a 40-line corpus, a short
-    dev file with the three STS-B genres and 1-2 steps a stage, given as overrides; every stage keeps its last
-    step."""
+    dev file with the three STS-B genres and 1-2 steps a stage, given as overrides; the twin joins the start in the
+    ensemble; every stage keeps its last step."""
+    from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS
+
     corpus, dev = _tiny_data(tmp_path, shared_data)
     out = tmp_path / "run"
     recipe = MODELS / "ucd-minilm-l6" / "recipe.toml"
     overrides = ["--corpus", corpus, "--dev-file", dev, "--warmup-max-steps", 2, "--distill-max-steps", 1,
-                 "--batch-size", 4, "--warmup-max-seq-length", 16, "--distill-max-seq-length", 16, "--eval-steps", 1000]  # fmt: skip
+                 "--twin-max-steps", 1, "--batch-size", 4, "--warmup-max-seq-length", 16, "--twin-max-seq-length", 16,
+                 "--distill-max-seq-length", 16, "--eval-steps", 1000]  # fmt: skip
     result = invoke_cli("pipeline", "--recipe", recipe, "-o", out, *overrides, "--device", "cpu")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "pipeline_summary.json").read_text(encoding="utf-8"))
     assert [row["stage"] for row in summary["table"]] == [
-        "start", "warmup_a", "warmup_b", "ensemble", "distill", "eval"
+        "start", "warmup_a", "warmup_b", "twin", "ensemble", "distill", "eval"
     ]  # fmt: skip
     record = summary["recipe"]
     assert record["path"] == str(recipe) and record["sha256"] == hashlib.sha256(recipe.read_bytes()).hexdigest()
@@ -243,11 +246,11 @@ def test_the_minilm_recipe_runs_end_to_end_with_tiny_steps(tmp_path, shared_data
     assert record["overrides"]["--corpus"] == {"value": str(corpus), "recipe": "data/wiki12k.txt"}
     assert "--device" not in record["overrides"]  # where a run happens is not one of its settings
     stages = summary["stages"]
-    assert "twin" not in stages and stages["warmup_a"]["settings"]["batch_size"] == 4
+    assert stages["twin"]["settings"]["batch_size"] == 4 and stages["warmup_a"]["settings"]["batch_size"] == 4
     for stage in ("warmup_a", "warmup_b", "distill"):  # the CPU defaults keep the last step
         assert stages[stage]["saved_model"] == "last step" and stages[stage]["saved_step"] == stages[stage]["steps"]
-    assert stages["ensemble"]["weights"] == [0.4, 0.4, 1.0]
-    assert stages["ensemble"]["members"][:2] == [str(out / "tower_a"), str(out / "tower_b")]
+    assert stages["ensemble"]["weights"] == list(ENSEMBLE_WEIGHTS.twin)  # the twin, then the start
+    assert stages["ensemble"]["members"][:1] == [str(out / "twin")]
     assert stages["distill"]["settings"]["learning_rate"] == 2e-5  # the recipe's, not overridden
     modules = json.loads((out / "distilled" / "modules.json").read_text(encoding="utf-8"))
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling", "Normalize"]  # the MiniLM's

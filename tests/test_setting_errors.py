@@ -90,7 +90,7 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
          "Error: --warmup-b-checkpoint best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev "
          "file (--dev-file); or keep the last step (--warmup-b-checkpoint last)."),
         (["pipeline", "-o", out, "--ensemble-weights", "1", "--until", "ensemble"],
-         "Error: --ensemble-weights: 1 weight(s) given for 3 ensemble members; give one weight per member."),
+         "Error: --ensemble-weights: 1 weight(s) given for 2 ensemble members; give one weight per member."),
         (["pipeline", "-o", out, "--no-ensemble", "--ensemble-weights", "1,1", "--twin", "--until", "twin"],
          "Error: --ensemble-weights were given without models to ensemble with (--ensemble-with)."),
         (["pipeline", "-o", out, "--precision", "fp16", "--until", "warmup", "--device", "cpu"],

@@ -211,6 +211,7 @@ def test_regularisers_join_the_jtcse_loss_as_logged_terms(tmp_path, tiny_bert, t
         max_steps=2,
         learning_rate=5e-5,
         regularizers=["dispersion:weight=0.1", "simreg:weight=2,temperature=0.1"],
+        mini_batch_size=0,  # token-level terms need the plain loss: GradCache (the twin's default) off
         extra_losses={"cls_norm": lambda out: 0.01 * out["pooled_1"].norm(dim=-1).mean()},
         show_progress=False,
         plot=False,

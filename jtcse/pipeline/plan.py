@@ -1,10 +1,10 @@
 """A pipeline run's decisions, all made before anything is written: :func:`make_plan` turns a
 :class:`~jtcse.pipeline.settings.PipelineConfig` into a frozen :class:`Plan`, one small function a decision.
 
-Whether the twin trains and whether the starting model joins an ensemble follow from what tower I starts from
-(a sentence-transformers model or a plain ``transformers`` one); the ensemble's members and weights, the stages up
-to ``--until``, the student and the teacher, the rows to beat, and the files the stages read (a file no stage reads
-is not required) follow from those. Every check that needs no training is made here, so a mistake costs nothing.
+Whether the starting model joins an ensemble follows from what tower I starts from (a sentence-transformers model
+or a plain ``transformers`` one); the ensemble's members (the twin, on by default, else the warm-ups) and weights,
+the stages up to ``--until``, the student and the teacher, the rows to beat, and the files the stages read (a file
+no stage reads is not required) follow from those and ``[twin] enabled``. Every check that needs no training is made here, so a mistake costs nothing.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def make_plan(config: PipelineConfig, output_dir: str | Path, device: str | None
     _check_devices(config, device)
     encoder_start = is_sentence_encoder(config.tower_a)
     with_start = _start_joins(config, encoder_start)
-    twin = _twin_trains(config, encoder_start, with_start)
+    twin = _twin_trains(config)
     members, labels, start_index = _members(config, output_dir, twin, with_start)
     choose = _weights_chosen(config, with_start)
     _check_probe(config)
@@ -88,7 +88,7 @@ def make_plan(config: PipelineConfig, output_dir: str | Path, device: str | None
         choose=choose,
         student=student,
         teacher=output_dir / (ENSEMBLE if members else TWIN).folder,
-        starting=starting_models(config.tower_a, config.tower_b, student),
+        starting=starting_models(config.tower_a, config.start_b, student),
     )
     plan = replace(plan, stages=_stages(plan, config.until))
     _check_weights(plan, config)
@@ -114,12 +114,9 @@ def _start_joins(config: PipelineConfig, encoder_start: bool) -> bool:
     return not config.ensemble.models and encoder_start
 
 
-def _twin_trains(config: PipelineConfig, encoder_start: bool, with_start: bool) -> bool:
-    """Whether the twin trains: as ``[twin] enabled`` says, else unless tower I starts from a sentence encoder that
-    joins the ensemble (the warm-ups do as well there, for half the time)."""
-    if config.twin.enabled is not None:
-        return config.twin.enabled
-    return not (encoder_start and with_start)
+def _twin_trains(config: PipelineConfig) -> bool:
+    """Whether the twin trains: as ``[twin] enabled`` says (on by default, from any start)."""
+    return config.twin.enabled
 
 
 def _members(

@@ -97,7 +97,7 @@ def pipeline_output(output_dir: str | Path, config: PipelineConfig, recipe: dict
     """The run's folder as an output of ``jtcse pipeline``, apart from every file and model it reads (``config``'s,
     the ``recipe`` files); each stage's folder in it is an output of its own (checked by what writes it)."""
     recipe_files = [recipe["path"], *recipe.get("extends", {})] if recipe else []
-    models = [config.tower_a, config.tower_b, *config.ensemble.models, config.distill.student]
+    models = [config.tower_a, config.start_b, *config.ensemble.models, config.distill.student]
     models = [model for model in models if not _made_here(model, output_dir)]  # e.g. --ensemble-with OUT/tower_a
     files = [config.corpus, config.pairs_a, config.pairs_b, config.dev_file, *config.selection_files, *recipe_files]
     inputs = [*models, *files]

@@ -105,7 +105,7 @@ def _warmup_a(r: PipelineRun, folder: Path) -> dict:
 
 
 def _warmup_b(r: PipelineRun, folder: Path) -> dict:
-    return _warm_up(r, folder, WARMUP_B, r.config.tower_b, r.config.pairs_b, r.config.seed + 1)
+    return _warm_up(r, folder, WARMUP_B, r.config.start_b, r.config.pairs_b, r.config.seed + 1)
 
 
 def _train_twin(r: PipelineRun, folder: Path, **keys: Any) -> dict:
@@ -297,8 +297,7 @@ TWIN = Stage(
     what="the JTCSE twin of the two warm-ups",
     run=_twin,
     included=lambda plan: plan.twin,
-    why_off="the twin is off for this run (tower I starts from a sentence-transformers model that joins the "
-    "ensemble); turn it on with --twin ([twin] enabled = true)",
+    why_off="the twin is off for this run (--no-twin, [twin] enabled = false)",
 )
 ENSEMBLE = Stage(
     name="ensemble",
