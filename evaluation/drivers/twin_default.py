@@ -132,7 +132,8 @@ class TwinDefaultRunner(ScoredGrid):
                          lambda: load_model(out, device="cpu"), group="warmup", seed=seed)  # fmt: skip
 
     def twin_settings(self, tag: str) -> dict:
-        return {**self.cfg["twin"], **self.cfg["twin_grid"][tag]}
+        """The twin of grid (or follow-up) setting ``tag``: the base twin with that setting moved."""
+        return {**self.cfg["twin"], **{**self.cfg["twin_grid"], **self.cfg.get("followup", {})}[tag]}
 
     def twin_row(self, tag: str, seed: int) -> str:
         """A twin of grid setting ``tag`` on seed ``seed``'s warm-ups (I at seed, II at seed + 1)."""
@@ -169,6 +170,11 @@ class TwinDefaultRunner(ScoredGrid):
 
     def twins(self) -> None:
         for tag in self.only.get("tags") or self.cfg["twin_grid"]:
+            self.twin_row(tag, self.cfg["grid_seed"])
+
+    def followup(self) -> None:
+        """ICTM's weight moved from the chosen twin (seed 1), after the default was chosen: reported, not chosen on."""
+        for tag in self.only.get("tags") or self.cfg.get("followup", {}):
             self.twin_row(tag, self.cfg["grid_seed"])
 
     def twin_choice(self) -> str:

@@ -271,6 +271,23 @@ def twin_table(rows: dict, cfg: dict) -> str:
                   ["setting", "moved", *SCORE_HEADER, "towers' error agreement", "CPU s"], lines, note)  # fmt: skip
 
 
+def followup_table(rows: dict, cfg: dict) -> str:
+    """ICTM's weight moved from the chosen twin after the default was chosen: reported, not chosen on."""
+    seed, choice = cfg["grid_seed"], twin_choice(rows, cfg)
+    found = {tag: rows.get(f"twin_{tag}_s{seed}") for tag in cfg.get("followup", {})}
+    if choice is None or not any(found.values()):
+        return ""
+    lines = []
+    for tag, row in [(choice, rows[f"twin_{choice}_s{seed}"]), *found.items()]:
+        if row is not None:
+            agreement = row.get("tower_agreement")
+            lines.append([tag, *_score_cells([row]), f"{agreement:.3f}" if agreement is not None else "–",
+                          f"{row.get('cpu_seconds', 0):.0f}"])  # fmt: skip
+    return _table(f"Follow-up: ICTM's weight moved from the chosen twin (seed {seed}; measured after the default was "
+                  "chosen: reported, not chosen on)", ["twin", *SCORE_HEADER, "towers' error agreement", "CPU s"],
+                  lines)  # fmt: skip
+
+
 def ensemble_table(rows: dict, cfg: dict) -> str:
     lines = []
     for variant in [*VARIANTS, *TODAY]:
@@ -294,6 +311,10 @@ def build_report(work: Path, cfg: dict) -> tuple[dict, str]:
     if SHIPPED not in rows:
         return results, "not run yet\n"
     tables = (
-        lead_table(rows, cfg) + selection_genre_table(rows, cfg) + twin_table(rows, cfg) + ensemble_table(rows, cfg)
+        lead_table(rows, cfg)
+        + selection_genre_table(rows, cfg)
+        + twin_table(rows, cfg)
+        + followup_table(rows, cfg)
+        + ensemble_table(rows, cfg)
     )
     return results, tables

@@ -37,6 +37,11 @@ FULL = {
     },
     # planned for the grid and not run: the CPU time went to the seeds and the students (the report lists them)
     "not_measured": {"lr5e-6": {"learning_rate": 5e-6}, "ictm0": {"ictm_weight": 0.0}, "ictm2": {"ictm_weight": 2.0}},
+    # after the default was chosen: ICTM's weight moved from the chosen twin (seed 1), reported, not chosen on
+    "followup": {
+        "steps25_ictm0": {"max_steps": 25, "ictm_weight": 0.0},
+        "steps25_ictm2": {"max_steps": 25, "ictm_weight": 2.0},
+    },
     "distill": {},  # the pipeline's distillation as it is
     "weight_grid": list(WEIGHT_GRID),  # the pipeline's own grid: the constants are what the pipeline would choose
     "eval_max_seq_length": 128,
@@ -99,4 +104,4 @@ ROW_LABELS = {
     BEFORE: "the weights before issue 31 (1.25, 1.25, 1) on today's members",
     GUARDED: "today's members at the weight the guard allows on the ensemble",
 }
-STAGES = ("shipped", "warmups", "twins", "seeds", "ensembles", "pipeline", "retrieval")
+STAGES = ("shipped", "warmups", "twins", "seeds", "ensembles", "pipeline", "retrieval", "followup")
