@@ -267,6 +267,8 @@ def twin_table(rows: dict, cfg: dict) -> str:
         if skipped
         else ""
     )
+    if cfg.get("followup"):
+        note += " ICTM's weight was moved from the chosen twin afterwards (the follow-up below)."
     return _table(f"The twin, one setting moved at a time (seed {seed}; from: {base})",
                   ["setting", "moved", *SCORE_HEADER, "towers' error agreement", "CPU s"], lines, note)  # fmt: skip
 
