@@ -32,7 +32,6 @@ embeddings in ``<work>/emb/``):
 
 from __future__ import annotations
 
-import shutil
 import statistics
 from pathlib import Path
 
@@ -51,6 +50,9 @@ from evaluation.drivers.members_settings import (
 )
 from evaluation.drivers.repro_default_scores import ScoredGrid
 from jtcse.training.selection import concat_cosine
+
+TWIN_MEASURED = {"batch_size": 16, "max_steps": 100, "mini_batch_size": 0, "hard_negatives": False}
+"""The twin's defaults when this driver measured (before issue 37 made the GradCache twin the default)."""
 
 
 class MembersRunner(ScoredGrid):
@@ -290,13 +292,14 @@ class MembersRunner(ScoredGrid):
         kind = "dropout" if choice == "today" else choice.split(":")[-1]
         tables = PIPELINE_KEYS[kind]
         values = {"corpus": str(self.corpus), "seed": seed, "until": "distill", "warmup_b": tables["warmup_b"],
-                  "warmup": {**self.cfg["simcse"], **tables["warmup"]}, "distill": self.cfg["distill"]}  # fmt: skip
+                  "warmup": {**self.cfg["simcse"], **tables["warmup"]}, "distill": self.cfg["distill"],
+                  "twin": {"enabled": False}}  # fmt: skip
         if choice == "today":  # the weights shipped before this driver chose them (1.25, 1.25, 1)
             return {**values, "ensemble": {"enabled": True, "weights": self.cfg["today_weights"]}}
         w, trained = self.chosen_weight(choice), 1 if choice.startswith(("twin:", "short:")) else 2
         values["ensemble"] = {"enabled": True, "weights": [w] * trained + [1.0]}
         if choice != kind:
-            values["twin"] = {"enabled": True, **self.twin_settings(choice.split(":")[0])}
+            values["twin"] = {"enabled": True, **TWIN_MEASURED, **self.twin_settings(choice.split(":")[0])}
             values["ensemble"]["twin_towers"] = choice.startswith("towers:")
         return values
 
@@ -304,11 +307,9 @@ class MembersRunner(ScoredGrid):
         """``jtcse pipeline`` for each seed with the new default's settings and with today's, the warm-ups (and
         twins) above copied in (with their files' times: the same models) so only what follows them runs; the
         students scored."""
-        from sentence_transformers import SentenceTransformer
 
-        from jtcse.pipeline.run import run_pipeline
         from jtcse.pipeline.settings import PipelineConfig
-        from jtcse.pipeline.stages import DISTILL, TWIN, WARMUP_A, WARMUP_B
+        from jtcse.pipeline.stages import TWIN, WARMUP_A, WARMUP_B
 
         for choice in dict.fromkeys([self.default_choice(), "today"]):
             tag, kind = choice.replace(":", "-"), "dropout" if choice == "today" else choice.split(":")[-1]
@@ -319,13 +320,8 @@ class MembersRunner(ScoredGrid):
                 copies = {WARMUP_A.folder: a, WARMUP_B.folder: b}
                 if ":" in choice:
                     copies[TWIN.folder] = f"{trained_twin(choice)}_{kind}_s{seed}"
-                for folder, row in copies.items():
-                    if not (out / folder).exists():
-                        shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
                 config = PipelineConfig.from_values(self.pipeline_values(choice, seed))
-                self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.name],
-                             lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
-                             group="student", choice=choice, seed=seed, settings=config.values())  # fmt: skip
+                self.pipeline_student(name, out, copies, config, choice=choice, seed=seed)
                 self.ensemble_time(name, out)
 
     def ensemble_time(self, name: str, out: Path) -> None:

@@ -104,6 +104,26 @@ class ScoredGrid(TrainingGrid):
         self.save(name, {**(row or {}), **record})
         return self.score(name, load)
 
+    def pipeline_student(self, name: str, out: Path, copies: dict[str, str], config, **record) -> None:
+        """Row ``name``: ``jtcse pipeline`` of ``config`` in ``out``, the rows' folders ``copies`` (``{stage folder:
+        row}``) copied in first (with their files' times: the same models, so those stages are skipped as done),
+        its student scored; nothing is done for a row already saved."""
+        import shutil
+
+        from sentence_transformers import SentenceTransformer
+
+        from jtcse.pipeline.run import run_pipeline
+        from jtcse.pipeline.stages import DISTILL
+
+        if self.done(name):
+            return
+        for folder, row in copies.items():
+            if not (out / folder).exists():
+                shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
+        self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.name],
+                     lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
+                     group="student", settings=config.values(), **record)  # fmt: skip
+
     def chosen(self, names: dict, stage: str, genre_safe: bool = False):
         """The key of ``names`` (key -> row name) best on the selection split (``genre_safe``: among those losing
         no selection genre to the shipped MiniLM, :meth:`genre_safe_best`); a missing row stops the driver."""

@@ -37,7 +37,6 @@ Stages (``--stages``, in this order; rows in ``<work>/results/``, cosines in ``<
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -284,25 +283,15 @@ class TwinDefaultRunner(ScoredGrid):
 
     def student(self, variant: str, seed: int) -> None:
         """``jtcse pipeline`` of ``variant`` at ``seed`` (the warm-ups and twin copied in), its student scored."""
-        from sentence_transformers import SentenceTransformer
-
-        from jtcse.pipeline.run import run_pipeline
         from jtcse.pipeline.settings import PipelineConfig
-        from jtcse.pipeline.stages import DISTILL, TWIN, WARMUP_A, WARMUP_B
+        from jtcse.pipeline.stages import TWIN, WARMUP_A, WARMUP_B
 
         name, out = f"student_{variant}_s{seed}", self.student_dir(variant, seed)
-        if self.done(name):
-            return
         copies = {WARMUP_A.folder: self.warmup_name(seed), WARMUP_B.folder: self.warmup_name(seed + 1)}
         if variant in SCREENED:
             copies[TWIN.folder] = f"twin_{self.twin_choice()}_s{seed}"
-        for folder, row in copies.items():
-            if not (out / folder).exists():
-                shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
         config = PipelineConfig.from_values(self.pipeline_values(variant, seed))
-        self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.name],
-                     lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
-                     group="student", variant=variant, seed=seed, settings=config.values())  # fmt: skip
+        self.pipeline_student(name, out, copies, config, variant=variant, seed=seed)
         self.stage_seconds(name, out)
 
     def retrieval(self) -> None:
