@@ -104,8 +104,8 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    from jtcse.backend_export import check_backend, export_model
     from jtcse.errors import JTCSEError
-    from jtcse.export import check_backend, export_model
 
     variants = [v.strip() for v in args.formats.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]

@@ -193,7 +193,7 @@ def test_an_untrained_twin_takes_its_first_towers_length(starts):
 def test_an_openvino_export_of_a_twin_tower_keeps_the_starts_length(written, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from jtcse.export import export_model
+    from jtcse.backend_export import export_model
 
     out = export_model(written["twin tower"][0], tmp_path / "ov", format="openvino")
     assert set(_saved_lengths(out).values()) == {START}

@@ -13,9 +13,9 @@ import pytest
 from helpers.backends import installed, needs_openvino
 from helpers.cli import invoke_cli, one_error_line, run_cli
 
+from jtcse.backend_export import check_backend, export_model
 from jtcse.defaults import default_corpus_sentences
 from jtcse.errors import JTCSEError
-from jtcse.export import check_backend, export_model
 
 SENTENCES = default_corpus_sentences(limit=12)  # calibration and comparison sentences (standard-library prose)
 

@@ -210,7 +210,7 @@ def test_trainers_check_device_and_precision_before_loading_anything(tmp_path):
     from jtcse.pipeline.settings import PipelineConfig
     from jtcse.training.distill import distill
     from jtcse.training.simcse import train_simcse
-    from jtcse.training.stage import training_device
+    from jtcse.training.trainer_run import training_device
     from jtcse.training.twin import train_twin
 
     missing = str(tmp_path / "no-model")

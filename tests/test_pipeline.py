@@ -438,11 +438,13 @@ def test_a_stage_whose_table_is_not_a_section_fails_on_import():
     declared: a table without a stage, or a stage's table that is no section, is a TypeError."""
     from pydantic import create_model
 
-    from jtcse.pipeline.settings import TwinStage
+    from jtcse.pipeline.settings import TwinStageSettings
     from jtcse.pipeline.stages import check_tables
     from jtcse.schema import Settings, section
 
     check_tables(PipelineConfig)
-    partial = create_model("Partial", __base__=Settings, twin=(TwinStage, section(TwinStage(), "Only the twin.")))
+    partial = create_model(
+        "Partial", __base__=Settings, twin=(TwinStageSettings, section(TwinStageSettings(), "Only the twin."))
+    )
     with pytest.raises(TypeError, match=r"not a section \['distill', 'ensemble', 'probe', 'warmup', 'warmup_b'\]"):
         check_tables(partial)

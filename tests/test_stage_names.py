@@ -40,7 +40,7 @@ OTHER_VOCABULARIES = {
     ("jtcse/model_card.py", "kind"): "the model card's kind: what a checkpoint is",
     ("jtcse/model_card.py", "facts.kind"): "the model card's kind",
     ("jtcse/model_card.py", "self.facts.kind"): "the model card's kind",
-    ("jtcse/export.py", "kind"): "what a checkpoint is (a twin exports its towers)",
+    ("jtcse/backend_export.py", "kind"): "what a checkpoint is (a twin exports its towers)",
     ("jtcse/training/run_summary.py", "kind"): "the model card's kind",
     ("jtcse/training/run_summary.py", "trainer"): "a trainer's run name (run_summary.json's stage: simcse, twin, ...)",
     ("jtcse/training/run_dir.py", "config.get('stage')"): "a trainer's run name: the command that writes its folder",

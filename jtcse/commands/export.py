@@ -37,7 +37,7 @@ def export(
 
     Example: jtcse export runs/distilled -f openvino -q int8 --calibration corpus.txt -o runs/distilled-ov-int8
     """
-    from jtcse.export import export_model
+    from jtcse.backend_export import export_model
 
     written = export_model(
         model, output, format=format, quantize=quantize, calibration=calibration, overwrite=overwrite

@@ -99,8 +99,8 @@ def make_plan(config: PipelineConfig, output_dir: str | Path, device: str | None
 
 
 def _check_devices(config: PipelineConfig, device: str | None) -> None:
-    """``device`` and each trained stage's precision, checked with :func:`~jtcse.training.stage.training_device`."""
-    from jtcse.training.stage import training_device
+    """``device`` and each trained stage's precision, checked with :func:`~jtcse.training.trainer_run.training_device`."""
+    from jtcse.training.trainer_run import training_device
 
     for table in TRAINED:
         training_device(device, config.precision or getattr(config, table).training.precision)

@@ -67,7 +67,7 @@ class ProbeSettings(Settings):
     max_steps: int = setting(100, "Steps of each probe twin.", ge=1)
 
 
-class TwinStage(TwinSettings):
+class TwinStageSettings(TwinSettings):
     enabled: bool = setting(
         True,
         "Train the JTCSE twin on the two warm-ups (twin/); the ensemble then holds the twin, else the warm-ups. On the "
@@ -117,7 +117,7 @@ class EnsembleSettings(Settings):
         return self
 
 
-class DistillStage(DistillSettings):
+class DistillStageSettings(DistillSettings):
     student: str | None = setting(
         None, "The distillation student, kept with its own pooling.", unset="the model tower I started from (tower_a)"
     )
@@ -191,10 +191,10 @@ class PipelineConfig(Settings):
         base=WARMUP_A.table,
     )
     probe: ProbeSettings = section(ProbeSettings(), "The twin's learning-rate probe (probe/).")
-    twin: TwinStage = section(TwinStage(), "The JTCSE twin (twin/).", exclude=_SET_FOR_EVERY_STAGE)
+    twin: TwinStageSettings = section(TwinStageSettings(), "The JTCSE twin (twin/).", exclude=_SET_FOR_EVERY_STAGE)
     ensemble: EnsembleSettings = section(EnsembleSettings(), "The ensemble that teaches the student (ensemble/).")
-    distill: DistillStage = section(
-        DistillStage(), "The distillation into one student (distilled/).", exclude=_SET_FOR_EVERY_STAGE
+    distill: DistillStageSettings = section(
+        DistillStageSettings(), "The distillation into one student (distilled/).", exclude=_SET_FOR_EVERY_STAGE
     )
 
     @classmethod

@@ -52,9 +52,9 @@ def build_training_args(
     NaN/inf log filter is off (it syncs with the host every step);
     :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` reports a non-finite loss instead. ``precision`` (see
     :func:`precision_flags`) and ``gradient_checkpointing`` are for GPUs. ``logging_steps``: as the stage
-    resolved it (:func:`jtcse.training.stage.run_stage`). ``device``: ``cpu`` trains on the CPU where a GPU is
+    resolved it (:func:`jtcse.training.trainer_run.run_trainer`). ``device``: ``cpu`` trains on the CPU where a GPU is
     visible too; ``None`` (or another device) leaves the choice to the trainer (the first visible GPU, else the
-    CPU); see :func:`jtcse.training.stage.training_device`. ``overrides`` are further
+    CPU); see :func:`jtcse.training.trainer_run.training_device`. ``overrides`` are further
     ``SentenceTransformerTrainingArguments`` fields, applied last; under a multi-process launch without CUDA, CPU
     DDP is switched on (:func:`distributed.training_arguments`).
     """

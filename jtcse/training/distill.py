@@ -32,11 +32,11 @@ from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
 from jtcse.schema import check
 from jtcse.training.settings import DistillSettings, Objective, TrainingSettings, resolve
-from jtcse.training.stage import (
-    Stage,
+from jtcse.training.trainer_run import (
+    TrainerRun,
     dev_evaluator,
-    run_stage,
-    start_stage,
+    run_trainer,
+    start_run,
     training_device,
 )
 
@@ -139,7 +139,7 @@ def distill(
     embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) is scored
     every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint with the best dev Spearman is kept. An
     interrupted run resumes from its last trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
-    precision before anything loads (:func:`~jtcse.training.stage.training_device`); the teacher encodes there too.
+    precision before anything loads (:func:`~jtcse.training.trainer_run.training_device`); the teacher encodes there too.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
@@ -155,7 +155,7 @@ def distill(
     evaluator = dev_evaluator(dev_file, training, batch_size=training.batch_size)
 
     student_source = describe_source(student)
-    plan = start_stage(
+    plan = start_run(
         "distill",
         output_dir,
         settings,
@@ -197,8 +197,8 @@ def distill(
         callbacks = [*callbacks, _projection_checkpoints(loss, plan.resume_from)]
     data.update(teacher_cache=str(targets.cache_path), teacher_cache_hit=targets.cache_hit)
 
-    return run_stage(
-        Stage(
+    return run_trainer(
+        TrainerRun(
             name="distill",
             plan=plan,
             model=model,

@@ -1,7 +1,7 @@
 """The run summary (``<output_dir>/run_summary.json``): what ran, on what, and how it went, and what its
 model card says about it.
 
-The stage runner (:func:`jtcse.training.stage.run_stage`) builds it (:func:`run_summary`) and writes it last
+The stage runner (:func:`jtcse.training.trainer_run.run_trainer`) builds it (:func:`run_summary`) and writes it last
 (:func:`write_run_summary`): its presence marks a finished run. The keys are listed in ``docs/runs.md``;
 ``schema_version`` (:data:`SCHEMA_VERSION`) changes whenever one is renamed, moved or removed, and
 :func:`facts_from_run_summary`, which turns a summary into model-card facts, reads that one layout.
@@ -32,7 +32,7 @@ SCHEMA_VERSION = 1
 def run_summary(
     stage, trainer, progress, *, final_dev: float | None, training_length: int, training_curves: str | None
 ) -> dict[str, Any]:
-    """The run summary of ``stage`` (a :class:`~jtcse.training.stage.Stage`) trained by ``trainer``; loss and
+    """The run summary of ``stage`` (a :class:`~jtcse.training.trainer_run.TrainerRun`) trained by ``trainer``; loss and
     time (``progress``, a :class:`~jtcse.training.progress.RunProgress`) cover the whole run, resumes included.
     ``training_length``: the length the model trained with; ``training_curves``: the plot's path, if any."""
     s = stage.settings

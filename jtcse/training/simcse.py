@@ -27,12 +27,12 @@ from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
 from jtcse.training.positives import corpus_part, positive_of
 from jtcse.training.settings import TrainingSettings, WarmupSettings, resolve
-from jtcse.training.stage import (
-    Stage,
+from jtcse.training.trainer_run import (
+    TrainerRun,
     dev_evaluator,
     require_negatives,
-    run_stage,
-    start_stage,
+    run_trainer,
+    start_run,
     training_device,
 )
 
@@ -102,12 +102,12 @@ def train_simcse(
     ``"dispersion:weight=0.1"``, see :mod:`jtcse.losses.registry`) and ``extra_losses`` (``{name: fn(features)
     -> scalar}``) are computed on the token states of the SimCSE forward itself
     (:class:`jtcse.losses.RegularizedLoss`); each is logged as its own term next to ``simcse``. Run rules
-    (resume, overwrite, checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`).
+    (resume, overwrite, checkpoints, summary) are the stage runner's (:func:`jtcse.training.trainer_run.run_trainer`).
     ``gather_across_devices``: under a multi-process launch, every rank's anchors meet the positives of all
     ranks (docs/distributed.md). ``mini_batch_size``: train with sentence-transformers'
     ``CachedMultipleNegativesRankingLoss`` (GradCache), this many sentences per forward; not with regularisers
     or extra losses. ``device`` (``None``: the trainer's choice) is checked with the precision before anything
-    loads (:func:`~jtcse.training.stage.training_device`).
+    loads (:func:`~jtcse.training.trainer_run.training_device`).
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
@@ -140,7 +140,7 @@ def train_simcse(
     evaluator = dev_evaluator(dev_file, training, batch_size=training.batch_size)
 
     model_source = describe_source(model)
-    plan = start_stage(
+    plan = start_run(
         "simcse",
         output_dir,
         settings,
@@ -174,8 +174,8 @@ def train_simcse(
         base = CachedMultipleNegativesRankingLoss(
             tower, scale=scale, mini_batch_size=terms.mini_batch_size, gather_across_devices=gather
         )
-    return run_stage(
-        Stage(
+    return run_trainer(
+        TrainerRun(
             name="simcse",
             plan=plan,
             model=tower,

@@ -17,12 +17,12 @@ from typing import Any
 from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
 from jtcse.training.settings import TrainingSettings, TwinSettings, resolve
-from jtcse.training.stage import (
-    Stage,
+from jtcse.training.trainer_run import (
+    TrainerRun,
     dev_evaluator,
     require_negatives,
-    run_stage,
-    start_stage,
+    run_trainer,
+    start_run,
     training_device,
 )
 
@@ -68,9 +68,9 @@ def train_twin(
     own training-mode outputs (``token_embeddings``, ``pooled_1`` ...), and ``regularizers``: specs such
     as ``"simreg:weight=2"`` (see :mod:`jtcse.losses.registry`), a key of the settings; both join the JTCSE terms through
     :class:`jtcse.losses.RegularizedLoss` and are logged by name. Run rules (resume, overwrite,
-    checkpoints, summary) are the stage runner's (:func:`jtcse.training.stage.run_stage`);
+    checkpoints, summary) are the stage runner's (:func:`jtcse.training.trainer_run.run_trainer`);
     ``precision``/``gradient_checkpointing`` are for GPUs; ``device`` (``None``: the trainer's choice) is
-    checked with the precision before anything loads (:func:`~jtcse.training.stage.training_device`). ``callbacks``: extra ``TrainerCallback``s.
+    checked with the precision before anything loads (:func:`~jtcse.training.trainer_run.training_device`). ``callbacks``: extra ``TrainerCallback``s.
     ``gather_across_devices``: under a multi-process launch, every rank's anchors meet the candidates of
     all ranks (docs/distributed.md). ``mini_batch_size``: train with :class:`jtcse.losses.CachedJTCSELoss`
     (GradCache), this many sentences per forward; not with regularisers or extra losses.
@@ -92,7 +92,7 @@ def train_twin(
     sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
     require_negatives(len(sentences), "a JTCSE twin")
     evaluator = dev_evaluator(dev_file, training)
-    plan = start_stage(
+    plan = start_run(
         "twin",
         output_dir,
         settings,
@@ -127,7 +127,7 @@ def train_twin(
     if settings.hard_negatives:  # batches of neighbours, by tower I as it starts
         dataset, overrides = _neighbour_batches(dataset, tower_a, training, settings.paraphrase_threshold, device)
         data["hard_negative_batches"] = len(set(dataset["label"]))
-    stage = Stage(
+    stage = TrainerRun(
         name="twin",
         plan=plan,
         model=model,
@@ -160,7 +160,7 @@ def train_twin(
         device=device,
     )  # now at its training length: counted at it, saved at its own
     data["truncated_to_max_seq_length"] = count_truncated(sentences, model.tokenizer, model.max_seq_length)
-    return run_stage(stage)
+    return run_trainer(stage)
 
 
 def _jtcse_loss(model, settings: TwinSettings):

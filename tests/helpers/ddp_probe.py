@@ -38,8 +38,8 @@ def install() -> None:
     from sentence_transformers import SentenceTransformer
     from transformers import TrainerCallback
 
-    import jtcse.training.stage as stage
     import jtcse.training.teacher_cache as teacher_cache
+    import jtcse.training.trainer_run as trainer_run
 
     class Probe(TrainerCallback):
         def __init__(self) -> None:
@@ -73,7 +73,7 @@ def install() -> None:
             log("step", step=state.global_step, params=hashlib.sha1(flat.numpy().tobytes()).hexdigest())
             self.rows = set()
 
-    train = stage._train  # the runner's trainer call
+    train = trainer_run._train  # the runner's trainer call
 
     def observed_train(run, args):
         run.callbacks = [*run.callbacks, Probe()]
@@ -81,7 +81,7 @@ def install() -> None:
         log("trained", wrapped=type(trainer.model_wrapped).__name__, resumed_from=run.resume_from)
         return trainer, output
 
-    stage._train = observed_train
+    trainer_run._train = observed_train
 
     save = SentenceTransformer.save
 
@@ -91,13 +91,13 @@ def install() -> None:
 
     SentenceTransformer.save = observed_save
 
-    write_run_summary = stage.write_run_summary
+    write_run_summary = trainer_run.write_run_summary
 
     def observed_write_run_summary(output_dir, summary):
         log("summary", path=str(output_dir))
         return write_run_summary(output_dir, summary)
 
-    stage.write_run_summary = observed_write_run_summary
+    trainer_run.write_run_summary = observed_write_run_summary
 
     teacher_targets = teacher_cache.teacher_targets
 

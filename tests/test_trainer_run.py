@@ -1,4 +1,4 @@
-"""The stage runner (jtcse.training.stage): the non-finite-loss guard, the summary's loss history, precision,
+"""The stage runner (jtcse.training.trainer_run): the non-finite-loss guard, the summary's loss history, precision,
 one settings rule for every trainer, the checkpoint policy and the summary schema."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from transformers import TrainerControl, TrainerState
 from jtcse.errors import JTCSEError
 from jtcse.training.arguments import DEV_METRIC
 from jtcse.training.run_summary import SCHEMA_VERSION, loss_history
-from jtcse.training.stage import nan_guard
+from jtcse.training.trainer_run import nan_guard
 
 
 class _ScaledSum(torch.nn.Module):

@@ -1,5 +1,5 @@
-"""One stage runner: every trainer (twin, SimCSE warm-up, distillation) describes its run as a
-:class:`Stage` and :func:`run_stage` trains it the same way.
+"""One trainer runner: every trainer (twin, SimCSE warm-up, distillation) describes its run as a
+:class:`TrainerRun` and :func:`run_trainer` trains it the same way.
 
 One settings rule (:class:`~jtcse.training.settings.TrainingSettings`), one set of trainer arguments
 (:func:`~jtcse.training.arguments.build_training_args`), one set of output-directory rules
@@ -9,8 +9,8 @@ schema (:mod:`jtcse.training.run_summary`, ``docs/runs.md``) and one curve plot 
 
 Every trainer follows the same order, so that a mistake never costs a finished model: hold the output's
 lock (:func:`jtcse.locking.locks_output`), check the settings and data, plan the output directory
-(:func:`start_stage`, reads only; a finished run of the same settings is a no-op), build the model and
-loss (every option is checked here), and only then :func:`run_stage` writes.
+(:func:`start_run`, reads only; a finished run of the same settings is a no-op), build the model and
+loss (every option is checked here), and only then :func:`run_trainer` writes.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from jtcse.training.run_summary import facts_from_run_summary, run_summary, writ
 from jtcse.training.settings import MIN_BATCH_SIZE, TrainingSettings, recorded_settings
 
 
-def start_stage(
+def start_run(
     name: str,
     output_dir: str | Path,
     settings: Any,
@@ -53,7 +53,7 @@ def start_stage(
     """The run's config (``stage``, ``config``, the trainer's recorded ``settings``
     (:func:`~jtcse.training.settings.recorded_settings`), the number of processes) and what to do with the output
     directory (:func:`~jtcse.training.run_dir.plan_output_dir`), which is never one of ``inputs`` (the models and
-    files the stage reads) nor holds one. Reads only: nothing is written until :func:`run_stage`. Under a
+    files the stage reads) nor holds one. Reads only: nothing is written until :func:`run_trainer`. Under a
     multi-process launch rank 0 plans and every rank gets its plan (:func:`~jtcse.processes.run_on_main`). A trainer
     returns ``plan.summary`` at once when ``plan.finished``."""
     config = {"stage": name, **config, **recorded_settings(settings), "world_size": processes.world_size()}
@@ -102,19 +102,19 @@ def dev_evaluator(dev_file: str | Path | None, settings: TrainingSettings, batch
 
 
 @dataclass
-class Stage:
-    """What one training stage trains, on what, and how; run by :func:`run_stage`.
+class TrainerRun:
+    """What one trainer run trains, on what, and how; run by :func:`run_trainer`.
 
-    ``plan``: the output directory and the recorded config (from :func:`start_stage`). ``model``: as
+    ``plan``: the output directory and the recorded config (from :func:`start_run`). ``model``: as
     loaded, at its own length (a warm-up's tower, a student, a twin: its tower I's; see
     :func:`jtcse.modeling.loading.load_model`). ``role`` names it in messages (``tower``, ``student``, ``twin``).
     ``model_info`` / ``data`` describe the model(s) and the data counts for the summary.
     ``device``: where it trains (``None``: the trainer's choice; checked by :func:`training_device`).
     ``trainer_overrides`` are further ``SentenceTransformerTrainingArguments`` fields.
 
-    The one length rule of every trainer: making the stage sets the model to its training length
+    The one length rule of every trainer: making the run sets the model to its training length
     (``settings.max_seq_length``, clamped to the position table with a warning) and keeps its own length in
-    ``own_length``; :func:`run_stage` saves it at that own length again, so every checkpoint jtcse trains
+    ``own_length``; :func:`run_trainer` saves it at that own length again, so every checkpoint jtcse trains
     encodes as long inputs as the model it started from (docs/runs.md, "Lengths").
     """
 
@@ -154,35 +154,35 @@ class Stage:
         return self.plan.resume_from
 
 
-def _logging_steps(stage: Stage) -> int:
+def _logging_steps(run: TrainerRun) -> int:
     """The given ``logging_steps``, or about ten logs a run (at most every 50 steps, at least every eval)."""
-    s = stage.settings
+    s = run.settings
     if s.logging_steps is not None:
         return s.logging_steps
-    per_epoch = max(1, len(stage.train_dataset) // s.batch_size)
+    per_epoch = max(1, len(run.train_dataset) // s.batch_size)
     total = s.max_steps if s.max_steps > 0 else math.ceil(per_epoch * s.epochs)
     return max(1, min(50, s.eval_steps, total // 10 or 1))
 
 
-def run_stage(stage: Stage) -> dict[str, Any]:
-    """Train ``stage``, save its model in ``stage.output_dir`` and write ``run_summary.json``; return the summary.
+def run_trainer(run: TrainerRun) -> dict[str, Any]:
+    """Train ``run``, save its model in ``run.output_dir`` and write ``run_summary.json``; return the summary.
 
-    The output directory is first written here, after every check (:func:`start_stage`, the model and
+    The output directory is first written here, after every check (:func:`start_run`, the model and
     loss built by the trainer, the training arguments). A fresh run that fails before its first
     complete checkpoint removes what it wrote (:func:`~jtcse.training.run_dir.discard_failed_start`).
     Under a multi-process launch every rank trains (one DDP job) and rank 0 alone writes: it opens the
     output directory and, after training, saves the model, card and summary while the others wait
     (:func:`~jtcse.processes.run_on_main`); every rank returns the summary.
     """
-    args = _training_args(stage)
-    processes.run_on_main(lambda: open_output_dir(stage.plan))
+    args = _training_args(run)
+    processes.run_on_main(lambda: open_output_dir(run.plan))
     try:
-        trainer, progress = _train(stage, args)
+        trainer, progress = _train(run, args)
     except BaseException:
         if processes.is_main_process():  # no collective here: the other ranks may be anywhere
-            discard_failed_start(stage.plan)
+            discard_failed_start(run.plan)
         raise
-    return processes.run_on_main(lambda: _save_and_summarise(stage, trainer, progress))
+    return processes.run_on_main(lambda: _save_and_summarise(run, trainer, progress))
 
 
 def nan_guard(loss, learning_rate: float, output_dir: str | Path):
@@ -196,7 +196,7 @@ def nan_guard(loss, learning_rate: float, output_dir: str | Path):
     )
 
 
-def _train(stage: Stage, args):
+def _train(run: TrainerRun, args):
     """Train with ``SentenceTransformerTrainer`` (checkpoints written by rank 0 alone,
     :func:`~jtcse.training.distributed.trainer_class`) under a :func:`nan_guard` on the loss, continuing from
     the plan's checkpoint when resuming; returns ``(trainer, progress)`` (a
@@ -207,21 +207,21 @@ def _train(stage: Stage, args):
     from jtcse.training import distributed
     from jtcse.training.progress import RunProgress
 
-    guard = nan_guard(stage.loss, stage.settings.learning_rate, stage.output_dir)
-    progress = RunProgress.from_checkpoint(stage.loss, stage.resume_from)
+    guard = nan_guard(run.loss, run.settings.learning_rate, run.output_dir)
+    progress = RunProgress.from_checkpoint(run.loss, run.resume_from)
     trainer = distributed.trainer_class()(
-        model=stage.model,
+        model=run.model,
         args=args,
-        train_dataset=stage.train_dataset,
-        loss=stage.loss,
-        evaluator=stage.evaluator,
-        callbacks=[guard, progress, *stage.callbacks],
+        train_dataset=run.train_dataset,
+        loss=run.loss,
+        evaluator=run.evaluator,
+        callbacks=[guard, progress, *run.callbacks],
     )
     try:
-        if stage.plan.at_end and stage.resume_from is not None:
-            _finish_from_checkpoint(trainer, stage.resume_from, stage.settings)
+        if run.plan.at_end and run.resume_from is not None:
+            _finish_from_checkpoint(trainer, run.resume_from, run.settings)
         else:
-            trainer.train(resume_from_checkpoint=stage.resume_from)
+            trainer.train(resume_from_checkpoint=run.resume_from)
     finally:
         guard.remove()
         progress.remove()
@@ -243,9 +243,9 @@ def _finish_from_checkpoint(trainer, checkpoint: str | Path, settings: TrainingS
     trainer._load_from_checkpoint(best if use_best else str(checkpoint))  # sentence-transformers' own loader
 
 
-def _save_final_model(stage: Stage) -> float | None:
+def _save_final_model(run: TrainerRun) -> float | None:
     """Score the model on the dev evaluator (``None`` without one) and save it to the output directory at
-    its own length (``Stage.own_length``: its config and its tokenizer's ``model_max_length`` say it) without
+    its own length (``TrainerRun.own_length``: its config and its tokenizer's ``model_max_length`` say it) without
     training-only heads (:class:`~jtcse.losses.NITPHead`); returns the dev score.
 
     A finished run's summary there is removed first: from then until the new summary is written, the
@@ -256,49 +256,49 @@ def _save_final_model(stage: Stage) -> float | None:
     from jtcse.losses.nitp import remove_nitp_head
     from jtcse.modeling.loading import set_max_seq_length
 
-    model, evaluator = stage.model, stage.evaluator
+    model, evaluator = run.model, run.evaluator
     final_dev = evaluator(model)[evaluator.primary_metric] if evaluator is not None else None
-    if stage.own_length is not None:
-        set_max_seq_length(model, stage.own_length, stage.role)
+    if run.own_length is not None:
+        set_max_seq_length(model, run.own_length, run.role)
     remove_nitp_head(model)
-    (Path(stage.output_dir) / RUN_SUMMARY_NAME).unlink(missing_ok=True)
-    with stage.plan.output.moved_in() as scratch:
+    (Path(run.output_dir) / RUN_SUMMARY_NAME).unlink(missing_ok=True)
+    with run.plan.output.moved_in() as scratch:
         model.save(str(scratch))
     crash_point("final-save")
     return final_dev
 
 
-def _save_and_summarise(stage: Stage, trainer, progress) -> dict[str, Any]:
+def _save_and_summarise(run: TrainerRun, trainer, progress) -> dict[str, Any]:
     """Score and save the final model, plot the curves, write the card, the summary (last: the mark of a
     finished run) and remove the checkpoints; under a multi-process launch rank 0 alone does this
-    (:func:`run_stage`)."""
-    output = stage.plan.output
-    training_length = stage.model.max_seq_length
-    final_dev = _save_final_model(stage)
+    (:func:`run_trainer`)."""
+    output = run.plan.output
+    training_length = run.model.max_seq_length
+    final_dev = _save_final_model(run)
     history = trainer.state.log_history
-    curves = plot_training_curves(history, DEV_METRIC, output.file(CURVES_FILE)) if stage.plot else None
+    curves = plot_training_curves(history, DEV_METRIC, output.file(CURVES_FILE)) if run.plot else None
     if curves is None:
         output.drop(CURVES_FILE)  # nothing was logged: no plot
     summary = run_summary(
-        stage, trainer, progress, final_dev=final_dev, training_length=training_length, training_curves=curves
+        run, trainer, progress, final_dev=final_dev, training_length=training_length, training_curves=curves
     )
     from jtcse.model_card import CARD_NAME, write_model_card  # imports sentence-transformers: not at CLI start-up
 
     output.add(CARD_NAME, RUN_SUMMARY_NAME)
-    write_model_card(stage.model, stage.output_dir, facts_from_run_summary(summary))
-    write_run_summary(stage.output_dir, summary)  # last: the mark of a finished run
-    if not stage.settings.keep_checkpoints:
-        remove_checkpoints(stage.plan)
+    write_model_card(run.model, run.output_dir, facts_from_run_summary(summary))
+    write_run_summary(run.output_dir, summary)  # last: the mark of a finished run
+    if not run.settings.keep_checkpoints:
+        remove_checkpoints(run.plan)
     return summary
 
 
-def _training_args(stage: Stage):
+def _training_args(run: TrainerRun):
     return build_training_args(
-        stage.output_dir,
-        stage.settings,
-        has_dev=stage.evaluator is not None,
-        logging_steps=_logging_steps(stage),
-        use_no_duplicates_sampler=stage.use_no_duplicates_sampler,
-        device=stage.device,
-        **stage.trainer_overrides,
+        run.output_dir,
+        run.settings,
+        has_dev=run.evaluator is not None,
+        logging_steps=_logging_steps(run),
+        use_no_duplicates_sampler=run.use_no_duplicates_sampler,
+        device=run.device,
+        **run.trainer_overrides,
     )
