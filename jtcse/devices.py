@@ -1,16 +1,17 @@
 """Devices and numeric precision, checked up front: :func:`resolve_device`, :func:`check_precision`,
-:func:`autocast`.
+:func:`autocast`, and the float32 a loss keeps under autocast (:func:`in_float32`).
 
 A device or precision this machine cannot run is a one-line ``ValueError`` before any model loads, never a
 CUDA traceback from deep inside torch. torch is imported inside the functions, so importing this module
 costs nothing (the command line imports it while it parses options).
 
 Precision names (those of ``--precision``): ``fp32``, ``bf16`` (bfloat16 autocast), ``fp16`` (float16
-autocast) and ``auto`` (bf16 on a CUDA device that supports it, else fp32). ``fp16`` needs a CUDA device (on
-the CPU torch's float16 autocast is slow and its gradients need a loss scaler); ``bf16`` needs a CUDA device
-that supports it (compute capability 8.0+, e.g. A100, H100) or the CPU. Unlike a check of
-``torch.cuda.is_available()`` alone, every check here is against the device the work runs on: ``fp16`` with
-``--device cpu`` is refused on a machine with a GPU too.
+autocast) and ``auto``: bf16 on a CUDA device that supports it and on a CPU that multiplies bfloat16 natively
+(:func:`native_bf16_cpu`: AVX512-BF16 or AMX, where bf16 autocast is faster than fp32), else fp32 (on other CPUs
+bf16 is emulated and slower). ``fp16`` needs a CUDA device (on the CPU torch's float16 autocast is slow and its
+gradients need a loss scaler); ``bf16`` needs a CUDA device that supports it (compute capability 8.0+, e.g. A100,
+H100) or the CPU. Unlike a check of ``torch.cuda.is_available()`` alone, every check here is against the device
+the work runs on: ``fp16`` with ``--device cpu`` is refused on a machine with a GPU too.
 """
 
 from __future__ import annotations
@@ -63,6 +64,23 @@ def resolve_device(name: str | None = None) -> str:
     return str(name)
 
 
+NATIVE_BF16_FEATURES = ("avx512_bf16", "amx_bf16")
+"""The CPU features (names of ``torch.cpu.get_capabilities()``) with which oneDNN multiplies bfloat16 natively."""
+
+
+def native_bf16_cpu() -> bool:
+    """Whether this CPU multiplies bfloat16 natively: oneDNN (``torch.backends.mkldnn``) is there and the CPU has
+    one of :data:`NATIVE_BF16_FEATURES`, as torch detects them (``torch.cpu.get_capabilities()``). The one place
+    that asks: ``auto`` is bf16 on the CPU only where this says so."""
+    import torch
+
+    capabilities = getattr(torch.cpu, "get_capabilities", None)  # an older torch cannot say: fp32
+    if capabilities is None or not torch.backends.mkldnn.is_available():
+        return False
+    found = capabilities()
+    return any(bool(found.get(feature, False)) for feature in NATIVE_BF16_FEATURES)
+
+
 def _bf16_supported(device: str) -> bool:
     import torch
 
@@ -80,7 +98,8 @@ def check_precision(precision: str, device: str | None = None) -> str:
     device = resolve_device(device)
     kind = device.split(":", 1)[0]
     if precision == "auto":
-        return "bf16" if kind == "cuda" and _bf16_supported(device) else "fp32"
+        native = _bf16_supported(device) if kind == "cuda" else kind == "cpu" and native_bf16_cpu()
+        return "bf16" if native else "fp32"
     if precision == "fp16" and kind != "cuda":
         raise SettingError(
             "{precision} fp16 needs a CUDA device, not {device!r}; use bf16 on the CPU, or fp32",
@@ -120,3 +139,39 @@ def autocast(precision: str, device: str):
     import torch
 
     return torch.autocast(device_type=device.split(":", 1)[0], dtype=torch_dtype(precision))
+
+
+def in_float32(fn):
+    """``fn`` (a loss term) run in float32 whatever autocast is on around it: its tensor arguments (also those in a
+    list or tuple) of a lower floating precision are cast to float32 and autocast is off on their devices while it
+    runs. Under bf16 autocast a similarity matrix, its temperature scaling and the log-softmax over it would
+    otherwise be bfloat16 (8 bits of mantissa: cosines 1/256 apart are one value, divided by a temperature of 0.05);
+    with this the loss is the float32 loss of the (bf16-rounded) embeddings the model gave, and the gradient flows
+    back to them in their own dtype."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        import torch
+
+        devices: set[str] = set()
+        cast: dict[int, torch.Tensor] = {}  # a tensor given twice is cast once (one gradient path back)
+
+        def up(value):
+            if isinstance(value, (list, tuple)):
+                return type(value)(up(item) for item in value)
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                devices.add(value.device.type)
+                if value.dtype in (torch.float16, torch.bfloat16):
+                    return cast.setdefault(id(value), value.float())
+            return value
+
+        args, kwargs = up(args), {key: up(value) for key, value in kwargs.items()}
+        available = getattr(torch.amp, "is_autocast_available", lambda kind: kind in ("cpu", "cuda"))
+        with contextlib.ExitStack() as stack:
+            for kind in sorted(devices):
+                if available(kind):
+                    stack.enter_context(torch.autocast(device_type=kind, enabled=False))
+            return fn(*args, **kwargs)
+
+    return run

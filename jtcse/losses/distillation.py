@@ -3,7 +3,8 @@
 sentence-transformers has ``MSELoss`` (raw vectors) and ``EmbedDistillLoss`` (``mse``, ``l2``, ``cosine``, an
 optional learned projection of the student to the teacher's width that is not saved with the model). These
 two complete the set :mod:`jtcse.training.distill` offers; both take the cached teacher embeddings as the
-``label`` column, as their parent does.
+``label`` column, as their parent does, and compute in float32 under any autocast (:func:`~jtcse.devices.in_float32`:
+the normalisation, the cosine matrices, the squared differences; a projection too).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 import torch
 from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss, MSELoss
 from torch import Tensor, nn
+
+from jtcse.devices import in_float32
 
 
 class NormalizedMSELoss(EmbedDistillLoss):
@@ -73,6 +76,7 @@ class NormalizedMSELoss(EmbedDistillLoss):
         """
         super().__init__(model, distance_metric="mse", projection_dim=projection_dim)
 
+    @in_float32
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], teacher_embeddings: list[Tensor]) -> Tensor:
         losses = []
         for student, teacher in zip(embeddings, teacher_embeddings, strict=True):
@@ -148,6 +152,7 @@ class SimilarityMatrixLoss(EmbedDistillLoss):
         """
         super().__init__(model, distance_metric="mse", projection_dim=None)
 
+    @in_float32
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], teacher_embeddings: list[Tensor]) -> Tensor:
         losses = []
         for student, teacher in zip(embeddings, teacher_embeddings, strict=True):

@@ -7,17 +7,21 @@ from __future__ import annotations
 from typing import Any
 
 
-def dev_scores(dev_file, models: dict[str, Any], device=None) -> dict[str, dict]:
+def dev_scores(dev_file, models: dict[str, Any], device=None, precision: str = "fp32") -> dict[str, dict]:
     """Dev Spearman per genre and over all pairs (:func:`~jtcse.evaluation.sts.genre_spearman`) of each of
     ``models`` (``{row label: model}``: the starting models as they are, with their own pooling, and the models the
-    stages built)."""
+    stages built), each encoding under ``precision``'s autocast (:func:`jtcse.devices.autocast`)."""
+    from jtcse.devices import autocast
     from jtcse.evaluation.sts import genre_spearman, read_stsb_file
     from jtcse.modeling.loading import load_model
 
     pairs = read_stsb_file(dev_file)
-    return {
-        label: genre_spearman(load_model(model, role="encode", device=device), pairs) for label, model in models.items()
-    }
+    scores = {}
+    for label, model in models.items():
+        encoder = load_model(model, role="encode", device=device)
+        with autocast(precision, str(encoder.device)):
+            scores[label] = genre_spearman(encoder, pairs)
+    return scores
 
 
 def summary_table(rows: list[dict[str, Any]], starting: dict[str, Any], evaluated: dict[str, Any]) -> list[dict]:

@@ -139,7 +139,8 @@ def distill(
     embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) is scored
     every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint with the best dev Spearman is kept. An
     interrupted run resumes from its last trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
-    precision before anything loads (:func:`~jtcse.training.trainer_run.training_device`); the teacher encodes there too.
+    precision before anything loads (:func:`~jtcse.training.trainer_run.training_device`); the teacher encodes there
+    too, at that precision.
 
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
@@ -186,6 +187,7 @@ def distill(
             batch_size=settings.teacher_batch_size,
             fingerprint=plan.config["teacher"],
             device=device,
+            precision=training.precision,
         )
     )
     teacher_dim = int(targets.embeddings.shape[1])

@@ -48,6 +48,7 @@ def run_summary(
         "loss": {"name": type(stage.loss).__name__, **_config_of(stage.loss)},
         "settings": {
             **s.model_dump(),
+            "precision": stage.precision,  # as used: auto resolved on this machine
             "max_seq_length": training_length,
             "world_size": world_size(),
             "global_batch_size": world_size() * s.batch_size,

@@ -26,7 +26,7 @@ from typing import Any
 from jtcse.corpus import read_training_sentences
 from jtcse.locking import locks_output
 from jtcse.training.positives import corpus_part, positive_of
-from jtcse.training.settings import TrainingSettings, WarmupSettings, resolve
+from jtcse.training.settings import ContrastiveSettings, TrainingSettings, WarmupSettings, resolve
 from jtcse.training.trainer_run import (
     TrainerRun,
     dev_evaluator,
@@ -159,21 +159,11 @@ def train_simcse(
         return plan.summary
 
     from datasets import Dataset
-    from sentence_transformers.sentence_transformer.losses import (
-        CachedMultipleNegativesRankingLoss,
-        MultipleNegativesRankingLoss,
-    )
 
     from jtcse.training.distributed import pooler_parameters
 
     tower, pooled, pooling_changes = load_tower(model, pooling=pooling, role="tower", device=device)
-    scale, gather = 1.0 / terms.temperature, terms.gather_across_devices
-    if not terms.mini_batch_size:  # None or 0: no GradCache
-        base = MultipleNegativesRankingLoss(tower, scale=scale, gather_across_devices=gather)
-    else:
-        base = CachedMultipleNegativesRankingLoss(
-            tower, scale=scale, mini_batch_size=terms.mini_batch_size, gather_across_devices=gather
-        )
+    base = simcse_loss(tower, terms)
     return run_trainer(
         TrainerRun(
             name="simcse",
@@ -195,3 +185,22 @@ def train_simcse(
             callbacks=callbacks,
         )
     )
+
+
+def simcse_loss(tower, terms: ContrastiveSettings):
+    """SimCSE's InfoNCE on ``tower`` as ``terms`` say: sentence-transformers' ``MultipleNegativesRankingLoss`` at
+    scale 1/τ, or with a ``mini_batch_size`` its GradCache form ``CachedMultipleNegativesRankingLoss``; the cosines
+    in float32 under any autocast (:func:`~jtcse.losses.functional.cos_sim`)."""
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+
+    from jtcse.losses.functional import cos_sim
+
+    kwargs = dict(
+        scale=1.0 / terms.temperature, similarity_fct=cos_sim, gather_across_devices=terms.gather_across_devices
+    )
+    if not terms.mini_batch_size:  # None or 0: no GradCache
+        return MultipleNegativesRankingLoss(tower, **kwargs)
+    return CachedMultipleNegativesRankingLoss(tower, mini_batch_size=terms.mini_batch_size, **kwargs)

@@ -98,18 +98,24 @@ def teacher_targets(
     show_progress_bar: bool = True,
     fingerprint: str | None = None,
     device: str | None = None,
+    precision: str = "fp32",
 ) -> TeacherTargets:
     """Return the teacher's embeddings of ``sentences``, from the cache when it holds them.
 
     ``teacher`` is a path or a ``SentenceTransformer``; it is loaded only on a cache miss. The file is
     written atomically, so an interrupted encode leaves no half cache behind. ``fingerprint`` is
     `model_fingerprint` of ``teacher`` when the caller already has it. ``device``: where the teacher
-    encodes (``None``: the best device here).
+    encodes (``None``: the best device here); ``precision``: under which autocast (``auto`` resolved by
+    :func:`jtcse.devices.check_precision`; the vectors are float32 either way). Targets encoded at another
+    precision than fp32 are cached under their own key (and their note names the precision).
     """
+    from jtcse.devices import autocast, check_precision
     from jtcse.modeling.loading import load_model as load_sentence_transformer
 
     fingerprint = fingerprint or model_fingerprint(teacher)
-    key = hashlib.sha256(f"{fingerprint}|{sentences_digest(sentences)}".encode()).hexdigest()[:20]
+    precision = check_precision(precision, device)
+    keyed = f"{fingerprint}|{sentences_digest(sentences)}" + ("" if precision == "fp32" else f"|{precision}")
+    key = hashlib.sha256(keyed.encode()).hexdigest()[:20]
     cache_dir = Path(cache_dir)
     cache_path = cache_dir / f"teacher-{key}.npy"
     if cache_path.is_file():
@@ -117,12 +123,13 @@ def teacher_targets(
         if embeddings.shape[0] == len(sentences):
             return TeacherTargets(embeddings, cache_path, True, fingerprint)
     model = load_sentence_transformer(teacher, role="teacher", device=device)
-    embeddings = model.encode(
-        list(sentences),
-        batch_size=batch_size,
-        convert_to_numpy=True,
-        show_progress_bar=show_progress_bar,
-    ).astype(np.float32, copy=False)
+    with autocast(precision, str(model.device)):
+        embeddings = model.encode(
+            list(sentences),
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            show_progress_bar=show_progress_bar,
+        ).astype(np.float32, copy=False)
     if embeddings.ndim != 2 or embeddings.shape[0] != len(sentences):
         raise JTCSEError(
             f"the teacher returned embeddings of shape {embeddings.shape}; expected one vector per sentence."
@@ -130,12 +137,12 @@ def teacher_targets(
     if not np.isfinite(embeddings).all():
         raise JTCSEError("the teacher produced NaN/inf embeddings; check the teacher checkpoint.")
     targets = TeacherTargets(embeddings, cache_path, False, fingerprint)
-    _write_cache(targets)
+    _write_cache(targets, precision)
     return targets
 
 
-def _write_cache(targets: TeacherTargets) -> None:
-    """Write freshly computed ``targets`` and their note (teacher key, count, width) to the cache."""
+def _write_cache(targets: TeacherTargets, precision: str) -> None:
+    """Write freshly computed ``targets`` and their note (teacher key, count, width, precision) to the cache."""
     targets.cache_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(targets.cache_path) as tmp:
         with tmp.open("wb") as handle:
@@ -144,5 +151,6 @@ def _write_cache(targets: TeacherTargets) -> None:
         "teacher": targets.teacher_key,
         "sentences": len(targets.embeddings),
         "dimension": int(targets.embeddings.shape[1]),
+        "precision": precision,
     }
     atomic_write_json(targets.cache_path.with_suffix(".json"), note)

@@ -185,11 +185,13 @@ def _jtcse_loss(model, settings: TwinSettings):
 def _neighbour_batches(dataset, guide, training, threshold: float, device):
     """``dataset`` with each sentence's batch of neighbours as its ``label`` and the trainer argument that makes
     each such group one batch (:mod:`jtcse.training.hard_batches`); ``guide``: the model whose embeddings group."""
+    from jtcse.devices import autocast
     from jtcse.modeling.loading import load_model
     from jtcse.training.hard_batches import GROUP_COLUMN, GroupBatchSampler, group_labels, neighbour_groups
 
     model = load_model(guide, role="encode", device=device)
-    vectors = model.encode(dataset["text"], batch_size=64, convert_to_numpy=True, show_progress_bar=False)
+    with autocast(training.precision, str(model.device)):  # at the twin's precision
+        vectors = model.encode(dataset["text"], batch_size=64, convert_to_numpy=True, show_progress_bar=False)
     groups = neighbour_groups(vectors, training.batch_size, threshold, training.seed)
     labelled = dataset.add_column(GROUP_COLUMN, group_labels(groups, len(dataset)))
     return labelled, {"batch_sampler": GroupBatchSampler}

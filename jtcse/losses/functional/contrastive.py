@@ -2,13 +2,17 @@
 
 Shapes: ``a``, ``b``, ``xa`` ... are ``(B, d)`` embeddings of the same B sentences, row ``s`` of a
 ``...a`` tensor and row ``s`` of the matching ``...b`` tensor being two dropout views of sentence s.
-Everything is vectorised over the batch and never synchronises with the host.
+Everything is vectorised over the batch and never synchronises with the host. Every term computes in float32
+under any autocast (:func:`~jtcse.devices.in_float32`): its normalisation, similarity matrix, temperature scaling
+and cross-entropy (InfoNCE, ICNCE), its cosines, logarithm and norms (ICTM).
 """
 
 from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
+
+from jtcse.devices import in_float32
 
 
 def gathers(gather: bool) -> bool:
@@ -18,6 +22,7 @@ def gathers(gather: bool) -> bool:
     return gather and get_world_size() > 1
 
 
+@in_float32
 def _two_view_nt_xent(
     anchors_a: torch.Tensor,
     anchors_b: torch.Tensor,
@@ -51,6 +56,16 @@ def _two_view_nt_xent(
     rows = torch.arange(2 * n, device=logits.device)
     logits = logits.index_put((rows, same_view), logits.new_tensor(float("-inf")))
     return F.cross_entropy(logits, other_view)
+
+
+@in_float32
+def cos_sim(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sentence-transformers' ``cos_sim`` (the ``(n, m)`` cosines of ``a``'s rows with ``b``'s) in float32 under any
+    autocast: the similarity the SimCSE warm-up's ``MultipleNegativesRankingLoss`` scales by 1/τ (then its
+    log-sum-exp and cross-entropy run on float32 too)."""
+    from sentence_transformers.util import cos_sim as cosines
+
+    return cosines(a, b)
 
 
 def info_nce(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.05, gather: bool = False) -> torch.Tensor:
@@ -90,6 +105,7 @@ def tmc(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (x - y).norm(dim=-1) / denominator
 
 
+@in_float32
 def ictm(
     h_anchor: torch.Tensor,
     h_partner: torch.Tensor,
