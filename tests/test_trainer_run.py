@@ -73,10 +73,13 @@ def test_simcse_and_distill_stop_on_a_nan_loss_naming_the_step(stage, tiny_bert,
     assert not (tmp_path / "run" / "modules.json").exists()
 
 
-def test_precision_flags():
+def test_precision_flags(monkeypatch):
     import torch
 
+    from jtcse import devices
     from jtcse.training.arguments import precision_flags
+
+    monkeypatch.setattr(devices, "native_bf16_cpu", lambda: False)  # auto on a CPU without native bf16
     from jtcse.training.settings import TrainingSettings
 
     assert precision_flags("fp32") == {"fp16": False, "bf16": False}
@@ -92,6 +95,12 @@ def test_precision_flags():
             precision_flags("fp16")
 
 
+def _checkpointing(model) -> bool:
+    """Whether ``model`` recomputes its activations (transformers' current name for it, else the old one)."""
+    current = getattr(type(model), "is_activation_checkpointing", None)
+    return model.is_activation_checkpointing if current is not None else model.is_gradient_checkpointing
+
+
 @pytest.mark.slow
 def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, tiny_bert_b):
     """The GPU options reach the trainer and the towers (run here on the CPU: bf16 autocast)."""
@@ -105,7 +114,7 @@ def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, ti
     class Inspect(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kwargs):
             seen["bf16"] = args.bf16
-            seen["checkpointing"] = [m.is_gradient_checkpointing for m in model[0].tower_models()]
+            seen["checkpointing"] = [_checkpointing(m) for m in model[0].tower_models()]
 
     torch.set_num_threads(1)
     corpus = tmp_path / "c.txt"
@@ -180,7 +189,7 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
     for preset in (warmup.training, twin.training, distill.training):
         assert preset != TrainingSettings()
     assert (warmup.training.epochs, twin.training.max_steps, distill.training.epochs) == (1, 25, 2)  # the recipe's
-    assert (twin.training.logging_steps, twin.training.precision, twin.cael_every) == (None, "fp32", 2)
+    assert (twin.training.logging_steps, twin.training.precision, twin.cael_every) == (None, "auto", 2)  # bf16 where native
     pipeline = PipelineConfig()
     assert (pipeline.warmup, pipeline.distill.training) == (warmup, distill.training)
     assert isinstance(pipeline.twin, TwinSettings) and pipeline.twin.training == twin.training

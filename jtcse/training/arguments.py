@@ -91,6 +91,17 @@ def build_training_args(
         kwargs["use_cpu"] = (
             True  # transformers runs bf16 autocast on the CPU, or ignores a visible GPU, only when told so
         )
+    kwargs[checkpointing_argument()] = kwargs.pop("gradient_checkpointing")
     kwargs.update(overrides)
     kwargs.update(distributed.training_arguments(use_cpu=kwargs.get("use_cpu", False)))
     return SentenceTransformerTrainingArguments(**kwargs)
+
+
+def checkpointing_argument() -> str:
+    """The installed transformers' name for the training argument that recomputes activations in the backward pass
+    (the ``gradient_checkpointing`` setting): ``activation_checkpointing`` where it exists (its old name then warns
+    that it is deprecated), else ``gradient_checkpointing``."""
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    fields = SentenceTransformerTrainingArguments.__dataclass_fields__
+    return "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"

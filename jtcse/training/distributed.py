@@ -6,7 +6,8 @@ card and summary) is :mod:`jtcse.processes`. Here, what the trainer itself needs
 
 * the training-argument fields of a launch (:func:`training_arguments`: whole batches, CPU DDP over gloo);
 * which parameters get no gradient under DDP (:func:`pooler_parameters`);
-* a trainer whose checkpoints rank 0 alone writes (:func:`trainer_class`).
+* a trainer whose checkpoints rank 0 alone writes (:func:`trainer_class`), and which samples no widget examples
+  for the model card (:class:`~jtcse.model_card.CardCallbackWithoutWidget`: jtcse writes its own card).
 """
 
 from __future__ import annotations
@@ -62,11 +63,16 @@ def trainer_class():
     ``Trainer.save_model`` into ``Trainer._save``, and sentence-transformers' ``_save`` override
     (``sentence_transformers/base/trainer.py``, "we are the process zero, so we don't check") drops
     it, so every rank writes every checkpoint's model files into the same folder. This restores the
-    guard; one process is unaffected (``should_save`` is True there).
+    guard; one process is unaffected (``should_save`` is True there). Its model-card callback samples no widget
+    examples (:class:`~jtcse.model_card.CardCallbackWithoutWidget`).
     """
     from sentence_transformers import SentenceTransformerTrainer
 
+    from jtcse.model_card import CardCallbackWithoutWidget
+
     class SentenceTransformerTrainerSavingOnce(SentenceTransformerTrainer):
+        model_card_callback_class = CardCallbackWithoutWidget
+
         def _save(self, output_dir: str | None = None, state_dict=None) -> None:
             if self.args.should_save:
                 super()._save(output_dir, state_dict=state_dict)
