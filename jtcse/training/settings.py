@@ -14,6 +14,7 @@ The command-line options of ``jtcse simcse``, ``train``, ``distill`` and ``pipel
 
 from __future__ import annotations
 
+import math
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -59,9 +60,12 @@ Seed = seed_range()
 """A seed (data order, dropout): 0 to :data:`MAX_SEED`."""
 
 
-def role(*, recorded: bool = False, card: bool = False, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
+def role(
+    *, recorded: bool | Literal["when-on"] = False, card: bool = False, trainer_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """What a trainer's setting is beyond its value (``setting(extra=role(...))``), so that each list of settings is
-    derived from the declarations: ``recorded``, a resumed or rerun run must share it (:func:`recorded_settings`);
+    derived from the declarations: ``recorded``, a resumed or rerun run must share it (:func:`recorded_settings`;
+    ``"when-on"``: a switch recorded only when on, so the runs made before it existed, off, stay the same runs);
     ``card``, the model card lists it (:func:`card_keys`); ``trainer_args``, the
     ``SentenceTransformerTrainingArguments`` keywords it is, as it is (:meth:`TrainingSettings.trainer_arguments`)."""
     return {"recorded": recorded, "card": card, "trainer_args": trainer_args}
@@ -159,7 +163,16 @@ class TrainingSettings(Settings):
     )
     precision: Precision = setting(
         "auto",
-        "auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16.",
+        "auto (bf16 mixed precision on a GPU that supports it and on a CPU with native bf16: AVX512-BF16 or AMX; "
+        "else fp32), fp32, fp16 (CUDA only) or bf16. The losses' similarities and log-softmax stay fp32.",
+    )
+    group_by_length: bool = setting(
+        False,
+        "Batches of sentences of about one length, as the HF Trainer's group_by_length (random groups of 50 batches, "
+        "each sorted by length): far less padding than random batches, so faster steps, but each sentence's "
+        "in-batch negatives are then of its length, which may change quality either way. Not with the twin's "
+        "hard_negatives; a warm-up's batches are then not kept free of repeated texts.",
+        extra=role(recorded="when-on"),
     )
     gradient_checkpointing: bool = setting(
         False,
@@ -188,6 +201,13 @@ class TrainingSettings(Settings):
                 "({dev_file}); or keep the last step ({checkpoint} last).",
                 {"checkpoint": "checkpoint", "dev_file": "--dev-file"},
             )
+
+    def total_steps(self, rows: int) -> int:
+        """The optimizer steps of a run over ``rows`` training rows: ``max_steps``, else the epochs' batches (as
+        the trainer counts them, one process)."""
+        if self.max_steps > 0:
+            return self.max_steps
+        return max(1, math.ceil(self.epochs * math.ceil(rows / self.batch_size)))
 
     def kept_by(self, dev_file: str | Path | None) -> str | Path | None:
         """``dev_file`` when the stage keeps its best checkpoint by it (``checkpoint`` best-dev), else ``None``: a
@@ -224,6 +244,11 @@ class ContrastiveSettings(Settings):
         extra=role(recorded=True),
     )
 
+    def pass_factor(self) -> float:
+        """How many times a sentence goes through the tower per update, counting a backward as two forwards: 1,
+        or with GradCache 4/3 (its first forward runs without a graph, then the usual forward and backward)."""
+        return 4 / 3 if self.mini_batch_size else 1.0
+
     @model_validator(mode="after")
     def _grad_cache_alone(self) -> ContrastiveSettings:
         from jtcse.losses.registry import check_mini_batch_size
@@ -252,6 +277,11 @@ class WarmupSettings(Settings):
     )
     loss: ContrastiveSettings = group(ContrastiveSettings())
 
+    def sentence_passes(self, layers: int | None = None) -> float:
+        """The work of one training sentence in forward-and-backward passes through one tower (what a pipeline's
+        estimate of the time left counts, at the speed it measured): two views."""
+        return 2 * self.loss.pass_factor()
+
 
 class TwinSettings(Settings):
     """A JTCSE twin (``jtcse train``; the pipeline's ``[twin]``). By default the twin measured best on the two
@@ -260,9 +290,7 @@ class TwinSettings(Settings):
     length 64, lr 1.3e-6, one epoch, no GradCache, random batches) are in ``models/jtcse-bert-base/recipe.toml``."""
 
     training: TrainingSettings = group(
-        TrainingSettings(
-            batch_size=128, max_seq_length=32, learning_rate=1e-5, max_steps=25, logging_steps=None, precision="fp32"
-        )
+        TrainingSettings(batch_size=128, max_seq_length=32, learning_rate=1e-5, max_steps=25, logging_steps=None)
     )
     # recorded by train_twin in the form earlier runs have: cael_every 0 as None, the three weights as loss_weights,
     # paraphrase_threshold only with hard_negatives (so a finished run of the same settings stays finished)
@@ -290,6 +318,24 @@ class TwinSettings(Settings):
     )
     loss: ContrastiveSettings = group(ContrastiveSettings(mini_batch_size=32))
 
+    @model_validator(mode="after")
+    def _one_batching(self) -> TwinSettings:
+        if self.hard_negatives and self.training.group_by_length:
+            raise SettingError(
+                "{hard_negatives} and {group_by_length} each decide what a batch holds (neighbours, or sentences of "
+                "one length); turn one off.",
+                ["hard_negatives", "group_by_length"],
+            )
+        return self
+
+    def sentence_passes(self, layers: int | None = None) -> float:
+        """As :meth:`WarmupSettings.sentence_passes`: two views through two towers, and with CAELs the cross stream
+        again through the ``layers`` from the first CAEL up (half of them when ``layers`` is not known)."""
+        cross = 0.0
+        if self.cael_every:
+            cross = 0.5 if not layers else (layers - self.cael_every + 1) / layers
+        return 4 * (1 + cross) * self.loss.pass_factor()
+
 
 class DistillSettings(Settings):
     """A distillation (``jtcse distill``; the pipeline's ``[distill]``): two passes over the corpus by default,
@@ -312,6 +358,10 @@ class DistillSettings(Settings):
     )
     teacher_batch_size: int = setting(128, "Batch size of the one-off teacher encoding.", ge=1)
 
+    def sentence_passes(self, layers: int | None = None) -> float:
+        """As :meth:`WarmupSettings.sentence_passes`: one view through the student."""
+        return 1.0
+
 
 TRAINERS = (WarmupSettings, TwinSettings, DistillSettings)
 """Each trainer's settings class (``jtcse simcse``, ``train``, ``distill``)."""
@@ -321,7 +371,9 @@ def recorded_settings(settings: Any) -> dict[str, Any]:
     """``{key: value}`` of a trainer's ``settings`` that a resumed (or rerun) run must share with the run it
     continues: each declared ``recorded`` (:func:`role`), through its groups (lengths may grow:
     :data:`~jtcse.training.run_dir.LENGTH_KEYS`)."""
-    return {name: get(settings, key) for name, key in keys(type(settings)).items() if key.extra.get("recorded")}
+    values = {name: get(settings, key) for name, key in keys(type(settings)).items() if key.extra.get("recorded")}
+    switched = {name for name, key in keys(type(settings)).items() if key.extra.get("recorded") == "when-on"}
+    return {name: value for name, value in values.items() if name not in switched or value}
 
 
 def card_keys() -> tuple[str, ...]:

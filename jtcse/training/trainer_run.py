@@ -153,6 +153,14 @@ class TrainerRun:
     def resume_from(self) -> str | None:
         return self.plan.resume_from
 
+    @property
+    def precision(self) -> str:
+        """The precision it trains at: ``settings.precision`` on its device, ``auto`` resolved
+        (:func:`jtcse.devices.check_precision`)."""
+        from jtcse.devices import check_precision
+
+        return check_precision(self.settings.precision, self.device)
+
 
 def _logging_steps(run: TrainerRun) -> int:
     """The given ``logging_steps``, or about ten logs a run (at most every 50 steps, at least every eval)."""
@@ -293,12 +301,18 @@ def _save_and_summarise(run: TrainerRun, trainer, progress) -> dict[str, Any]:
 
 
 def _training_args(run: TrainerRun):
+    overrides = dict(run.trainer_overrides)
+    if run.settings.group_by_length:  # batches of about one length, by the first text column's tokens
+        from jtcse.training.length_batches import LengthBatches, token_lengths
+
+        texts = run.train_dataset[run.train_dataset.column_names[0]]
+        overrides["batch_sampler"] = LengthBatches(token_lengths(run.model.tokenizer, texts, run.model.max_seq_length))
     return build_training_args(
         run.output_dir,
         run.settings,
         has_dev=run.evaluator is not None,
         logging_steps=_logging_steps(run),
-        use_no_duplicates_sampler=run.use_no_duplicates_sampler,
+        use_no_duplicates_sampler=run.use_no_duplicates_sampler and not run.settings.group_by_length,
         device=run.device,
-        **run.trainer_overrides,
+        **overrides,
     )
