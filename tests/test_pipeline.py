@@ -101,15 +101,23 @@ def test_until_names_the_values_of_this_run_and_why_a_stage_is_off(tmp_path, tin
 
 @pytest.mark.slow
 def test_full_pipeline_runs_and_reruns_as_skips_and_never_keeps_a_stale_model(
-    tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data
+    tiny_bert, tiny_bert_b, corpus_file, tmp_path, shared_data, capfd
 ):
+    import warnings
+
     dev = tmp_path / "dev.csv"
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()[:40]
     dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tiny = {"batch_size": 16, "max_steps": 2, "eval_steps": 2}
     values = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), dev_file=str(dev),
                   ensemble={"enabled": False}, warmup=tiny, twin=tiny, distill=tiny)  # fmt: skip
-    first = run_pipeline(tmp_path / "recipe", config(**values))
+    said: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = run_pipeline(tmp_path / "recipe", config(**values), say=said.append)
+    assert not [w for w in caught if "checkpointing" in str(w.message)]  # the project passes the current name
+    assert "Computing widget examples" not in capfd.readouterr().err  # no widget sampled for a card it rewrites
+    assert_stage_lines(said, ["warmup_a", "warmup_b", "twin", "distill", "eval"], folders=tmp_path / "recipe")
     assert [(row["stage"], row["status"]) for row in first["table"]] == [
         ("start", "starting model (its own pooling)"), ("start_b", "starting model (its own pooling)"),
         ("warmup_a", "ran"), ("warmup_b", "ran"), ("twin", "ran"), ("distill", "ran"), ("eval", "ran"),
@@ -122,8 +130,11 @@ def test_full_pipeline_runs_and_reruns_as_skips_and_never_keeps_a_stale_model(
     assert len({frozenset(summary) for summary in trained}) == 1  # one summary schema for every stage
     assert [summary["stage"] for summary in trained] == ["simcse", "simcse", "twin", "distill"]
     assert first["config"] == config(**values).values()  # the whole config, as a recipe would hold it
-    second = run_pipeline(tmp_path / "recipe", config(**values))
+    said.clear()
+    second = run_pipeline(tmp_path / "recipe", config(**values), say=said.append)
     assert [row["status"] for row in second["table"][2:]] == ["skipped (done)"] * 5
+    assert said[1::2] == [f"[{i}/5] {stage}: done before, skipped" for i, stage in enumerate(
+        ["warmup_a", "warmup_b", "twin", "distill", "eval"], start=1)]  # fmt: skip
     assert second["stages"]["eval"]["dev_spearman"] == scores
     with pytest.raises(JTCSEError, match=r"twin already holds a finished run, with other settings \(\[twin\] "
                                          r"learning_rate 1e-05 -> 0.0001\)"):  # fmt: skip
@@ -135,6 +146,28 @@ def test_full_pipeline_runs_and_reruns_as_skips_and_never_keeps_a_stale_model(
     with pytest.raises(JTCSEError, match=r"twin already holds a finished run, from inputs that have changed since "
                                          r"\(towers "):  # fmt: skip
         run_pipeline(tmp_path / "recipe", config(**values))
+
+
+def assert_stage_lines(said: list[str], stages: list[str], folders) -> None:
+    """What a run says: for each stage a line as it starts (``[i/N] name → folder``, a training stage's steps and
+    batch); for a training stage a line once its first steps are timed (its length at this machine's measured
+    speed, and the training the run has left); and a line as it ends, with its time and dev score."""
+    import re
+
+    count, at = len(stages), 0
+    for i, stage in enumerate(stages, start=1):
+        tag = re.escape(f"[{i}/{count}] {stage}")
+        assert re.match(rf"^{tag} → {re.escape(str(folders))}/\w+( \(2 steps of 16\))?", said[at]), said[at]
+        at += 1
+        if said[at].startswith(f"[{i}/{count}] {stage}:"):  # a training stage timed its first step
+            assert re.match(rf"^{tag}: 2 steps of 16; ~\d+ s at this machine's measured speed \(\d+\.\d\d s a step "
+                            rf"over 1\)(; the run has ~[\w ]+ of training left)?$", said[at]), said[at]  # fmt: skip
+            at += 1
+        assert re.match(rf"^{tag} done in \d+ (s|min)", said[at]), said[at]
+        at += 1
+    assert at == len(said)
+    assert re.search(r"done in .*; dev Spearman ×100: start -?\d+\.\d\d, .*distill -?\d+\.\d\d$", said[-1])
+    assert any(re.search(r"; ~[\w ]+ of training left$", line) for line in said[:-1])  # an estimate of the rest
 
 
 @pytest.mark.slow

@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from jtcse.errors import SettingError
 from jtcse.output_paths import FolderOutput
 from jtcse.pipeline.plan import Plan, make_plan
+from jtcse.pipeline.progress import RunProgress, planned_work
 from jtcse.pipeline.settings import PipelineConfig, stage_error
 from jtcse.pipeline.stages import EVAL, STAGES, Stage
 
@@ -40,9 +42,26 @@ class PipelineRun:
     (``None``: the best here), its ``output`` (the run's folder) and the ``summaries`` of the stages done so far
     (``{stage name: summary}``)."""
 
-    def __init__(self, config: PipelineConfig, plan: Plan, output: FolderOutput, device: str | None = None):
+    def __init__(
+        self,
+        config: PipelineConfig,
+        plan: Plan,
+        output: FolderOutput,
+        device: str | None = None,
+        progress: RunProgress | None = None,
+    ):
         self.config, self.plan, self.output, self.device = config, plan, output, device
+        self.progress = progress
         self.summaries: dict[str, dict] = {}
+
+    @property
+    def callbacks(self) -> list:
+        """The trainer callbacks of the stage under way: its clock, timing its first steps for :attr:`progress`."""
+        if self.progress is None:
+            return []
+        from jtcse.training.step_clock import StepClock
+
+        return [StepClock(self.progress.measured)]
 
     def folder(self, stage: Stage) -> Path:
         return self.plan.folder(stage)
@@ -59,6 +78,8 @@ class PipelineRun:
 
         folder = self.folder(stage)
         started = time.perf_counter()
+        if self.progress is not None:
+            self.progress.started(stage, folder)
         self.output.add(stage.folder)  # entered in the run's record before it is written
         try:
             if stage.record is None:  # the trainer judges its folder: the same finished run is returned as it is
@@ -73,7 +94,10 @@ class PipelineRun:
         self.summaries[stage.name] = summary
         seconds = 0.0 if done else round(time.perf_counter() - started, 2)
         status = "skipped (done)" if done else "ran"
-        return {"stage": stage.name, "output": str(folder), "status": status, "seconds": seconds, "summary": summary}
+        row = {"stage": stage.name, "output": str(folder), "status": status, "seconds": seconds, "summary": summary}
+        if self.progress is not None:
+            self.progress.ended(stage, row)
+        return row
 
     def _recorded(self, stage: Stage, folder: Path) -> tuple[dict, bool]:
         """``(summary, done)`` of a stage the pipeline records: its finished run of the same record, else the stage
@@ -137,22 +161,25 @@ def run_pipeline(
     *,
     device: str | None = None,
     recipe: dict | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> dict:
     """Run (or finish) the pipeline of ``config`` (default: every default) in ``output_dir``, each stage of its plan
     in turn up to ``config.until``, on ``device`` (``None``: the best here); the output is checked, then every check
     that needs no training comes (:func:`~jtcse.pipeline.plan.make_plan`: every file a stage reads is read), all
     before anything is written. ``recipe``: where the settings came from (``jtcse pipeline --recipe``), recorded as
     it is. Returns the summary, also written as ``pipeline_summary.json`` and ``.md``; an earlier run's are removed
-    before the first stage runs."""
+    before the first stage runs. As it runs it says where it is, one line at a time, to ``say`` (default: above
+    the trainers' progress bars; :class:`~jtcse.pipeline.progress.RunProgress`)."""
     from jtcse.pipeline.report import format_table, summary_table
 
     config = config or PipelineConfig()
     out = pipeline_output(output_dir, config, recipe)
     out.check()  # -o a file, an input, a folder holding one or a file of the user's: refused before anything is read
     plan = make_plan(config, output_dir, device)
+    progress = _progress(plan, config, say)
     with out.writing():  # one pipeline per folder; each stage's trainer also locks its own folder
         out.remove(SUMMARY_JSON, SUMMARY_MD)  # from now on the stage folders may hold other models than they say
-        run = PipelineRun(config, plan, out, device)
+        run = PipelineRun(config, plan, out, device, progress)
         rows = [run.execute(stage) for stage in plan.stages]
         table = summary_table(rows, plan.starting, run.summaries.get(EVAL.name, {}))
         result = {
@@ -166,3 +193,12 @@ def run_pipeline(
         out.write_json(SUMMARY_JSON, result)
         out.write_text(SUMMARY_MD, format_table(table))
     return result
+
+
+def _progress(plan: Plan, config: PipelineConfig, say: Callable[[str], None] | None) -> RunProgress:
+    """The run's progress lines, with each training stage's work planned over the corpus's sentences."""
+    from jtcse.corpus import read_training_sentences
+    from jtcse.modeling.loading import layer_count
+
+    rows = len(read_training_sentences(config.corpus)[0])
+    return RunProgress(plan.stages, planned_work(plan.stages, config, rows, layer_count(config.tower_a)), say)

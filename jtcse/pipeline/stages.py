@@ -97,6 +97,7 @@ def _warm_up(r: PipelineRun, folder: Path, stage: Stage, tower: str | None, pair
         device=r.device,
         settings=settings,
         dev_file=stage.dev_file(c),
+        callbacks=r.callbacks,
     )
 
 
@@ -123,6 +124,7 @@ def _train_twin(r: PipelineRun, folder: Path, **keys: Any) -> dict:
         device=r.device,
         dev_file=TWIN.dev_file(c),
         settings=settings,
+        callbacks=r.callbacks,
         **keys,
     )
 
@@ -192,17 +194,21 @@ def _distill(r: PipelineRun, folder: Path) -> dict:
         device=r.device,
         dev_file=DISTILL.dev_file(c),
         settings=DISTILL.seeded(c, c.seed),
+        callbacks=r.callbacks,
     )
 
 
 def _eval(r: PipelineRun, folder: Path) -> dict:
+    from jtcse.devices import check_precision
     from jtcse.evaluation.sts import ALL_GENRES
     from jtcse.pipeline.report import dev_scores
 
     models = {**r.plan.starting, **{stage.name: r.folder(stage) for stage in r.plan.evaluated}}
-    genres = dev_scores(r.config.dev_file, models, r.device)
+    precision = check_precision(r.config.precision or "auto", r.device)  # the run's, as the trainers resolve it
+    genres = dev_scores(r.config.dev_file, models, r.device, precision)
     return {
         "dev_file": r.config.dev_file,
+        "precision": precision,
         "dev_spearman": {label: g[ALL_GENRES] for label, g in genres.items()},
         "dev_spearman_by_genre": {
             label: {k: v for k, v in g.items() if k != ALL_GENRES} for label, g in genres.items()
