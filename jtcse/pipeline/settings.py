@@ -177,8 +177,9 @@ class PipelineConfig(Settings):
     seed: PipelineSeed = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")
     precision: Precision | None = setting(
         None,
-        "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
-        unset="each stage's own",
+        "Precision of every training stage, and of the eval stage's encoding: auto (bf16 on a GPU that has it and on "
+        "a CPU with native bf16, AVX512-BF16 or AMX; else fp32), fp32, fp16 (CUDA) or bf16.",
+        unset="each stage's own: auto",
     )
     until: Literal[UNTIL] = setting(UNTIL[-1], f"Last stage to run: {', '.join(UNTIL)}.")
     warmup: WarmupSettings = section(
