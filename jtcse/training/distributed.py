@@ -7,7 +7,7 @@ card and summary) is :mod:`jtcse.processes`. Here, what the trainer itself needs
 * the training-argument fields of a launch (:func:`training_arguments`: whole batches, CPU DDP over gloo);
 * which parameters get no gradient under DDP (:func:`pooler_parameters`);
 * a trainer whose checkpoints rank 0 alone writes (:func:`trainer_class`), and which samples no widget examples
-  for the model card (:class:`~jtcse.model_card.CardCallbackWithoutWidget`: jtcse writes its own card).
+  for the model card (:class:`~jtcse.training.card_callback.CardCallbackWithoutWidget`: jtcse writes its own card).
 """
 
 from __future__ import annotations
@@ -64,11 +64,11 @@ def trainer_class():
     (``sentence_transformers/base/trainer.py``, "we are the process zero, so we don't check") drops
     it, so every rank writes every checkpoint's model files into the same folder. This restores the
     guard; one process is unaffected (``should_save`` is True there). Its model-card callback samples no widget
-    examples (:class:`~jtcse.model_card.CardCallbackWithoutWidget`).
+    examples (:class:`~jtcse.training.card_callback.CardCallbackWithoutWidget`).
     """
     from sentence_transformers import SentenceTransformerTrainer
 
-    from jtcse.model_card import CardCallbackWithoutWidget
+    from jtcse.training.card_callback import CardCallbackWithoutWidget
 
     class SentenceTransformerTrainerSavingOnce(SentenceTransformerTrainer):
         model_card_callback_class = CardCallbackWithoutWidget
