@@ -1,6 +1,8 @@
 """Benchmark: one JTCSE training step vs two plain SimCSE steps on the same towers, batch and length.
 
-Each step is forward + backward + AdamW step in training mode (dropout on), on one batch tokenised once.
+Each step is forward + backward + AdamW step in training mode (dropout on), on one batch tokenised once. Besides
+the wall-clock medians the JSON gives the process's CPU seconds (``cpu_median_s``, ``cpu_ratios``): the work a step
+does, which other jobs on a shared machine barely move (with ``--threads 1``; more threads count their waits too).
 SimCSE = one tower (Transformer + CLS pooling) with the NT-Xent loss over the 2B views in one pass; JTCSE = the
 twin with JTCSELoss, without CAELs (TNCSE) and with cael_every=2 (the steps and their timing:
 ``jtcse.testing.train_steps``, shared with ``scripts/bench_gpu.py``). Variants are interleaved per repeat so machine
@@ -43,8 +45,10 @@ def main() -> None:
     sentences = [s for s in default_corpus_sentences() if len(s.split()) >= 20][: args.batch_size]
     steps, simcse_model = make_steps(tower_path, sentences, max_seq_length=args.max_seq_length, device=args.device)
 
-    times = time_rounds(steps, args.device, warmup=args.warmup, repeats=args.repeats)
+    cpu: dict[str, list[float]] = {}
+    times = time_rounds(steps, args.device, warmup=args.warmup, repeats=args.repeats, cpu=cpu)
     median, ratios = step_ratios(times)
+    cpu_median, cpu_ratios = step_ratios(cpu)
     targets = {"jtcse_no_cael / two_simcse_steps": 1.15, "jtcse_k2 / two_simcse_steps": 2.2}
     report = {
         "benchmark": "one JTCSE step vs two SimCSE steps (forward + backward + AdamW, train mode)",
@@ -59,6 +63,8 @@ def main() -> None:
         "median_s": {k: round(v, 4) for k, v in median.items()},
         "all_s": {k: [round(x, 4) for x in v] for k, v in times.items()},
         "ratios": {k: round(v, 3) for k, v in ratios.items()},
+        "cpu_median_s": {k: round(v, 4) for k, v in cpu_median.items()},
+        "cpu_ratios": {k: round(v, 3) for k, v in cpu_ratios.items()},
         "targets": targets,
         "within_target": {k: ratios[k] <= targets[k] for k in ratios},
         "versions": {"torch": torch.__version__},

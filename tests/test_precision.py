@@ -167,3 +167,24 @@ def test_the_distillation_losses_compute_in_float32_under_autocast(tiny_bert, ob
     loss = distillation_loss(student, objective, teacher_dim=32)
     teacher = torch.randn(8, 32, generator=torch.Generator().manual_seed(5))  # cached float32 targets
     _same_loss_and_gradient(lambda s: loss.compute_loss_from_embeddings([s], [teacher]), _views(width=32)[0])
+
+
+def test_a_teacher_encoded_in_bf16_is_cached_apart_from_fp32(tiny_bert, tmp_path):
+    """The teacher encodes under the stage's autocast; its float32 targets at bf16 are another cache entry than at
+    fp32 (whose key is what it always was), and its note says the precision."""
+    import json
+
+    import numpy as np
+
+    from jtcse.training.teacher_cache import teacher_targets
+
+    sentences = ["a cat sat on the mat", "the stock market fell", "kids play football outside", "a plane takes off"]
+    exact = teacher_targets(tiny_bert, sentences, tmp_path, precision="fp32", show_progress_bar=False)
+    fast = teacher_targets(tiny_bert, sentences, tmp_path, precision="bf16", show_progress_bar=False)
+    assert exact.cache_path != fast.cache_path and not fast.cache_hit
+    assert exact.embeddings.dtype == fast.embeddings.dtype == np.float32
+    assert not np.array_equal(exact.embeddings, fast.embeddings)
+    unit = [e / np.linalg.norm(e, axis=1, keepdims=True) for e in (exact.embeddings, fast.embeddings)]
+    assert (unit[0] * unit[1]).sum(axis=1).min() > 0.99
+    assert json.loads(fast.cache_path.with_suffix(".json").read_text())["precision"] == "bf16"
+    assert teacher_targets(tiny_bert, sentences, tmp_path, precision="bf16").cache_hit

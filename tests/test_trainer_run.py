@@ -189,7 +189,11 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
     for preset in (warmup.training, twin.training, distill.training):
         assert preset != TrainingSettings()
     assert (warmup.training.epochs, twin.training.max_steps, distill.training.epochs) == (1, 25, 2)  # the recipe's
-    assert (twin.training.logging_steps, twin.training.precision, twin.cael_every) == (None, "auto", 2)  # bf16 where native
+    assert (twin.training.logging_steps, twin.training.precision, twin.cael_every) == (
+        None,
+        "auto",
+        2,
+    )  # bf16 where native
     pipeline = PipelineConfig()
     assert (pipeline.warmup, pipeline.distill.training) == (warmup, distill.training)
     assert isinstance(pipeline.twin, TwinSettings) and pipeline.twin.training == twin.training

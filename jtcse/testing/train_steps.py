@@ -54,44 +54,61 @@ def make_steps(tower_path, sentences, *, max_seq_length, device, precision="fp32
     return steps, simcse_model
 
 
-def timed(fn, device: str) -> float:
-    """Seconds ``fn()`` takes (CUDA work waited for on both sides)."""
+def timed(fn, device: str, cpu: list[float] | None = None) -> float:
+    """Seconds ``fn()`` takes (CUDA work waited for on both sides); the process's CPU seconds are appended to
+    ``cpu`` when given."""
     import torch
 
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     fn()
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+    if cpu is not None:
+        cpu.append(time.process_time() - start_cpu)
     return time.perf_counter() - start
 
 
-def time_rounds(steps, device: str, *, warmup: int, repeats: int, peaks: dict | None = None) -> dict[str, list[float]]:
+def time_rounds(
+    steps,
+    device: str,
+    *,
+    warmup: int,
+    repeats: int,
+    peaks: dict | None = None,
+    cpu: dict[str, list[float]] | None = None,
+) -> dict[str, list[float]]:
     """Seconds per round of two SimCSE steps, one TNCSE step and one k=2 JTCSE step, interleaved per round so
     machine noise hits all alike (the first ``warmup`` rounds untimed). On CUDA, ``peaks`` (if given) gets
-    each variant's peak allocated MiB."""
+    each variant's peak allocated MiB. ``cpu`` (if given) gets the process's CPU seconds of each timed round, by
+    variant: on a machine other jobs share, the work a step does, which their load barely moves (with one thread;
+    more threads count their waits too)."""
     import torch
 
     cuda = device.startswith("cuda") and peaks is not None
+    spent: list[float] = []
 
     def run(name: str, fn) -> float:
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
-        seconds = timed(fn, device)
+        seconds = timed(fn, device, spent)
         if cuda:
             peaks[name] = max(peaks.get(name, 0.0), torch.cuda.max_memory_allocated(device) / 2**20)
         return seconds
 
     times: dict[str, list[float]] = {"two_simcse_steps": [], "jtcse_no_cael": [], "jtcse_k2": []}
     for round_ in range(warmup + repeats):
+        spent.clear()
         two_simcse = run("simcse", steps["simcse"]) + run("simcse", steps["simcse"])
         no_cael = run("jtcse_no_cael", steps["jtcse_no_cael"])
         k2 = run("jtcse_k2", steps["jtcse_k2"])
         if round_ >= warmup:
-            times["two_simcse_steps"].append(two_simcse)
-            times["jtcse_no_cael"].append(no_cael)
-            times["jtcse_k2"].append(k2)
+            for name, seconds in zip(times, (two_simcse, no_cael, k2), strict=True):
+                times[name].append(seconds)
+            if cpu is not None:
+                for name, seconds in zip(times, (spent[0] + spent[1], spent[2], spent[3]), strict=True):
+                    cpu.setdefault(name, []).append(seconds)
     return times
 
 

@@ -1,0 +1,153 @@
+#!/usr/bin/env python
+"""Benchmark: the default pipeline's stages at reduced steps, fp32 against the new default precision (``auto``: bf16
+on a CPU with native bf16), side by side in one run.
+
+Tiny but real: the embedded MiniLM, the first ``--lines`` sentences of wiki12k as the corpus, the first
+``--dev-pairs`` pairs of STS-B dev as the dev file, every stage of ``jtcse pipeline``'s default recipe (two
+warm-ups, the twin with its batches of neighbours and GradCache, the ensemble with the start, the distillation,
+the evaluation) with only the step counts cut. The variants take turns stage by stage (each runs up to the same
+``--until`` before the next stage starts), so a shared machine's drift hits them alike. A stage's seconds are its
+wall time in the pipeline (loading, encoding and training), as ``pipeline_summary.json`` reports them.
+
+Also printed: the padded token share of the corpus at the stages' batch sizes and length 32, for random batches
+(what the stages train on) and for length-grouped ones (``group_by_length``); ``--variants`` may add
+``auto+grouped`` (the warm-ups and the distillation with ``group_by_length``; the twin keeps its batches of
+neighbours), to time it.
+
+    python scripts/bench_pipeline.py -o docs/bench_pipeline.json
+    python scripts/bench_pipeline.py --variants fp32,auto,auto+grouped --lines 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+
+def _inputs(folder: Path, corpus: Path, lines: int, dev: Path, pairs: int) -> tuple[Path, Path]:
+    """The first ``lines`` sentences of ``corpus`` and the first ``pairs`` pairs of ``dev``, written into ``folder``."""
+    from jtcse.corpus import read_corpus
+
+    cut = folder / "corpus.txt"
+    cut.write_text("\n".join(read_corpus(corpus).sentences[:lines]) + "\n", encoding="utf-8")
+    dev_cut = folder / "dev.csv"
+    dev_cut.write_text("\n".join(dev.read_text(encoding="utf-8").splitlines()[:pairs]) + "\n", encoding="utf-8")
+    return cut, dev_cut
+
+
+def _config(corpus: Path, dev: Path, args, variant: str, until: str):
+    from jtcse.pipeline.settings import PipelineConfig
+
+    precision, _, grouped = variant.partition("+")
+    values = {
+        "tower_a": args.tower,
+        "corpus": str(corpus),
+        "dev_file": str(dev),
+        "precision": precision,
+        "until": until,
+        "warmup": {"max_steps": args.warmup_steps},
+        "twin": {"max_steps": args.twin_steps},
+        "distill": {"max_steps": args.distill_steps},
+    }
+    if grouped:
+        values["warmup"]["group_by_length"] = True
+        values["distill"]["group_by_length"] = True
+    return PipelineConfig.from_values(values)
+
+
+def padding(corpus: Path, tower: str | None, seed: int = 0) -> dict:
+    """The padded token share at length 32 for random and length-grouped batches of the stages' batch sizes."""
+    from jtcse.corpus import read_training_sentences
+    from jtcse.modeling.loading import load_model
+    from jtcse.pipeline.settings import PipelineConfig
+    from jtcse.training.length_batches import length_grouped_batches, padded_share, random_batches, token_lengths
+
+    config = PipelineConfig()
+    sentences = read_training_sentences(str(corpus))[0]
+    tokenizer = load_model(tower, role="encode").tokenizer
+    out = {}
+    for table in ("warmup", "twin", "distill"):
+        training = getattr(config, table).training
+        lengths = token_lengths(tokenizer, sentences, training.max_seq_length)
+        size = training.batch_size
+        out[table] = {
+            "batch_size": size,
+            "max_seq_length": training.max_seq_length,
+            "random": round(padded_share(lengths, random_batches(len(lengths), size, seed)), 4),
+            "length_grouped": round(padded_share(lengths, length_grouped_batches(lengths, size, seed)), 4),
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tower", default=None, help="the towers' starting model (default: the embedded MiniLM)")
+    parser.add_argument("--corpus", type=Path, default=DATA / "wiki12k.txt")
+    parser.add_argument("--dev-file", type=Path, default=DATA / "stsbenchmark" / "sts-dev.csv")
+    parser.add_argument("--lines", type=int, default=1500, help="corpus sentences used (the first ones)")
+    parser.add_argument("--dev-pairs", type=int, default=250, help="dev pairs used (the first ones)")
+    parser.add_argument("--warmup-steps", type=int, default=16)
+    parser.add_argument("--twin-steps", type=int, default=2)
+    parser.add_argument("--distill-steps", type=int, default=16)
+    parser.add_argument("--variants", default="fp32,auto", help="comma-separated: fp32, auto, bf16, auto+grouped")
+    parser.add_argument("-o", "--output", default=None, help="also write the JSON here")
+    args = parser.parse_args()
+
+    import torch
+
+    from jtcse.devices import check_precision, native_bf16_cpu
+    from jtcse.pipeline.plan import make_plan
+    from jtcse.pipeline.run import run_pipeline
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    seconds: dict[str, dict[str, float]] = {v: {} for v in variants}
+    with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp:
+        corpus, dev = _inputs(Path(tmp), args.corpus, args.lines, args.dev_file, args.dev_pairs)
+        whole = make_plan(_config(corpus, dev, args, variants[0], "eval"), Path(tmp) / "plan")
+        for until in dict.fromkeys(stage.until for stage in whole.stages):  # stage by stage, every variant in turn
+            for variant in variants:
+                config = _config(corpus, dev, args, variant, until)
+                result = run_pipeline(Path(tmp) / variant, config, say=lambda line: None)
+                for row in result["table"]:
+                    if row["status"] == "ran":
+                        seconds[variant][row["stage"]] = row["seconds"]
+    base = variants[0]
+    ratios = {
+        variant: {stage: round(s / seconds[base][stage], 3) for stage, s in times.items() if seconds[base].get(stage)}
+        for variant, times in seconds.items()
+        if variant != base
+    }
+    totals = {variant: round(sum(times.values()), 2) for variant, times in seconds.items()}
+    report = {
+        "benchmark": "the default pipeline's stages at reduced steps, side by side (stage by stage)",
+        "variants": {
+            v: check_precision(v.partition("+")[0], "cpu") + (" + group_by_length" * ("+" in v)) for v in variants
+        },
+        "native_bf16_cpu": native_bf16_cpu(),
+        "tower": args.tower or "the embedded MiniLM",
+        "corpus": f"{args.corpus.name}, first {args.lines} sentences",
+        "dev_file": f"{args.dev_file.name}, first {args.dev_pairs} pairs",
+        "steps": {"warmup": args.warmup_steps, "twin": args.twin_steps, "distill": args.distill_steps},
+        "seconds": seconds,
+        "total_seconds": totals,
+        f"ratio_vs_{base}": ratios,
+        f"total_ratio_vs_{base}": {v: round(totals[v] / totals[base], 3) for v in variants if v != base},
+        "padded_token_share": padding(args.corpus, args.tower),
+        "threads": torch.get_num_threads(),
+        "machine": platform.processor() or platform.machine(),
+        "versions": {"torch": torch.__version__},
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
