@@ -41,7 +41,7 @@ def test_native_bf16_is_asked_of_torch(monkeypatch, capabilities, mkldnn, native
     assert devices.native_bf16_cpu() is native
 
 
-def test_the_run_summary_and_the_trainer_say_the_resolved_precision(monkeypatch, tiny_bert, tmp_path):
+def test_the_run_summary_and_the_trainer_say_the_resolved_precision(monkeypatch):
     """A stage's recorded settings keep what was asked (``auto`` is not part of a finished run's identity); its
     summary says what ran (TrainerRun.precision)."""
     from jtcse.training.settings import TrainingSettings, recorded_settings
@@ -112,6 +112,7 @@ def test_infonce_icnce_and_ictm_compute_in_float32_under_autocast():
     _same_loss_and_gradient(ictm, h1, h2, p1, p2)
 
 
+@pytest.mark.slow
 def test_the_jtcse_loss_and_its_gradcache_form_compute_in_float32_under_autocast(tiny_bert, tiny_bert_b):
     """JTCSELoss's terms on a twin's training outputs, and CachedJTCSELoss's loss on its cached features, are the
     float32 loss of the bf16 features."""
@@ -141,6 +142,7 @@ def test_the_jtcse_loss_and_its_gradcache_form_compute_in_float32_under_autocast
     _same_loss_and_gradient(from_cache, packed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mini_batch_size", [None, 4])
 def test_the_simcse_loss_computes_in_float32_under_autocast(tiny_bert, mini_batch_size):
     """The warm-up's MultipleNegativesRankingLoss (and its GradCache form) scores with float32 cosines."""
@@ -158,6 +160,7 @@ def test_the_simcse_loss_computes_in_float32_under_autocast(tiny_bert, mini_batc
         _same_loss_and_gradient(lambda q, d: loss.calculate_loss([[q], [d]]), *_views())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["similarity", "mse-normalized"])
 def test_the_distillation_losses_compute_in_float32_under_autocast(tiny_bert, objective):
     from jtcse.modeling.loading import load_student
@@ -169,6 +172,7 @@ def test_the_distillation_losses_compute_in_float32_under_autocast(tiny_bert, ob
     _same_loss_and_gradient(lambda s: loss.compute_loss_from_embeddings([s], [teacher]), _views(width=32)[0])
 
 
+@pytest.mark.slow
 def test_a_teacher_encoded_in_bf16_is_cached_apart_from_fp32(tiny_bert, tmp_path):
     """The teacher encodes under the stage's autocast; its float32 targets at bf16 are another cache entry than at
     fp32 (whose key is what it always was), and its note says the precision."""

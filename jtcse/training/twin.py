@@ -31,7 +31,7 @@ def count_truncated(sentences: list[str], tokenizer, max_seq_length: int, chunk:
     """How many sentences are longer than ``max_seq_length`` tokens (they are truncated in training)."""
     truncated = 0
     for start in range(0, len(sentences), chunk):
-        lengths = [len(ids) for ids in tokenizer(sentences[start : start + chunk])["input_ids"]]
+        lengths = [len(ids) for ids in tokenizer(sentences[start : start + chunk], verbose=False)["input_ids"]]
         truncated += sum(length > max_seq_length for length in lengths)
     return truncated
 
