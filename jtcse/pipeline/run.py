@@ -196,9 +196,17 @@ def run_pipeline(
 
 
 def _progress(plan: Plan, config: PipelineConfig, say: Callable[[str], None] | None) -> RunProgress:
-    """The run's progress lines, with each training stage's work planned over the corpus's sentences."""
+    """The run's progress lines, with each training stage's work planned over the corpus's sentences; under a
+    multi-process launch rank 0 alone says them."""
     from jtcse.corpus import read_training_sentences
     from jtcse.modeling.loading import layer_count
+    from jtcse.processes import is_main_process
 
+    if not is_main_process():
+        say = _silent
     rows = len(read_training_sentences(config.corpus)[0])
     return RunProgress(plan.stages, planned_work(plan.stages, config, rows, layer_count(config.tower_a)), say)
+
+
+def _silent(line: str) -> None:
+    """Says nothing (a rank other than 0)."""
