@@ -26,8 +26,9 @@ class Plan:
     the first ``start_index`` of them trained by this run; ``weights``: theirs (``None``: all 1) unless
     ``choose``: chosen on the selection file; ``stages``: those that run, in order; ``student``/``teacher``: of the
     distillation; ``starting``: the models the run started from (``{row label: model}``, the rows to beat);
-    ``dev_file`` / ``selection_files``: the files the stages read (``None`` / none: not read), the selection's pairs
-    in ``selection`` (``{file: pairs}``)."""
+    ``dev_file`` / ``selection_files``: the files the stages read (``None`` / none: not read; the selection inputs
+    by the probe, a choice of weights and the eval stage, which scores every model on them), read and checked in
+    ``selection`` (``{spec: input}``, :func:`~jtcse.training.selection.selection_sets`)."""
 
     output_dir: Path
     twin: bool
@@ -187,7 +188,8 @@ def _check_weights(plan: Plan, config: PipelineConfig) -> None:
 
 def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
     """``plan`` with the files its stages read, each given and there (a file none reads is not required); the
-    selection files read and checked against the dev file."""
+    selection inputs read and checked against the dev file (read by the probe, a choice of weights, and the eval
+    stage: with given weights they are scored and reported, not chosen on)."""
     from jtcse.training.selection import selection_sets
 
     if config.dev_file is None and EVAL in plan.stages:
@@ -203,12 +205,9 @@ def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
             except SettingError as err:
                 raise stage_error(err, stage.trains_with) from None
     reads_dev = EVAL in plan.stages or any(stage.dev_file(config) for stage in plan.stages)
-    reads_selection = PROBE in plan.stages or plan.choose
-    files = [("dev file", reads_dev, config.dev_file)]
-    files += [("selection file", reads_selection, path) for path in config.selection_files]
-    for label, read, path in files:
-        if read and path is not None and not Path(path).is_file():
-            raise JTCSEError(f"{label} not found: {path}")
+    reads_selection = PROBE in plan.stages or plan.choose or (EVAL in plan.stages and bool(config.selection_files))
+    if reads_dev and config.dev_file is not None and not Path(config.dev_file).is_file():
+        raise JTCSEError(f"dev file not found: {config.dev_file}")
     return replace(
         plan,
         dev_file=config.dev_file if reads_dev else None,
@@ -227,8 +226,9 @@ def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
 
     if plan.dev_file is not None:
         check_correlatable(read_stsb_file(plan.dev_file), plan.dev_file)
-    for path, pairs in plan.selection.items():  # (read by the plan: less the pairs the dev file has)
-        check_correlatable(pairs, path)
+    for spec, item in plan.selection.items():  # (read by the plan: an STS file less the pairs the dev file has)
+        if item.pairs is not None:
+            check_correlatable(item.pairs, spec)
     if config.corpus is not None:
         read_corpus(config.corpus)
     for pairs_file in dict.fromkeys(path for path in (config.pairs_a, config.pairs_b) if path is not None):

@@ -130,8 +130,7 @@ def _train_twin(r: PipelineRun, folder: Path, **keys: Any) -> dict:
 def _probe(r: PipelineRun, folder: Path) -> dict:
     """Short twins at each learning rate; the one with the best mean over the selection files
     (:func:`~jtcse.training.selection.best_by_total`) trains the twin; the starting model is scored for the report."""
-    from jtcse.modeling.loading import load_model
-    from jtcse.training.selection import best_by_total, model_scores, overall
+    from jtcse.training.selection import best_by_total, overall, selection_scores
 
     probe, selection = r.config.probe, r.plan.selection
     scores = {}
@@ -139,10 +138,10 @@ def _probe(r: PipelineRun, folder: Path) -> dict:
         lr_folder = folder / f"lr_{lr:g}"
         r.stage_output(PROBE).add(lr_folder.name)  # entered in the probe folder's record before it is written
         _train_twin(r, lr_folder, learning_rate=lr, max_steps=probe.max_steps, plot=False)
-        scores[f"{lr:g}"] = model_scores(load_model(lr_folder, role="encode", device=r.device), selection)
-    start = model_scores(load_model(r.config.tower_a, role="encode", device=r.device), selection)
+        scores[f"{lr:g}"] = selection_scores(lr_folder, selection, device=r.device)
+    start = selection_scores(r.config.tower_a, selection, device=r.device)
     best = best_by_total({lr: overall(s) for lr, s in scores.items()})
-    return {"selection_spearman": scores, "start_selection_spearman": start, "learning_rate": float(best)}
+    return {"selection_scores": scores, "start_selection_scores": start, "learning_rate": float(best)}
 
 
 def _twin(r: PipelineRun, folder: Path) -> dict:
@@ -174,8 +173,8 @@ def _ensemble(r: PipelineRun, folder: Path) -> dict:
         "members": list(plan.member_labels),
         "weights": model[0].weights,
         "combine": combine,
-        "selection_spearman": chosen,
-        "start_selection_spearman": start,
+        "selection_scores": chosen,
+        "start_selection_scores": start,
         "dimension": model.get_embedding_dimension(),
     }
 
@@ -207,7 +206,19 @@ def _eval(r: PipelineRun, folder: Path) -> dict:
         "dev_spearman_by_genre": {
             label: {k: v for k, v in g.items() if k != ALL_GENRES} for label, g in genres.items()
         },
+        **(_selection_report(r, models) if r.plan.selection else {}),
     }
+
+
+def _selection_report(r: PipelineRun, models: dict) -> dict:
+    """Every model's scores on the selection inputs, and the share of each teacher's gain (the twin's, the
+    ensemble's) over the start that the student keeps."""
+    from jtcse.pipeline.report import selection_report
+
+    evaluated = r.plan.evaluated
+    teachers = [stage.name for stage in (TWIN, ENSEMBLE) if stage in evaluated]
+    student = DISTILL.name if DISTILL in evaluated else None
+    return selection_report(r.plan.selection, models, r.device, student=student, teachers=teachers)
 
 
 # ---------------------------------------------------------------------------------------------------- records
@@ -219,12 +230,13 @@ def _warmup_fingerprints(r: PipelineRun) -> list:
 
 def _probe_record(r: PipelineRun) -> dict[str, Any]:
     from jtcse.schema import to_mapping
+    from jtcse.training.selection import selection_fingerprint
     from jtcse.training.teacher_cache import file_fingerprint
 
     c = r.config
     twin = {k: v for k, v in to_mapping(c.twin).items() if k not in ("enabled", "learning_rate")}
     return {  # the files read by their content: one edited in place is another input
-        "selection_files": [file_fingerprint(path) for path in c.selection_files],
+        "selection_files": [selection_fingerprint(spec) for spec in c.selection_files],
         PROBE.table: to_mapping(c.probe),
         TWIN.table: twin,
         "towers": _warmup_fingerprints(r),
@@ -235,7 +247,8 @@ def _probe_record(r: PipelineRun) -> dict[str, Any]:
 
 
 def _ensemble_record(r: PipelineRun) -> dict[str, Any]:
-    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint
+    from jtcse.training.selection import selection_fingerprint
+    from jtcse.training.teacher_cache import model_fingerprint
 
     c, plan = r.config, r.plan
     return {
@@ -243,7 +256,7 @@ def _ensemble_record(r: PipelineRun) -> dict[str, Any]:
         "twin_towers": c.ensemble.twin_towers,
         "weights": plan.weights,
         "combine": c.ensemble.combine,
-        "selection_files": [file_fingerprint(path) for path in c.selection_files] if plan.choose else [],
+        "selection_files": [selection_fingerprint(spec) for spec in c.selection_files] if plan.choose else [],
     }
 
 
@@ -253,7 +266,12 @@ def _eval_record(r: PipelineRun) -> dict[str, Any]:
 
     models = {stage.name: model_fingerprint(r.folder(stage)) for stage in r.plan.evaluated}
     starting = [describe_source(m) for m in r.plan.starting.values()]
-    return {"dev_file": file_fingerprint(r.config.dev_file), "models": models, "starting": starting}
+    record = {"dev_file": file_fingerprint(r.config.dev_file), "models": models, "starting": starting}
+    if r.plan.selection:  # (a run without selection inputs records what it always did)
+        from jtcse.training.selection import selection_fingerprint
+
+        record["selection_files"] = [selection_fingerprint(spec) for spec in r.plan.selection]
+    return record
 
 
 # ---------------------------------------------------------------------------------------------------- the stages
@@ -327,7 +345,8 @@ EVAL = Stage(
     until="eval",
     table=None,
     trains_with=None,
-    what="dev Spearman, all pairs and per genre, of every model and of the starting model(s)",
+    what="dev Spearman (all pairs and per genre) of every model and of the starting model(s), and with selection "
+    "inputs each model's score on each, their mean and the share of its teachers' gain the student keeps",
     run=_eval,
     record=_eval_record,
     evaluated=False,
