@@ -105,8 +105,10 @@ def train_split_only(path: Path):
     labels = np.asarray(train["label"])
     values, counts = np.unique(labels, return_counts=True)
     if counts.min() < 2:
+        lonely, feature = values[counts.argmin()].item(), train.features["label"]
+        named = feature.int2str(lonely) if hasattr(feature, "int2str") else lonely  # a text label as the file has it
         raise JTCSEError(
-            f"{path}: label {values[counts.argmin()]!r} has {counts.min()} train row; choosing on a classification "
+            f"{path}: label {named!r} has 1 train row; choosing on a classification "
             "set scores a stratified half of its train split, which needs at least 2 rows of every label."
         )
     rows = np.arange(len(train))

@@ -218,17 +218,15 @@ def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
 
 def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
     """Read every file the planned stages read, as they will read it, so that a bad one costs nothing: the dev file
-    and the selection files (STS-B format, a finite number for every score, scores to correlate with: not all
-    one), the corpus (UTF-8, some sentences) and each warm-up's pairs file."""
+    (STS-B format, a finite number for every score, scores to correlate with: not all one), the corpus (UTF-8,
+    some sentences) and each warm-up's pairs file. (The selection inputs are read and checked by
+    :func:`~jtcse.training.selection.selection_sets`, in :func:`_with_files`.)"""
     from jtcse.corpus import read_corpus
     from jtcse.evaluation.sts import check_correlatable, read_stsb_file
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
     if plan.dev_file is not None:
         check_correlatable(read_stsb_file(plan.dev_file), plan.dev_file)
-    for spec, item in plan.selection.items():  # (read by the plan: an STS file less the pairs the dev file has)
-        if item.pairs is not None:
-            check_correlatable(item.pairs, spec)
     if config.corpus is not None:
         read_corpus(config.corpus)
     for pairs_file in dict.fromkeys(path for path in (config.pairs_a, config.pairs_b) if path is not None):

@@ -124,15 +124,18 @@ def _check_not_dev(spec, path: Path, dev_file) -> None:
 
 def selection_input(spec: str | Path, dev_file=None):
     """One selection input (:class:`~jtcse.evaluation.selection_scoring.SelectionInput`) of ``PATH`` or
-    ``TYPE:PATH``, read and checked now: an STS file's pairs less the dev file's (:func:`selection_pairs`); any
+    ``TYPE:PATH``, read and checked now: an STS file's pairs less the dev file's (:func:`selection_pairs`), scores
+    to correlate with (not all one); any
     other kind, not the dev file, as its mteb task (a classification set's train split alone, divided:
     :func:`~jtcse.evaluation.selection_scoring.train_split_only`)."""
     from jtcse.evaluation.mteb_local_tasks import local_sts_task
     from jtcse.evaluation.selection_scoring import SelectionInput, choosing_task, input_kind
+    from jtcse.evaluation.sts import check_correlatable
 
     kind, path = input_kind(spec)
     if kind == "sts":
         pairs = selection_pairs(path, dev_file)
+        check_correlatable(pairs, spec)  # before mteb is imported: a bad file costs nothing
         return SelectionInput(str(spec), kind, path, local_sts_task(path), pairs)
     _check_not_dev(spec, path, dev_file)
     return SelectionInput(str(spec), kind, path, choosing_task(kind, path))
@@ -172,12 +175,13 @@ def selection_fingerprint(spec: str | Path) -> str:
 def selection_scores(model, selections: Mapping[str, object], device=None) -> dict[str, dict[str, float]]:
     """``{spec: {"all": main score, ...}}`` of one model on the selection inputs (:func:`selection_sets`): an STS
     file's Spearman over all its pairs and per genre, any other input's main score (fractions); each text encoded
-    once. ``model``: a ``SentenceTransformer``, or a path or Hub name (``None``: the embedded MiniLM) to load."""
+    once. ``model``: a ``SentenceTransformer``, or a path or Hub name (``None``: the embedded MiniLM) loaded as
+    ``jtcse eval mteb`` loads it (inputs not truncated below the position table), so the scores are its scores."""
     from jtcse.evaluation.selection_scoring import CachedEncoder, score_inputs
-    from jtcse.modeling.loading import load_model
+    from jtcse.modeling.loading import FULL_LENGTH, load_model
 
-    if not hasattr(model, "encode"):
-        model = load_model(model, role="encode", device=device)
+    if model is None or isinstance(model, (str, Path)):
+        model = load_model(model, role="encode", max_seq_length=FULL_LENGTH, device=device)
     return score_inputs(CachedEncoder(model), selections)
 
 
@@ -206,10 +210,11 @@ def choose_weights(
     """
     from jtcse.evaluation.selection_scoring import CachedEncoder, EnsembleEncoder, score_inputs
     from jtcse.modeling.combine import check_combine
-    from jtcse.modeling.loading import load_model
+    from jtcse.modeling.loading import FULL_LENGTH, load_model
 
     check_combine(combine)
-    encoders = [CachedEncoder(load_model(member, role="encode", device=device)) for member in members]
+    loaded = [load_model(member, role="encode", max_seq_length=FULL_LENGTH, device=device) for member in members]
+    encoders = [CachedEncoder(model) for model in loaded]
     rows = {w: [1.0 if i == start_index else w for i in range(len(members))] for w in grid}
     scores = {w: score_inputs(EnsembleEncoder(encoders, row, combine), selections) for w, row in rows.items()}
     start = score_inputs(encoders[start_index], selections)  # the start alone, as it encodes: reported
