@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,17 +241,15 @@ def score_inputs(encoder, selections: Mapping[str, SelectionInput]) -> dict[str,
     return out
 
 
-class _quiet_datasets:
+@contextmanager
+def _quiet_datasets():
     """``datasets``' progress bars off while mteb prepares a task's data (one bar per weight row otherwise)."""
+    from datasets.utils import logging as datasets_logging
 
-    def __enter__(self):
-        from datasets.utils import logging as datasets_logging
-
-        self.was_on = datasets_logging.is_progress_bar_enabled()
-        datasets_logging.disable_progress_bar()
-
-    def __exit__(self, *exc):
-        from datasets.utils import logging as datasets_logging
-
-        if self.was_on:
+    was_on = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
             datasets_logging.enable_progress_bar()
