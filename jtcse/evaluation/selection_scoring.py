@@ -103,7 +103,7 @@ def train_split_only(path: Path):
     task = classification_task(path, splits=("train",))
     task.load_data()
     train = task.dataset["train"]
-    labels = np.asarray(train["label"])
+    labels = np.asarray(train["label"][:])  # (a datasets column read at once, not item by item)
     values, counts = np.unique(labels, return_counts=True)
     if counts.min() < 2:
         lonely, feature = values[counts.argmin()].item(), train.features["label"]
@@ -122,13 +122,12 @@ def _texts(inputs) -> list[str]:
     return [text for batch in inputs for text in batch["text"]]
 
 
-def _text_loader(texts: Sequence[str], metadata, batch_size: int = BATCH_SIZE):
+def _text_loader(texts: Sequence[str], batch_size: int = BATCH_SIZE):
+    """``texts`` as mteb hands them to an encoder: batches of ``{"text": [...]}`` over a ``datasets.Dataset``."""
     from datasets import Dataset
-    from mteb._create_dataloaders import create_dataloader
+    from torch.utils.data import DataLoader
 
-    return create_dataloader(
-        Dataset.from_dict({"text": list(texts)}), task_metadata=metadata, input_column="text", batch_size=batch_size
-    )
+    return DataLoader(Dataset.from_dict({"text": list(texts)}), batch_size=batch_size)
 
 
 def _encodes_alike(model) -> bool:
@@ -159,7 +158,7 @@ class CachedEncoder:
         missing = list(dict.fromkeys(text for text in texts if text not in table))
         if missing:
             encoded = self.wrapper.encode(
-                _text_loader(missing, task_metadata, self.batch_size),
+                _text_loader(missing, self.batch_size),
                 task_metadata=task_metadata,
                 hf_split=where.get("hf_split", "test"),
                 hf_subset=where.get("hf_subset", "default"),
