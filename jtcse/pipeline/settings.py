@@ -30,8 +30,8 @@ PipelineSeed = seed_range(1)
 class DefaultWeights:
     """The default ensemble's weights when no selection file chooses them: ``warmups`` for (warm-up I, warm-up II,
     the starting model) without a twin, ``twin`` for (the twin, the starting model) with one, ``twin_towers`` for
-    (tower I, tower II, the starting model) with the twin's towers as members. Written by the twin-default driver
-    (``evaluation/drivers/twin_default.py``; a test keeps them equal to its results): ``twin`` and ``twin_towers``
+    (tower I, tower II, the starting model) with the twin's towers as members. Chosen by the twin-default study
+    (``evaluation/studies/twin_default.toml``; a test keeps them equal to its results): ``twin`` and ``twin_towers``
     the weight with the best mean Spearman over two selection files (STS-B train, SICK train; 3 seeds) on their
     ensembles, ``warmups`` the weights of the best of today's members' students (3 seeds through ``jtcse
     pipeline``, no selection file below the starting model) (``evaluation/DEFAULTS.md``, "The twin in the main
