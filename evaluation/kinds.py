@@ -139,7 +139,10 @@ def ensemble(runner, row: Row) -> None:
         start = runner.rows[runner.study.get("start")]
         record["genre_safe"] = worst_genre([own[chosen]], start, runner.study.selection) >= -spec["margin"]
     if runner.value(row, "pair"):
-        record.update(pair=runner.value(row, "pair"), **runner.scorer.diversity(*runner.value(row, "pair"), "select"))
+        record.update(
+            pair=runner.value(row, "pair"),
+            **runner.scorer.diversity(*runner.value(row, "pair"), runner.study.selection[0]),
+        )
     record["grid"] = [
         {"weights": list(w), **{s: v[f"{s}_spearman"] for s in runner.scorer.pairs}} for w, v in own.items()
     ]
@@ -223,17 +226,9 @@ def speed(runner, row: Row) -> None:
             encoder.encode(sentences, batch_size=64)
             times[key].append(time.perf_counter() - started)
     rate = {key: len(sentences) / min(spent) for key, spent in times.items()}
-    runner.save(
-        row,
-        {
-            "group": "speed",
-            "sentences": len(sentences),
-            "student": student,
-            "sentences_per_s": rate,
-            f"ratio_{label}_to_shipped": rate[label] / rate["shipped"],
-            "modules": {k: [type(m).__name__ for m in encoder] for k, encoder in models.items()},
-        },
-    )
+    record = {"group": "speed", "sentences": len(sentences), "student": student, "sentences_per_s": rate}
+    record[f"ratio_{label}_to_shipped"] = rate[label] / rate["shipped"]
+    runner.save(row, {**record, "modules": {k: [type(m).__name__ for m in encoder] for k, encoder in models.items()}})
 
 
 def retrieval(runner, row: Row) -> None:
@@ -253,10 +248,8 @@ def retrieval(runner, row: Row) -> None:
 
 def agreement(runner, row: Row) -> None:
     """Adds ``tower_agreement`` to row ``name``: how alike rows ``from`` err on ``args.split`` (rank errors)."""
-    a, b = runner.value(row, "from")
-    runner.update(
-        row.name, tower_agreement=runner.scorer.diversity(a, b, runner.value(row, "args")["split"])["error_agreement"]
-    )
+    measured = runner.scorer.diversity(*runner.value(row, "from"), runner.value(row, "args")["split"])
+    runner.update(row.name, tower_agreement=measured["error_agreement"])
 
 
 def diagnostics(runner, row: Row) -> None:
@@ -264,26 +257,20 @@ def diagnostics(runner, row: Row) -> None:
     from jtcse.evaluation.diagnostics import run_diagnostics
 
     (target,) = runner.value(row, "from")
-    count, started = runner.settings["diag_sentences"], time.perf_counter()
+    count, started, pairs = runner.settings["diag_sentences"], time.perf_counter(), runner.scorer.pairs["dev"]
     report = run_diagnostics(
         runner.load(target),
         runner.diag_sentences(),
         runner.work / row.name,
-        pairs=runner.scorer.pairs["dev"],
+        pairs=pairs,
         max_pairs=count,
         seq_len=32,
         max_length=64,
         model_name=target,
     )
+    energy = {encoder: v["cls_energy"] for encoder, v in report["encoders"].items()}
+    record = {"group": "diagnostics", "row": target, "seconds": round(time.perf_counter() - started, 2)}
+    record.update(alignment_uniformity=report["alignment_uniformity"], cls_energy=energy)
     runner.save(
-        row,
-        {
-            "group": "diagnostics",
-            "row": target,
-            "seconds": round(time.perf_counter() - started, 2),
-            "alignment_uniformity": report["alignment_uniformity"],
-            "cls_energy": {enc: v["cls_energy"] for enc, v in report["encoders"].items()},
-            "n_positive_pairs": report.get("n_positive_pairs"),
-            "n_sentences": report["n_sentences"],
-        },
+        row, {**record, "n_positive_pairs": report.get("n_positive_pairs"), "n_sentences": report["n_sentences"]}
     )

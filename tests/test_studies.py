@@ -186,14 +186,15 @@ def test_a_choice_waits_for_its_rows(tmp_path):
 
 
 def test_a_report_only_run_without_rows_says_where_they_are_missing(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "evaluation.run", str(STUDIES[0]), "--report-only", "--work", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 2 and f"no row files in {tmp_path}/results" in result.stderr
+    import typer
+    from typer.testing import CliRunner
+
+    from evaluation.run import main
+
+    app = typer.Typer()
+    app.command()(main)
+    result = CliRunner().invoke(app, [str(STUDIES[0]), "--report-only", "--work", str(tmp_path)])
+    assert result.exit_code == 2 and f"Error: no row files in {tmp_path}/results" in result.output
     assert not list(tmp_path.iterdir())
 
 
