@@ -89,7 +89,7 @@ class Runner:
 
     def find(self, name: str) -> Row:
         """The row spec called ``name`` (from the first entry that makes it)."""
-        for entry in self.study.entries:
+        for entry in (e for e in self.study.entries if "adds" not in e):
             try:
                 found = [row for row in self.scope.expand(entry) if row.name == name]
             except Waiting:
@@ -155,8 +155,11 @@ class Runner:
         return seed_ok and (not self.wanted_rows or any(fnmatch.fnmatch(k, g) for k in keys for g in self.wanted_rows))
 
     def done(self, row: Row) -> bool:
+        """Whether ``row`` is made (an entry that ``adds`` a field to a row: whether it has it, or no such row)."""
         saved = self.rows.get(row.name)
-        return saved is not None and (row.entry.get("adds") is None or row.entry["adds"] in saved)
+        if "adds" in row.entry:
+            return saved is None or row.entry["adds"] in saved
+        return saved is not None
 
     def run(self) -> None:
         """Every entry in the file's order: its rows not done yet made (those waiting on others said and skipped)."""

@@ -99,6 +99,7 @@ class Study:
         self.selection: list[str] = self.file.get("selection", [])
         self.entries: list[dict] = self.file.get("rows", [])
         self.choices: dict[str, dict] = self.file.get("choices", {})
+        self.imports: dict[str, str] = self.file.get("imports", {})
         module = self.path.with_suffix(".py")
         found = module.parent == STUDIES and module.exists()
         self.module: ModuleType | None = importlib.import_module(f"evaluation.studies.{self.name}") if found else None
@@ -121,8 +122,8 @@ class Scope:
 
     def raw(self, name: str, names: dict) -> tuple[Any, bool]:
         """``(value, whether it is still a template)`` of a name: a row's own names first, then ``rows``, the
-        settings, the definitions, the choices and the study module's functions of that name (called with this
-        scope and the names); ``KeyError`` for none of them."""
+        settings, the definitions, the imports, the choices and the study module's functions of that name (called
+        with this scope and the names); ``KeyError`` for none of them."""
         study = self.study
         if name in names:
             return names[name], False
@@ -131,6 +132,9 @@ class Scope:
         for table in (study.settings, study.define):
             if name in table:
                 return table[name], True
+        if name in study.imports:  # a value of jtcse's, by its dotted path
+            module, _, attribute = study.imports[name].rpartition(".")
+            return getattr(importlib.import_module(module), attribute), False
         if name in study.choices:
             from evaluation.choices import choice
 

@@ -100,8 +100,12 @@ def test_a_template_is_a_value_where_it_stands_alone_and_text_where_it_does_not(
     scope = _study(
         tmp_path,
         "[settings]\nseeds = [1, 2, 3]\nlrs = [1e-5, 3e-5]\ngrid = { base = {}, short = { max_steps = 25 } }\n"
-        'dev_pairs = "none"\n[define]\nargs = ["{grid[tag]}", { seed = "{seed}" }]\n',
+        'dev_pairs = "none"\n[define]\nargs = ["{grid[tag]}", { seed = "{seed}" }]\n'
+        '[imports]\nweights = "jtcse.training.selection.WEIGHT_GRID"\n',
     )
+    from jtcse.training.selection import WEIGHT_GRID
+
+    assert scope.resolve("{weights}") is WEIGHT_GRID  # imported from jtcse, never typed in the study
     names = {"tag": "short", "seed": 2}
     assert scope.resolve("{lrs}") == [1e-5, 3e-5]  # alone: the value, typed
     assert scope.resolve("twin_lr{lrs[1]:g}_s{seed}", names) == "twin_lr3e-05_s2"  # in text: formatted
