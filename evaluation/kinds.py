@@ -117,7 +117,11 @@ def ensemble(runner, row: Row) -> None:
     ``rule`` (:mod:`evaluation.choices`; ``shared``: one choice for every seed, on the seeds' means). The row holds
     every option's scores, what its members score, the gain over the best and (``pair``) how two of them differ;
     ``save``: the ensemble is saved and scored as a model."""
-    siblings = [r for r in runner.scope.expand(row.entry) if runner.value(row, "shared") or r.name == row.name]
+    combo = {key: row.names[key] for key in row.entry.get("each", {})}  # the seeds of this combination
+    shared = runner.value(row, "shared")
+    siblings = [
+        r for r in runner.scope.expand(row.entry) if r.name == row.name or shared and combo.items() <= r.names.items()
+    ]
     members = {r.name: runner.value(r, "from") for r in siblings}
     missing = sorted({m for names in members.values() for m in names if m not in runner.rows})
     if missing:

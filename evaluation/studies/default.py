@@ -104,10 +104,10 @@ class Tables:
         self.c.update(kind=chosen(scope, "teacher"), epochs=chosen(scope, "epochs"))
         self.c["best_kinds"] = {"jtcse": chosen(scope, "best_jtcse"), "simcse": chosen(scope, "best_simcse")}
         c, recorded = self.c, (r["select_pairs"] for r in self.rows.values() if "select_pairs" in r)
-        self.names_ = {**c, "select": next(recorded, self.cfg["select_pairs"])}
-        self.names_["twin_rows"] = f"twin_mean_lr{c['lr']:g}_n{c['steps']}{c['loss']}_s{{seed}}" if c["steps"] else None
-        self.names_["ens_rows"] = f"ens_{c['kind']}_s{{seed}}" if c["kind"] else None
-        self.names_["ucd_rows"] = f"ucd_{c['kind']}_e{c['epochs']:g}_s{{seed}}" if c["epochs"] else None
+        self.fill = {**c, "select": next(recorded, self.cfg["select_pairs"])}
+        self.fill["twin_rows"] = f"twin_mean_lr{c['lr']:g}_n{c['steps']}{c['loss']}_s{{seed}}" if c["steps"] else None
+        self.fill["ens_rows"] = f"ens_{c['kind']}_s{{seed}}" if c["kind"] else None
+        self.fill["ucd_rows"] = f"ucd_{c['kind']}_e{c['epochs']:g}_s{{seed}}" if c["epochs"] else None
         self.out: list[str] = []
 
     def names(self, pattern: str) -> list[str]:
@@ -139,22 +139,22 @@ class Tables:
     def lines(self, name: str) -> list[list]:
         """The ``lines`` of table ``name``, each filled (a pattern not chosen yet: ``None``)."""
         spec = self.scope.study.get("tables")[name]["lines"]
-        return [[self.scope.resolve(cell, self.names_) for cell in line] for line in spec]
+        return [[self.scope.resolve(cell, self.fill) for cell in line] for line in spec]
 
     def table(self, name: str, lines: list[list[str]], note: str = "") -> None:
-        self.out.append(titled(self.scope, name, lines, note, **self.names_))
+        self.out.append(titled(self.scope, name, lines, note, **self.fill))
 
     def build(self) -> str:
         lines = []
         for label, pattern, pooling, *waiting in self.scope.study.get("tables")["finals"]["lines"]:
-            pattern = self.scope.resolve(pattern, self.names_)
+            pattern = self.scope.resolve(pattern, self.fill)
             if pattern is None:
                 lines.append([waiting[0], pooling, "0", "not run", "", "", "", "", ""])
                 continue
             dev, select = self.seeded(pattern), self.seeded(pattern, "select_spearman")
             per_seed = ", ".join(f"{100 * v:.2f}" for v in dev)
             genres = (mean_std_text(self.genres_seeded(pattern, g)) for g in GENRES)
-            label = self.scope.resolve(label, self.names_)
+            label = self.scope.resolve(label, self.fill)
             lines.append([label, pooling, str(len(dev)), mean_std_text(dev), per_seed, mean_std_text(select), *genres])
         self.table("finals", lines)
         for part in (self.targets, self.genre_table, self.probe_table, self.pooling_table, self.corpus_table):
@@ -174,7 +174,7 @@ class Tables:
     def targets(self) -> None:
         lines, shipped = [], self.rows.get("shipped")
         control = {k: self.seeded("control_s{seed}", k) for k in ("dev_spearman", "select_spearman")}
-        for label, pattern in (("twin", self.names_["twin_rows"]), ("UCD student", self.names_["ucd_rows"])):
+        for label, pattern in (("twin", self.fill["twin_rows"]), ("UCD student", self.fill["ucd_rows"])):
             for split, key in (("dev", "dev_spearman"), ("selection", "select_spearman")):
                 if pattern is None or not self.seeded(pattern):
                     continue
