@@ -67,10 +67,28 @@ def test_the_trainer_arguments_are_the_declared_settings():
 
 
 def test_best_dev_needs_a_dev_file_by_one_rule():
+    assert TrainingSettings(checkpoint="best-dev").kept_by_dev and not TrainingSettings().kept_by_dev
     TrainingSettings(checkpoint="best-dev").check_dev_file("dev.csv")
     TrainingSettings().check_dev_file(None)
     with pytest.raises(SettingError, match=r"^checkpoint best-dev keeps .* \(--dev-file\); or keep the last step"):
         TrainingSettings(checkpoint="best-dev").check_dev_file(None)
+
+
+def test_best_dev_is_compared_in_one_place():
+    """Which model a stage keeps is asked of its settings (``kept_by_dev``): the word best-dev is compared once in
+    jtcse/, by that property."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "jtcse"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                if any(isinstance(o, ast.Constant) and o.value == "best-dev" for o in operands):
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    assert len(found) == 1 and found[0].startswith("jtcse/training/settings.py:"), found
 
 
 @pytest.mark.cli

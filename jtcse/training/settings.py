@@ -179,10 +179,15 @@ class TrainingSettings(Settings):
             arg: get(self, key) for key in keys(TrainingSettings).values() for arg in key.extra.get("trainer_args", ())
         }
 
+    @property
+    def kept_by_dev(self) -> bool:
+        """Whether the stage keeps its best checkpoint by dev Spearman (``checkpoint`` best-dev) rather than its last
+        step: the one place that reads ``checkpoint``."""
+        return self.checkpoint == "best-dev"
+
     def check_dev_file(self, dev_file: str | Path | None) -> None:
-        """The one rule of ``checkpoint``: best-dev keeps the checkpoint with the best dev Spearman, so it needs a
-        dev file (a :class:`~jtcse.errors.SettingError` naming both)."""
-        if dev_file is None and self.checkpoint == "best-dev":
+        """A stage :attr:`kept_by_dev` needs a dev file (a :class:`~jtcse.errors.SettingError` naming both)."""
+        if dev_file is None and self.kept_by_dev:
             raise SettingError(
                 "{checkpoint} best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
                 "({dev_file}); or keep the last step ({checkpoint} last).",
@@ -190,9 +195,9 @@ class TrainingSettings(Settings):
             )
 
     def kept_by(self, dev_file: str | Path | None) -> str | Path | None:
-        """``dev_file`` when the stage keeps its best checkpoint by it (``checkpoint`` best-dev), else ``None``: a
+        """``dev_file`` when the stage keeps its best checkpoint by it (:attr:`kept_by_dev`), else ``None``: a
         stage that keeps its last step need not score one while it trains."""
-        return dev_file if self.checkpoint == "best-dev" else None
+        return dev_file if self.kept_by_dev else None
 
 
 class ContrastiveSettings(Settings):
