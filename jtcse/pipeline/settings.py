@@ -30,12 +30,9 @@ PipelineSeed = seed_range(1)
 class DefaultWeights:
     """The default ensemble's weights when no selection file chooses them: ``warmups`` for (warm-up I, warm-up II,
     the starting model) without a twin, ``twin`` for (the twin, the starting model) with one, ``twin_towers`` for
-    (tower I, tower II, the starting model) with the twin's towers as members. Written by the twin-default driver
-    (``evaluation/drivers/twin_default.py``; a test keeps them equal to its results): ``twin`` and ``twin_towers``
-    the weight with the best mean Spearman over two selection files (STS-B train, SICK train; 3 seeds) on their
-    ensembles, ``warmups`` the weights of the best of today's members' students (3 seeds through ``jtcse
-    pipeline``, no selection file below the starting model) (``evaluation/DEFAULTS.md``, "The twin in the main
-    job")."""
+    (tower I, tower II, the starting model) with the twin's towers as members. Chosen on two selection files (STS-B
+    train, SICK train) by the study in ``evaluation/DEFAULTS.md`` ("The twin in the main job"), which says how and
+    what they score; a test keeps them equal to its results."""
 
     warmups: tuple[float, ...] = (1.25, 1.25, 1.0)
     twin: tuple[float, ...] = (1.25, 1.0)
@@ -70,10 +67,8 @@ class ProbeSettings(Settings):
 class TwinStageSettings(TwinSettings):
     enabled: bool = setting(
         True,
-        "Train the JTCSE twin on the two warm-ups (twin/); the ensemble then holds the twin, else the warm-ups. On the "
-        "embedded MiniLM (3 seeds through jtcse pipeline) the twin's student scored 80.28 on the mean of STS-B train "
-        "and SICK train against 80.20 for the warm-ups' (1.43 times the CPU time: the twin adds ~14 CPU-minutes, "
-        "a GPU minutes); evaluation/DEFAULTS.md.",
+        "Train the JTCSE twin on the two warm-ups (twin/); the ensemble then holds the twin, else the warm-ups. What "
+        "it gains and costs on the embedded MiniLM: evaluation/DEFAULTS.md.",
         switch=True,
     )
 
