@@ -24,7 +24,7 @@ from jtcse.schema import Layer, build, sections
 SHORT_HELP = "Whole recipe: warm up two towers, train the twin, ensemble, distil, evaluate (resumable)."
 HELP = (
     "Run the JTCSE recipe end to end in OUTPUT, one folder a stage: "
-    + "; ".join(f"{s.name} ({s.folder}/): {s.what}" for s in STAGES).replace("[", "\\[")
+    + "; ".join(f"{m.name} ({m.folder}/): {m.description}" for m in (s.metadata for s in STAGES)).replace("[", "\\[")
     + ". A stage whose folder holds a finished run of the same settings (whoever ran it) is skipped, one that "
     "finished with other settings is refused (remove its folder to run it again), an interrupted one resumes from "
     "its checkpoints. Before any stage trains, every file a stage will read is read and checked; OUTPUT is a "

@@ -2,8 +2,8 @@
 keys and one table a stage (``[warmup]``, ``[warmup_b]``, ``[probe]``, ``[twin]``, ``[ensemble]``, ``[distill]``).
 ``jtcse pipeline``'s options, recipe files and ``--dump-recipe`` are generated from it. The trained stages' tables are
 their trainers' own settings classes (:mod:`jtcse.training.settings`: the CPU recipe); the numbers the pipeline adds
-are here (:data:`ENSEMBLE_WEIGHTS`). Each stage's table is checked against the stages' (:mod:`jtcse.pipeline.stages`)
-when this module is imported.
+are here (:data:`ENSEMBLE_WEIGHTS`). Each table is a stage's (:mod:`jtcse.pipeline.stages`: its name, unless the stage
+says otherwise).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import model_validator
 from jtcse.devices import Precision
 from jtcse.errors import JTCSEError, SettingError
 from jtcse.modeling.loading import TOWER_POOLING_HELP, TOWER_POOLING_UNSET, Pooling
-from jtcse.pipeline.stages import UNTIL, WARMUP_A, check_tables
+from jtcse.pipeline.stages import UNTIL, WARMUP_A
 from jtcse.schema import Array, Layer, Positive, Settings, build, keys, section, sections, setting, to_mapping
 from jtcse.training.ensemble import Combine, Weights, combine_setting, weights_setting
 from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings, seed_range
@@ -183,7 +183,7 @@ class PipelineConfig(Settings):
         WarmupSettings(),
         "What differs for tower II's warm-up (tower_b/): a key left out is [warmup]'s.",
         exclude=_SET_FOR_EVERY_STAGE,
-        base=WARMUP_A.table,
+        base=WARMUP_A.metadata.table,
     )
     probe: ProbeSettings = section(ProbeSettings(), "The twin's learning-rate probe (probe/).")
     twin: TwinStageSettings = section(TwinStageSettings(), "The JTCSE twin (twin/).", exclude=_SET_FOR_EVERY_STAGE)
@@ -204,9 +204,6 @@ class PipelineConfig(Settings):
 
     def values(self) -> dict[str, Any]:
         return to_mapping(self)
-
-
-check_tables(PipelineConfig)  # every stage's table is one of these sections, and every section a stage's
 
 
 def recipe_name(table: str | None) -> Callable[[str], str | None]:
