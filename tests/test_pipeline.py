@@ -64,15 +64,15 @@ def test_a_stage_is_done_by_one_rule_whoever_ran_it(tiny_bert, tiny_bert_b, corp
 
 def test_bad_pipeline_settings_are_clear_errors(tmp_path, tiny_bert):
     cases = [
-        (dict(until="everything"), r"until must be one of warmup, probe, twin, ensemble, distill, eval"),
+        (dict(until="everything"), r"until: Input should be 'warmup', 'probe', 'twin', 'ensemble', 'distill' or 'eval'$"),
         (dict(until="ensemble", ensemble={"enabled": False}, twin={"enabled": True}),
          r"^--until ensemble: this run has no ensemble: it needs --ensemble-with or a sentence-transformers start"),
         (dict(until="twin", ensemble={"with": ["m"], "weights": [1]}), r"1 weight\(s\) given for 2 ensemble members"),
-        (dict(until="twin", ensemble={"with": ["m"], "combine": "max"}), r"combine must be one of concat, sum"),
+        (dict(until="twin", ensemble={"with": ["m"], "combine": "max"}), r"combine: Input should be 'concat' or 'sum'$"),
         (dict(until="twin", ensemble={"enabled": False, "weights": [1, 1]}, twin={"enabled": True}),
          r"ensemble weights were given without models"),
         (dict(until="twin", ensemble={"enabled": False, "with": ["m"]}), r"enabled = false \(--no-ensemble\) and models"),
-        (dict(until="twin", pooling="max"), r"pooling must be one of cls, mean, not 'max'"),
+        (dict(until="twin", pooling="max"), r"pooling: Input should be 'cls' or 'mean'$"),
         ({}, r"the eval stage reports on a dev file: give --dev-file"),
         (dict(dev_file=str(tmp_path / "missing.csv")), r"dev file not found"),
         (dict(until="twin", twin={"enabled": True, "checkpoint": "best-dev"}),

@@ -97,6 +97,8 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
     recipe's error names the file and the table too. Nothing is written."""
     recipe = tmp_path / "r.toml"
     recipe.write_text('[twin]\nmini_batch_size = 4\nregularizers = ["simreg"]\n', encoding="utf-8")
+    batch = tmp_path / "batch.toml"
+    batch.write_text("[twin]\nbatch_size = 1\n", encoding="utf-8")
     out = tmp_path / "out"
     cases = [
         (["pipeline", "--twin-mini-batch-size", 4, "--twin-regularizer", "simreg", "--dump-recipe"],
@@ -119,8 +121,12 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
          "(--dev-file); or keep the last step (--checkpoint last)."),
         (["ensemble", "a", "b", "--weights", "1", "-o", out],
          "Error: --weights: 1 weight(s) given for 2 ensemble members; give one weight per member."),
-        (["ensemble", "a", "b", "--weights", "1,-1", "-o", out], "Error: --weights has -1.0, which must be a positive"),
-        (["ensemble", "a", "b", "--combine", "max", "-o", out], "Error: --combine must be one of concat, sum, not 'max'"),
+        (["ensemble", "a", "b", "--weights", "1,-1", "-o", out], "Error: --weights[1]: Input should be greater than 0"),
+        (["ensemble", "a", "b", "--combine", "max", "-o", out], "Error: --combine: Input should be 'concat' or 'sum'"),
+        (["pipeline", "--twin-batch-size", 1, "--dump-recipe"],
+         "Error: --twin-batch-size: Input should be greater than or equal to 2"),
+        (["pipeline", "--recipe", batch, "--dump-recipe"],
+         f"Error: recipe {batch} [twin]: batch_size: Input should be greater than or equal to 2"),
     ]  # fmt: skip
     wrong = []
     for argv, message in cases:
@@ -128,7 +134,7 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
         if not line.startswith(message):
             wrong.append(f"{argv}: {line}")
     assert not wrong, "\n".join(wrong)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.toml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batch.toml", "r.toml"]
 
 
 def test_gradcache_zero_turns_it_off_so_the_twin_takes_regularizers(tiny_bert, tiny_bert_b):

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from jtcse.commands import _options as opts
-from jtcse.commands._settings import Options, given, with_settings
+from jtcse.commands._settings import Options, flags, given, with_settings
 from jtcse.errors import JTCSEError
 from jtcse.pipeline.settings import PipelineConfig
 from jtcse.pipeline.stages import STAGES, TRAINED
@@ -47,14 +47,14 @@ HELP = (
 TOP = Options(PipelineConfig, PipelineConfig(), panel="The run")
 STAGE_OPTIONS = tuple(
     Options(
-        cls,
+        table.cls,
         getattr(PipelineConfig(), name),
         prefix=name,
-        exclude=declared.exclude,
-        panel=f"[{name}] {declared.help}",
-        same_as=declared.base,
+        exclude=table.exclude,
+        panel=f"[{name}] {table.help}",
+        same_as=table.base,
     )
-    for name, (cls, declared) in sections(PipelineConfig).items()
+    for name, table in sections(PipelineConfig).items()
 )
 
 
@@ -72,10 +72,10 @@ def command_line_layer(arguments: dict[str, Any]) -> tuple[Layer, dict[str, dict
                 labels[(options.prefix, shortcut)] = f"--{shortcut.replace('_', '-')}"
         if table:
             values[options.prefix] = table
-    flags = {(o.prefix, name): o.flag(name) for o in (TOP, *STAGE_OPTIONS) for name in o.keys}
+    named = flags((TOP, *STAGE_OPTIONS))
 
     def label(table: str, key: str) -> str:
-        return labels.get((table, key)) or flags[(table, key)]
+        return labels.get((table, key)) or named[(table, key)]
 
     return Layer(values, where="", label=label), typed
 
@@ -137,14 +137,6 @@ def pipeline(
         help="Checkpoint (and score a dev file) every N steps, in every trained stage whose --STAGE-eval-steps is "
         "not given.",
     ),
-    # renamed when the options came to be generated from the settings: still accepted, hidden, with a warning
-    warmup_steps_alias: str | None = opts.alias_option("--warmup-steps", "--warmup-max-steps"),
-    twin_steps_alias: str | None = opts.alias_option("--twin-steps", "--twin-max-steps"),
-    distill_steps_alias: str | None = opts.alias_option("--distill-steps", "--distill-max-steps"),
-    probe_steps_alias: str | None = opts.alias_option("--probe-steps", "--probe-max-steps"),
-    student_alias: str | None = opts.alias_option("--student", "--distill-student"),
-    student_pooling_alias: str | None = opts.alias_option("--student-pooling", "--distill-student-pooling"),
-    objective_alias: str | None = opts.alias_option("--objective", "--distill-objective"),
     **options,
 ) -> None:
     from jtcse.pipeline.recipe import dump_recipe as as_recipe

@@ -61,7 +61,7 @@ class ProbeSettings(Settings):
     learning_rates: Array[Positive] = setting(
         (1e-5, 3e-5, 1e-4), "The twin learning rates the probe tries.", min_length=1
     )
-    max_steps: int = setting(100, "Steps of each probe twin.", ge=1)
+    max_steps: int = setting(100, "Steps of each probe twin.", ge=1, aliases=("steps",))
 
 
 class TwinStageSettings(TwinSettings):
@@ -114,7 +114,10 @@ class EnsembleSettings(Settings):
 
 class DistillStageSettings(DistillSettings):
     student: str | None = setting(
-        None, "The distillation student, kept with its own pooling.", unset="the model tower I started from (tower_a)"
+        None,
+        "The distillation student, kept with its own pooling.",
+        unset="the model tower I started from (tower_a)",
+        aliases=("--student",),
     )
 
 
@@ -209,7 +212,7 @@ class PipelineConfig(Settings):
 def recipe_name(table: str | None) -> Callable[[str], str | None]:
     """How a recipe names a key of ``table`` (``[twin] cael_every``; a top-level key as it is; another ``None``)."""
     tables = sections(PipelineConfig)
-    own = keys(tables[table][0], tables[table][1].exclude) if table else {}
+    own = keys(tables[table].cls, tables[table].exclude) if table else {}
     top = keys(PipelineConfig)
     return lambda key: f"[{table}] {key}" if key in own else key if key in top else None
 

@@ -22,6 +22,7 @@ from pydantic import model_validator
 
 from jtcse.devices import Precision
 from jtcse.errors import SettingError
+from jtcse.losses.registry import regularizer_help
 from jtcse.modeling.loading import Pooling
 from jtcse.schema import Array, Positive, Settings, checked, get, group, keys, replace_keys, setting
 from jtcse.training.positives import Positives, part_problem
@@ -81,14 +82,8 @@ def _regularizer(spec: str) -> str | None:
     try:
         parse_regularizer_spec(spec)
     except ValueError as err:
-        return f"is not a regulariser spec it can use: {err}"
+        return str(err)
     return None
-
-
-def _regularizer_help() -> str:
-    from jtcse.losses.registry import regularizer_help
-
-    return regularizer_help()
 
 
 RegularizerSpec = Annotated[str, checked(_regularizer)]
@@ -101,6 +96,7 @@ class TrainingSettings(Settings):
     max_steps: StepCount = setting(
         -1,
         "Stop after this many optimizer steps (-1: run the epochs).",
+        aliases=("steps",),
         extra=role(recorded=True, card=True, trainer_args=("max_steps",)),
     )
     epochs: Positive = setting(
@@ -111,6 +107,7 @@ class TrainingSettings(Settings):
     learning_rate: Positive = setting(
         5e-5,
         "AdamW learning rate.",
+        aliases=("lr",),
         extra=role(recorded=True, card=True, trainer_args=("learning_rate",)),
     )
     batch_size: int = setting(
@@ -207,7 +204,7 @@ class ContrastiveSettings(Settings):
     temperature: Positive = setting(0.05, "InfoNCE temperature τ (scale 1/τ).", extra=role(recorded=True, card=True))
     regularizers: Array[RegularizerSpec] = setting(
         (),
-        _regularizer_help,
+        regularizer_help(),
         flag="regularizer",
         repeat=True,
         metavar="SPEC",
@@ -307,12 +304,14 @@ class DistillSettings(Settings):
         "similarity",
         "Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, mse-normalized "
         "or mse (vectors; a training-only projection when widths differ).",
+        aliases=("--objective",),  # the pipeline's [distill] objective once had no prefix
         extra=role(recorded=True, card=True),
     )
     student_pooling: Pooling | None = setting(
         None,
         "Replace the student's pooling by cls or mean.",
         unset="the student's own",
+        aliases=("--student-pooling",),
         extra=role(recorded=True, card=True),
     )
     teacher_batch_size: int = setting(128, "Batch size of the one-off teacher encoding.", ge=1)
