@@ -185,11 +185,11 @@ def pipeline(runner, row: Row) -> None:
         if not (out / folder).exists():
             shutil.copytree(path, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
     names = {**row.names, "folder": str(out)}
-    values = {"corpus": str(runner.corpus()), "seed": row.names.get("seed", 42), "until": DISTILL.until}
+    values = {"corpus": str(runner.corpus()), "seed": row.names.get("seed", 42), "until": DISTILL.metadata.until}
     config = PipelineConfig.from_values({**values, **runner.value(Row(row.name, row.entry, names), "values", {})})
 
     def run() -> dict:
-        return run_pipeline(out, config, device="cpu")["stages"][DISTILL.name]
+        return run_pipeline(out, config, device="cpu")["stages"][DISTILL.metadata.name]
 
     def seconds() -> dict:
         summary = json.loads((out / "pipeline_summary.json").read_text(encoding="utf-8"))
@@ -201,7 +201,7 @@ def pipeline(runner, row: Row) -> None:
 def pipeline_folder(runner, row: Row) -> Path:
     from jtcse.pipeline.stages import DISTILL
 
-    return runner.work / row.name / DISTILL.folder
+    return runner.work / row.name / DISTILL.metadata.folder
 
 
 def pipeline_part(runner, row: Row) -> None:

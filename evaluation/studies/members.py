@@ -67,9 +67,9 @@ def student_reuse(scope: Scope, names: dict) -> dict:
 
     how, _, kind = names["choice"].rpartition(":")
     a, b = scope.study.define["kinds"]["dropout" if kind == "today" else kind]
-    reuse = {WARMUP_A.folder: f"{a}_s{names['seed']}", WARMUP_B.folder: f"{b}_s{names['seed_b']}"}
+    reuse = {WARMUP_A.metadata.folder: f"{a}_s{names['seed']}", WARMUP_B.metadata.folder: f"{b}_s{names['seed_b']}"}
     if how:
-        reuse[TWIN.folder] = f"{'short' if how == 'short' else 'twin'}_{kind}_s{names['seed']}"
+        reuse[TWIN.metadata.folder] = f"{'short' if how == 'short' else 'twin'}_{kind}_s{names['seed']}"
     return reuse
 
 
