@@ -1,7 +1,8 @@
 """The house rules of docs/architecture.md, checked: the import-linter contracts in pyproject.toml (floors,
 no circle but the documented one) and the page's floor table, which is the floors contract row for row, no module
-over 500 lines (nor one kept under it by ``# fmt: skip``), no function in jtcse/ over 80 lines of code, no catch-all module names, and scripts and reproduction drivers that import jtcse
-and their own package only (no script imports another, nor tests/)."""
+over 500 lines (nor one kept under it by ``# fmt: skip``), no function in jtcse/ over 80 lines of code, no catch-all
+module names, and scripts and the study runner (``evaluation/``) that import jtcse and their own package only (no
+script imports another, nor tests/)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "jtcse"
 SCRIPTS = REPO / "scripts"
-DRIVERS = REPO / "evaluation" / "drivers"
+STUDIES = REPO / "evaluation"
 MAX_LINES = 500
 MAX_FUNCTION_LINES = 80
 FMT_SKIP = "  # fmt: skip"
@@ -50,7 +51,7 @@ def test_the_circle_contract_catches_the_documented_circle_when_it_is_not_excuse
 
 
 def test_no_module_is_over_500_lines_or_named_for_no_concern():
-    modules = sorted([*PACKAGE.rglob("*.py"), *SCRIPTS.glob("*.py"), *DRIVERS.glob("*.py")])
+    modules = sorted([*PACKAGE.rglob("*.py"), *SCRIPTS.glob("*.py"), *STUDIES.rglob("*.py")])
     too_long = {
         str(p.relative_to(REPO)): n
         for p in modules
@@ -71,14 +72,15 @@ def _imported_modules(path: Path) -> set[str]:
     return {name.split(".")[0] for name in names}
 
 
-def test_no_script_or_driver_imports_a_script_or_the_tests():
-    """Scripts and drivers share code through jtcse or the drivers' package, never through ``sys.path``."""
+def test_no_script_or_study_code_imports_a_script_or_the_tests():
+    """Scripts and the study runner share code through jtcse or the ``evaluation`` package, never through
+    ``sys.path``."""
     scripts = {p.stem for p in SCRIPTS.glob("*.py")}
     test_modules = {"helpers", "conftest", "tests"}
-    for path in sorted([*SCRIPTS.glob("*.py"), *DRIVERS.glob("*.py")]):
+    for path in sorted([*SCRIPTS.glob("*.py"), *STUDIES.rglob("*.py")]):
         wrong = _imported_modules(path) & (scripts | test_modules)
         assert not wrong, f"{path.relative_to(REPO)} imports {sorted(wrong)}"
-    for path in DRIVERS.glob("*.py"):
+    for path in STUDIES.rglob("*.py"):
         assert "sys.path" not in path.read_text(encoding="utf-8"), f"{path.relative_to(REPO)} edits sys.path"
 
 

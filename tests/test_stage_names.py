@@ -1,5 +1,5 @@
 """One list of stages: a pipeline stage is named by a string only in ``jtcse/pipeline/stages.py``; everywhere else
-(``jtcse/`` and ``evaluation/drivers/``) code reaches a stage through its object (``TWIN.metadata.folder``,
+(``jtcse/`` and ``evaluation/``) code reaches a stage through its object (``TWIN.metadata.folder``,
 ``stage.metadata.name``, ``STAGES``), so what a stage does is never a special case keyed by its name.
 
 What counts as comparing a stage name. The names are every stage's ``name``, ``folder`` and ``--until`` value
@@ -20,7 +20,7 @@ config's sections, several of which share a stage's name (``{"twin": {"max_steps
 (``result["stages"]["distill"]``) selects one stage's row. And other vocabularies that share a word, each named
 below (:data:`OTHER_VOCABULARIES`) by the file and the expression compared or looked up: the model card's kinds (what
 a checkpoint is: twin, warmup, distilled, ensemble), the trainers' own run names in ``run_summary.json`` (simcse,
-twin, distill) and the drivers' own row groups and member kinds. A new comparison on one of those words fails here
+twin, distill) and the studies' own row groups and member kinds. A new comparison on one of those words fails here
 until it goes through a stage object or is named below with its reason.
 """
 
@@ -34,7 +34,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 STAGES_FILE = "jtcse/pipeline/stages.py"
 PIPELINE_MODULES = ("jtcse/pipeline/", "jtcse/commands/pipeline.py")
-SCANNED = ("jtcse", "evaluation/drivers")
+SCANNED = ("jtcse", "evaluation")
 
 OTHER_VOCABULARIES = {
     ("jtcse/model_card.py", "kind"): "the model card's kind: what a checkpoint is",
@@ -44,13 +44,9 @@ OTHER_VOCABULARIES = {
     ("jtcse/training/run_summary.py", "kind"): "the model card's kind",
     ("jtcse/training/run_summary.py", "trainer"): "a trainer's run name (run_summary.json's stage: simcse, twin, ...)",
     ("jtcse/training/run_dir.py", "config.get('stage')"): "a trainer's run name: the command that writes its folder",
-    ("evaluation/drivers/members.py", "how"): "the members driver's kinds of ensemble (twin:KIND, towers:KIND, ...)",
-    ("evaluation/drivers/repro_default.py", "kind"): "the default driver's member kinds",
-    ("evaluation/drivers/repro_cpu.py", "stages"): "the CPU driver's own --stages",
-    ("evaluation/drivers/repro_cpu.py", "prefix"): "the CPU driver's row names",
-    ("evaluation/drivers/members_report.py", "r.get('group')"): "the members driver's row groups",
-    ("evaluation/drivers/twin_default.py", "variant"): "the twin-default driver's ensembles (warmups, twin, ...)",
-    ("evaluation/drivers/repro_default_report.py", "row['group']"): "the default driver's row groups",
+    ("evaluation/studies/members.py", "how"): "the members study's ensembles of a twin (twin:KIND, towers:KIND, ...)",
+    ("evaluation/studies/default.py", "row['group']"): "the default study's row groups",
+    ("evaluation/studies/members.py", "r.get('group')"): "the members study's row groups",
 }
 """``(file, expression) -> what it is``: words of another vocabulary that a stage's name shares."""
 
@@ -167,7 +163,7 @@ def test_the_check_finds_each_kind_of_stage_comparison(tmp_path):
         "jtcse/training/compares.py": "if stage.name == 'probe':\n    pass\nok = name in ('twin', 'eval')\n",
         "jtcse/training/matches.py": "match until:\n    case 'distill':\n        pass\n",
         "jtcse/training/table.py": "why = {'twin': 'off'}\nreason = why.get(until, '')\nrow = why['twin']\n",
-        "evaluation/drivers/paths.py": "folder = out / 'distilled'\nother = out.joinpath('tower_a')\n",
+        "evaluation/studies/paths.py": "folder = out / 'distilled'\nother = out.joinpath('tower_a')\n",
         "jtcse/pipeline/plan.py": "TABLE = 'warmup_b'\n",
         "jtcse/training/data.py": "values = {'twin': {'steps': 2}}\nsteps = values['twin']\nx = stages['distill']\n",
         "jtcse/model_card.py": "if kind == 'twin':\n    pass\n",
