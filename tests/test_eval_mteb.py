@@ -264,9 +264,9 @@ def _reference_scores(tower: str, kind: str) -> dict:
     """mteb's scores of the tower on the reference task, its own evaluator called directly."""
     from mteb.models import SentenceTransformerEncoderWrapper
 
-    from jtcse.modeling.loading import FULL_LENGTH, load_model
+    from jtcse.modeling.loading import load_model
 
-    model = SentenceTransformerEncoderWrapper(load_model(tower, max_seq_length=FULL_LENGTH))
+    model = SentenceTransformerEncoderWrapper(load_model(tower))  # its own max_seq_length, as eval mteb loads it
     return _reference_task(kind).evaluate(model, encode_kwargs={"batch_size": 4})["default"]
 
 
