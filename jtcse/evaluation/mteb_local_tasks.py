@@ -141,7 +141,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 GENERIC_NAMES = frozenset({"test", "train", "dev", "validation", "data", "corpus", "default", "qrels", "queries"})
 #: A subset folder (a language or a language pair, as mteb names subsets: ``en``, ``en-en``, ``eng-Latn``,
 #: ``eng_Latn-deu_Latn``): named with the task folder above it.
-_SUBSET = re.compile(r"[a-z]{2,3}([-_][A-Z][a-z]{3})?([-_][a-z]{2,3}([-_][A-Z][a-z]{3})?)?")
+_SUBSET = re.compile(r"[a-z]{2,3}([-_][A-Z][a-z]{3})?(-[a-z]{2,3}([-_][A-Z][a-z]{3})?)?")
 
 
 def split_task_name(spec: str | Path) -> tuple[str | None, str]:
@@ -187,11 +187,12 @@ def local_task(spec: str | Path, name: str | None = None):
 
 def default_task_name(path: str | Path, suffix: str = "") -> str:
     """``Local_<name>``: a file's stem or a folder's name; a generic one (:data:`GENERIC_NAMES`) gives way to the
-    folder above, and a subset folder (``en-en``) is joined to its task folder's name (``STS17_en-en``)."""
+    folder above, and a subset folder found so (``en-en``) is joined to its task folder's name (``STS17_en-en``)."""
     path = Path(path).absolute()
-    parts = [path.stem if path.is_file() else path.name, *(parent.name for parent in path.parents)]
-    parts = [part for part in parts if part and part.lower() not in GENERIC_NAMES]
-    chosen = parts[:2] if len(parts) > 1 and _SUBSET.fullmatch(parts[0]) else parts[:1]
+    named = [path.stem if path.is_file() else path.name, *(parent.name for parent in path.parents)]
+    parts = [part for part in named if part and part.lower() not in GENERIC_NAMES]
+    moved_up = bool(parts) and parts[0] != named[0]
+    chosen = parts[:2] if moved_up and len(parts) > 1 and _SUBSET.fullmatch(parts[0]) else parts[:1]
     name = "_".join(reversed(chosen))
     return "Local_" + (re.sub(r"[^0-9A-Za-z_.-]+", "_", name) or "task") + suffix
 
