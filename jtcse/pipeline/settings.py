@@ -20,7 +20,7 @@ from jtcse.modeling.loading import TOWER_POOLING_HELP, TOWER_POOLING_UNSET, Pool
 from jtcse.pipeline.stages import UNTIL, WARMUP_A, check_tables
 from jtcse.schema import Array, Layer, Positive, Settings, build, keys, section, sections, setting, to_mapping
 from jtcse.training.ensemble import Combine, Weights, combine_setting, weights_setting
-from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings, seed_range
+from jtcse.training.settings import DistillSettings, ReportTo, TwinSettings, WarmupSettings, seed_range
 
 PipelineSeed = seed_range(1)
 """The pipeline's seed: warm-up II trains at seed + 1."""
@@ -123,7 +123,7 @@ class DistillStageSettings(DistillSettings):
     )
 
 
-_SET_FOR_EVERY_STAGE = ("seed", "precision")
+_SET_FOR_EVERY_STAGE = ("seed", "precision", "report_to")
 
 
 class PipelineConfig(Settings):
@@ -179,6 +179,11 @@ class PipelineConfig(Settings):
         None,
         "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
         unset="each stage's own",
+    )
+    report_to: ReportTo = setting(
+        "none",
+        "Where every training stage reports its logs: none, tensorboard (event files in each stage's folder, "
+        "runs/), wandb or mlflow; each stage's run is named OUT/stage (e.g. OUT/twin).",
     )
     until: Literal[UNTIL] = setting(UNTIL[-1], f"Last stage to run: {', '.join(UNTIL)}.")
     warmup: WarmupSettings = section(

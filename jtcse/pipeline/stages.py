@@ -76,10 +76,11 @@ class Stage:
         return training.kept_by(config.dev_file) if training is not None else None
 
     def seeded(self, config, seed: int) -> Any:
-        """Its settings with the run's ``seed`` (and precision, when one is given for every stage)."""
+        """Its settings with the run's ``seed`` and ``report_to`` (and precision, when one is given for every
+        stage)."""
         settings = self.settings(config)
         precision = config.precision or settings.training.precision
-        return settings.replace(seed=seed, precision=precision)
+        return settings.replace(seed=seed, precision=precision, report_to=config.report_to)
 
 
 # ---------------------------------------------------------------------------------------------------- the work
