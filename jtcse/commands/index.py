@@ -25,9 +25,8 @@ def register(app: typer.Typer) -> None:
 @index_app.command("build")
 def build(
     model: str | None = opts.model_argument(),
-    input: Path | None = typer.Option(
-        None, "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."
-    ),
+    input: Path | None = typer.Option(None, "--input", "-i", help=f"The texts: {opts.TEXT_INPUTS}."),
+    text_column: str | None = opts.text_column_option(),
     embeddings: Path | None = typer.Option(
         None,
         "--embeddings",
@@ -96,7 +95,8 @@ def build(
     else:
         built = build_index(
             resolve_source(model), input, output, batch_size=batch_size, chunk_size=chunk_size, device=device,
-            devices=devices, processes=processes, keep_embeddings=keep_embeddings, show_progress=progress, **shared,
+            devices=devices, processes=processes, keep_embeddings=keep_embeddings, show_progress=progress,
+            text_column=text_column, **shared,
         )  # fmt: skip
     typer.echo(json_text(built.manifest.to_dict()), nl=False)
 

@@ -145,7 +145,16 @@ class PipelineConfig(Settings):
         None, "Tower II's starting model (a twin's towers share an architecture and tokenizer).", unset="tower I's"
     )
     corpus: str | None = setting(
-        None, "UTF-8 text file, one sentence per line.", metavar="FILE", unset="the embedded stdlib prose"
+        None,
+        "The sentences: a UTF-8 text file (one sentence a line), .jsonl, .csv/.tsv (a header), .parquet, a "
+        "save_to_disk folder or hf:NAME[:CONFIG][:SPLIT].",
+        metavar="FILE",
+        unset="the embedded stdlib prose",
+    )
+    text_column: str | None = setting(
+        None,
+        "The corpus's text column, when it is a table or dataset.",
+        unset="text, sentence, sentence1, anchor or query, else its only string column",
     )
     pairs_a: str | None = setting(
         None,
