@@ -127,7 +127,8 @@ def _write_texts(shards: list[Shard], index_dir: Path, rows: int) -> None:
     done = position = 0
     with (index_dir / TEXTS_FILE).open("wb") as out:
         for texts, lines in iter_texts(shards):
-            encoded = [(text + "\n").encode("utf-8") for text in texts]
+            # a table's text may hold line breaks: texts.txt keeps one row a line (its copy joins them with spaces)
+            encoded = [(text.replace("\n", " ") + "\n").encode("utf-8") for text in texts]
             lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
             if done + len(encoded) > rows:
                 break

@@ -184,7 +184,7 @@ def plan_chunks(path: str | Path, chunk_size: int, column: str | None = None) ->
                 start + 1,
                 min(start + chunk_size, total) + 1,
                 chosen,
-            )  # fmt: skip
+            )
             for start in range(0, total, chunk_size)
         ]
         return spans, LineCount(rows=total, empty_lines=0, size=input_stat(path)[0])
