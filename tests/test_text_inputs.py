@@ -136,3 +136,16 @@ def test_a_table_trains_encodes_and_indexes_as_its_text_file(inputs, kind, from_
     np.testing.assert_array_equal(run["vectors"], from_text["vectors"])
     np.testing.assert_array_equal(run["index"], from_text["index"])
     assert run["texts"] == from_text["texts"] == SENTENCES
+
+
+def test_a_saved_dataset_is_fingerprinted_by_content(inputs, tmp_path):
+    """'done' and resume compare inputs by content: a saved dataset's files, wherever the folder is."""
+    import shutil
+
+    from jtcse.training.teacher_cache import file_fingerprint
+
+    copy = tmp_path / "copy"
+    shutil.copytree(inputs["saved"], copy)
+    assert file_fingerprint(copy) == file_fingerprint(inputs["saved"]) != file_fingerprint(inputs["parquet"])
+    write_inputs(tmp_path / "other", SENTENCES[:-1])
+    assert file_fingerprint(tmp_path / "other" / "saved") != file_fingerprint(copy)
