@@ -1,6 +1,6 @@
 """The house rules of docs/architecture.md, checked: the import-linter contracts in pyproject.toml (floors,
-no circle but the documented one), no module over 500 lines (nor one kept under it by ``# fmt: skip``), no function
-in jtcse/ over 80 lines of code, no catch-all module names, and scripts and reproduction drivers that import jtcse
+no circle but the documented one) and the page's floor table, which is the floors contract row for row, no module
+over 500 lines (nor one kept under it by ``# fmt: skip``), no function in jtcse/ over 80 lines of code, no catch-all module names, and scripts and reproduction drivers that import jtcse
 and their own package only (no script imports another, nor tests/)."""
 
 from __future__ import annotations
@@ -129,3 +129,61 @@ def test_no_function_in_the_package_is_over_80_lines_of_code():
     assert max(lengths)[0] > 40  # the measure sees whole bodies
     too_long = sorted(entry for entry in lengths if entry[0] > MAX_FUNCTION_LINES)
     assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines of code: {too_long}"
+
+
+def contract_floors(pyproject: str) -> list[set[str]]:
+    """The ``floors`` contract's layers, top first, each a set of module names (``jtcse.training``)."""
+    from jtcse.toml_file import tomllib
+
+    contracts = tomllib.loads(pyproject)["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["id"] == "floors")
+    return [{name.strip() for name in layer.split("|")} for layer in layers]
+
+
+def documented_floors(page: str) -> list[tuple[int, set[str]]]:
+    """``(floor number, module names)`` of each row of docs/architecture.md's floor table, in its order (a room is
+    written `training/` or `cli`: ``jtcse.training``, ``jtcse.cli``)."""
+    import re
+
+    rows = []
+    for line in page.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and (number := re.match(r"(\d+)\b", cells[0])):
+            rooms = {f"jtcse.{room.rstrip('/')}" for room in re.findall(r"`([^`]+)`", cells[1])}
+            rows.append((int(number.group(1)), rooms))
+    return rows
+
+
+def floor_differences(pyproject: str, page: str) -> list[str]:
+    """Where the page's floors differ from the contract's layers: one row a layer, top first, numbered down to 1,
+    the same rooms; and every module of jtcse/ is on some floor."""
+    layers, rows = contract_floors(pyproject), documented_floors(page)
+    wrong = []
+    if [number for number, _ in rows] != list(range(len(layers), 0, -1)):
+        wrong.append(f"the page numbers its floors {[n for n, _ in rows]}, the contract has {len(layers)} layers")
+    for layer, (number, rooms) in zip(layers, rows, strict=False):  # a missing row: reported by its numbers
+        if rooms != layer:
+            wrong.append(f"floor {number}: the page has {sorted(rooms)}, the contract {sorted(layer)}")
+    modules = {f"jtcse.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    modules |= {f"jtcse.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    placed = set().union(*layers)
+    wrong += [f"{module} is on no floor" for module in sorted(modules - placed)]
+    return wrong
+
+
+def test_the_architecture_page_is_the_floors_contract():
+    """docs/architecture.md's floor table is pyproject.toml's import-linter layers, row for row."""
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert len(documented_floors(page)) >= 10  # the table is read
+    assert not floor_differences(pyproject, page)
+
+
+def test_the_floor_check_sees_a_page_that_drifts():
+    """Two rooms on one row where the contract has two layers, a floor number skipped: both are reported."""
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    merged = page.replace("| 12 entry | `__main__` |", "| 12 entry | `__main__`, `cli` |")
+    assert any("floor 12" in line for line in floor_differences(pyproject, merged))
+    skipped = page.replace("| 2 | `processes`", "| 2½ | `processes`").replace("| 1 | `errors`", "| 2 | `errors`")
+    assert any("numbers its floors" in line for line in floor_differences(pyproject, skipped))

@@ -1,6 +1,6 @@
 """One list of stages: a pipeline stage is named by a string only in ``jtcse/pipeline/stages.py``; everywhere else
-(``jtcse/`` and ``evaluation/drivers/``) code reaches a stage through its object (``TWIN.folder``, ``stage.name``,
-``STAGES``), so what a stage does is never a special case keyed by its name.
+(``jtcse/`` and ``evaluation/drivers/``) code reaches a stage through its object (``TWIN.metadata.folder``,
+``stage.metadata.name``, ``STAGES``), so what a stage does is never a special case keyed by its name.
 
 What counts as comparing a stage name. The names are every stage's ``name``, ``folder`` and ``--until`` value
 (``warmup_a``, ``tower_a``, ``warmup``, ..., taken from ``STAGES`` itself). Such a string literal is a stage
@@ -9,14 +9,14 @@ comparison when it is
 1. an operand of ``==``, ``!=``, ``in``, ``not in``, ``is``, ``is not`` (also as an item of a tuple, list, set or
    dict written as the operand), or a ``case`` pattern;
 2. a key of a dict written out in a module that then looks it up with a computed key (``why.get(until)``,
-   ``included[stage.name]``): a table of per-stage special cases, flagged where it is looked up;
-3. a part of a path (``out / "distilled"``, ``.joinpath("tower_a")``): the stage's folder is ``STAGE.folder``;
+   ``included[stage.metadata.name]``): a table of per-stage special cases, flagged where it is looked up;
+3. a part of a path (``out / "distilled"``, ``.joinpath("tower_a")``): the stage's folder is ``STAGE.metadata.folder``;
 4. anything at all, docstrings aside, in the pipeline's other modules (``jtcse/pipeline/*.py``,
    ``jtcse/commands/pipeline.py``), where any stage name is a stage's.
 
 Not a stage comparison: a literal that selects data rather than deciding behaviour. A recipe's tables are the
 config's sections, several of which share a stage's name (``{"twin": {"max_steps": 2}}``, ``values["twin"]``:
-``jtcse/pipeline/stages.py`` checks the stages' tables against them on import); a summary read by its keys
+``tests/test_pipeline.py`` checks the stages' tables against them); a summary read by its keys
 (``result["stages"]["distill"]``) selects one stage's row. And other vocabularies that share a word, each named
 below (:data:`OTHER_VOCABULARIES`) by the file and the expression compared or looked up: the model card's kinds (what
 a checkpoint is: twin, warmup, distilled, ensemble), the trainers' own run names in ``run_summary.json`` (simcse,
@@ -58,7 +58,7 @@ OTHER_VOCABULARIES = {
 def stage_names() -> set[str]:
     from jtcse.pipeline.stages import STAGES
 
-    return {word for stage in STAGES for word in (stage.name, stage.folder, stage.until)}
+    return {word for m in (stage.metadata for stage in STAGES) for word in (m.name, m.folder, m.until)}
 
 
 def _literals(node: ast.AST, names: set[str]) -> list[str]:

@@ -317,9 +317,9 @@ class MembersRunner(ScoredGrid):
             for seed in self.cfg["seeds"][: self.cfg["today_seeds"] if choice == "today" else None]:
                 name, out = f"student_{tag}_s{seed}", self.work / f"pipeline_{tag}_s{seed}"
                 _, a, b = self.members_of(kind, seed)
-                copies = {WARMUP_A.folder: a, WARMUP_B.folder: b}
+                copies = {WARMUP_A.metadata.folder: a, WARMUP_B.metadata.folder: b}
                 if ":" in choice:
-                    copies[TWIN.folder] = f"{trained_twin(choice)}_{kind}_s{seed}"
+                    copies[TWIN.metadata.folder] = f"{trained_twin(choice)}_{kind}_s{seed}"
                 config = PipelineConfig.from_values(self.pipeline_values(choice, seed))
                 self.pipeline_student(name, out, copies, config, choice=choice, seed=seed)
                 self.ensemble_time(name, out)

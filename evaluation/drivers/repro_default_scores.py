@@ -120,8 +120,8 @@ class ScoredGrid(TrainingGrid):
         for folder, row in copies.items():
             if not (out / folder).exists():
                 shutil.copytree(self.work / row, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
-        self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.name],
-                     lambda: SentenceTransformer(str(out / DISTILL.folder), device="cpu"),
+        self.trained(name, lambda: run_pipeline(out, config, device="cpu")["stages"][DISTILL.metadata.name],
+                     lambda: SentenceTransformer(str(out / DISTILL.metadata.folder), device="cpu"),
                      group="student", settings=config.values(), **record)  # fmt: skip
 
     def chosen(self, names: dict, stage: str, genre_safe: bool = False):

@@ -253,7 +253,7 @@ class TwinDefaultRunner(ScoredGrid):
             from jtcse.pipeline.stages import WARMUP_A, WARMUP_B
 
             out = self.student_dir(variant, seed)
-            warmups = [str(out / WARMUP_A.folder), str(out / WARMUP_B.folder)]
+            warmups = [str(out / WARMUP_A.metadata.folder), str(out / WARMUP_B.metadata.folder)]
             ensemble = {"enabled": True, "with": warmups, "weights": [w, 1.0, w, w]}
         return {**values, "twin": twin, "ensemble": ensemble}
 
@@ -287,9 +287,12 @@ class TwinDefaultRunner(ScoredGrid):
         from jtcse.pipeline.stages import TWIN, WARMUP_A, WARMUP_B
 
         name, out = f"student_{variant}_s{seed}", self.student_dir(variant, seed)
-        copies = {WARMUP_A.folder: self.warmup_name(seed), WARMUP_B.folder: self.warmup_name(seed + 1)}
+        copies = {
+            WARMUP_A.metadata.folder: self.warmup_name(seed),
+            WARMUP_B.metadata.folder: self.warmup_name(seed + 1),
+        }
         if variant in SCREENED:
-            copies[TWIN.folder] = f"twin_{self.twin_choice()}_s{seed}"
+            copies[TWIN.metadata.folder] = f"twin_{self.twin_choice()}_s{seed}"
         config = PipelineConfig.from_values(self.pipeline_values(variant, seed))
         self.pipeline_student(name, out, copies, config, variant=variant, seed=seed)
         self.stage_seconds(name, out)
@@ -310,7 +313,7 @@ class TwinDefaultRunner(ScoredGrid):
                 model = load_shipped()
             else:
                 folder = self.work / name if name.startswith("dropout_") else self.student_dir(*self.variant_seed(name))
-                model = SentenceTransformer(str(folder / DISTILL.folder if name.startswith("student_") else folder),
+                model = SentenceTransformer(str(folder / DISTILL.metadata.folder if name.startswith("student_") else folder),
                                             device="cpu")  # fmt: skip
             model.max_seq_length = self.cfg["eval_max_seq_length"]
             check = retrieval_check(model, self.retrieval_file, batch_size=64)

@@ -43,7 +43,6 @@ def train(
     text_column: str | None = opts.text_column_option(),
     pooling: str | None = opts.pooling_option(training=True),
     dev_file: Path | None = opts.dev_file_option(),
-    lr_alias: float | None = opts.alias_option("--lr", "--learning-rate"),
     resume: bool = opts.resume_option(),
     overwrite: bool = opts.overwrite_option(),
     device: str | None = opts.device_option(),

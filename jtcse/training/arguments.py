@@ -83,7 +83,7 @@ def build_training_args(
 
     check_report_to(settings.report_to)
     device = resolve_device("cpu" if overrides.get("use_cpu") else device)
-    best = settings.checkpoint == "best-dev"
+    best = settings.kept_by_dev
     save_every = settings.eval_steps if has_dev or settings.save_steps is None else settings.save_steps
     kwargs: dict[str, Any] = dict(
         output_dir=str(checkpoints_dir(output_dir)),

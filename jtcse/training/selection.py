@@ -6,8 +6,7 @@ and the defaults measured by the drivers in ``evaluation/drivers/`` (``evaluatio
 mean Spearman over the selection files; each file and each of its genres is reported, never a constraint. The one
 guard, no file below the starting model's score on it, is applied to the models that ship (a default's students,
 ``floor``), not to a teacher on its way to one: an ensemble or a probe twin is distilled afterwards, and a student can
-gain on a file its teacher lost (``evaluation/DEFAULTS.md``: the warm-ups' ensemble at 1.25 loses 0.33 on SICK train,
-its student gains 0.27).
+gain on a file its teacher lost (``evaluation/DEFAULTS.md`` has a case).
 """
 
 from __future__ import annotations

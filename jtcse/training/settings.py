@@ -22,6 +22,7 @@ from pydantic import model_validator
 
 from jtcse.devices import Precision
 from jtcse.errors import SettingError
+from jtcse.losses.registry import regularizer_help
 from jtcse.modeling.loading import Pooling
 from jtcse.schema import Array, Positive, Settings, checked, get, group, keys, replace_keys, setting
 from jtcse.training.positives import Positives, part_problem
@@ -85,14 +86,8 @@ def _regularizer(spec: str) -> str | None:
     try:
         parse_regularizer_spec(spec)
     except ValueError as err:
-        return f"is not a regulariser spec it can use: {err}"
+        return str(err)
     return None
-
-
-def _regularizer_help() -> str:
-    from jtcse.losses.registry import regularizer_help
-
-    return regularizer_help()
 
 
 RegularizerSpec = Annotated[str, checked(_regularizer)]
@@ -105,6 +100,7 @@ class TrainingSettings(Settings):
     max_steps: StepCount = setting(
         -1,
         "Stop after this many optimizer steps (-1: run the epochs).",
+        aliases=("steps",),
         extra=role(recorded=True, card=True, trainer_args=("max_steps",)),
     )
     epochs: Positive = setting(
@@ -115,6 +111,7 @@ class TrainingSettings(Settings):
     learning_rate: Positive = setting(
         5e-5,
         "AdamW learning rate.",
+        aliases=("lr",),
         extra=role(recorded=True, card=True, trainer_args=("learning_rate",)),
     )
     batch_size: int = setting(
@@ -190,10 +187,15 @@ class TrainingSettings(Settings):
             arg: get(self, key) for key in keys(TrainingSettings).values() for arg in key.extra.get("trainer_args", ())
         }
 
+    @property
+    def kept_by_dev(self) -> bool:
+        """Whether the stage keeps its best checkpoint by dev Spearman (``checkpoint`` best-dev) rather than its last
+        step: the one place that reads ``checkpoint``."""
+        return self.checkpoint == "best-dev"
+
     def check_dev_file(self, dev_file: str | Path | None) -> None:
-        """The one rule of ``checkpoint``: best-dev keeps the checkpoint with the best dev Spearman, so it needs a
-        dev file (a :class:`~jtcse.errors.SettingError` naming both)."""
-        if dev_file is None and self.checkpoint == "best-dev":
+        """A stage :attr:`kept_by_dev` needs a dev file (a :class:`~jtcse.errors.SettingError` naming both)."""
+        if dev_file is None and self.kept_by_dev:
             raise SettingError(
                 "{checkpoint} best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
                 "({dev_file}); or keep the last step ({checkpoint} last).",
@@ -201,9 +203,9 @@ class TrainingSettings(Settings):
             )
 
     def kept_by(self, dev_file: str | Path | None) -> str | Path | None:
-        """``dev_file`` when the stage keeps its best checkpoint by it (``checkpoint`` best-dev), else ``None``: a
+        """``dev_file`` when the stage keeps its best checkpoint by it (:attr:`kept_by_dev`), else ``None``: a
         stage that keeps its last step need not score one while it trains."""
-        return dev_file if self.checkpoint == "best-dev" else None
+        return dev_file if self.kept_by_dev else None
 
 
 class ContrastiveSettings(Settings):
@@ -213,7 +215,7 @@ class ContrastiveSettings(Settings):
     temperature: Positive = setting(0.05, "InfoNCE temperature τ (scale 1/τ).", extra=role(recorded=True, card=True))
     regularizers: Array[RegularizerSpec] = setting(
         (),
-        _regularizer_help,
+        regularizer_help(),
         flag="regularizer",
         repeat=True,
         metavar="SPEC",
@@ -313,12 +315,14 @@ class DistillSettings(Settings):
         "similarity",
         "Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, mse-normalized "
         "or mse (vectors; a training-only projection when widths differ).",
+        aliases=("--objective",),  # the pipeline's [distill] objective once had no prefix
         extra=role(recorded=True, card=True),
     )
     student_pooling: Pooling | None = setting(
         None,
         "Replace the student's pooling by cls or mean.",
         unset="the student's own",
+        aliases=("--student-pooling",),
         extra=role(recorded=True, card=True),
     )
     teacher_batch_size: int = setting(128, "Batch size of the one-off teacher encoding.", ge=1)

@@ -263,7 +263,7 @@ def _finish_from_checkpoint(trainer, checkpoint: str | Path, settings: TrainingS
 
     trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_FILE))
     best = trainer.state.best_model_checkpoint
-    use_best = settings.checkpoint == "best-dev" and best is not None and Path(best).is_dir()
+    use_best = settings.kept_by_dev and best is not None and Path(best).is_dir()
     trainer._load_from_checkpoint(best if use_best else str(checkpoint))  # sentence-transformers' own loader
 
 
