@@ -3,8 +3,8 @@ retrieval task object given the same data, and by an independent count (encode, 
 :mod:`jtcse.testing.beir`), all on the real MiniLM.
 
 The rule that differed: truncation. mteb runs a model at its own ``max_seq_length`` (256 tokens for the MiniLM;
-sentence-transformers' ``Transformer.tokenize`` truncates to it), and so were its published scores made; ``eval
-mteb`` read every input whole (512 tokens), which on a corpus of abstracts scored 0.90 nDCG@10 above the published
+sentence-transformers truncates to its tokenizer's ``model_max_length``), and so were its published scores made;
+``eval mteb`` read every input whole (512 tokens), which on a corpus of abstracts scored 0.90 nDCG@10 above the published
 figure. The folder has long documents (a paragraph of filler, then the sentence a query looks for), so the rule
 shows here: read whole, they move in the ranking (nDCG@1000, every rank of this small corpus); nDCG@10 does not see
 them (they rank below 100 either way).
