@@ -178,8 +178,8 @@ def test_a_training_commands_settings_are_options_generated_from_its_settings_cl
 
 def test_a_setting_has_one_option_help_wherever_it_is_an_option():
     """The twin's settings are options of jtcse train and (as --twin-KEY) of jtcse pipeline, with one help; so are
-    the warm-ups' (simcse, --warmup-KEY) and the distillation's (distill, --distill-KEY). The pipeline sets the seed
-    and precision of every stage at once, so those are its top-level options."""
+    the warm-ups' (simcse, --warmup-KEY) and the distillation's (distill, --distill-KEY). The pipeline sets the seed,
+    precision and report_to of every stage at once, so those are its top-level options."""
     from jtcse.schema import keys
     from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings
 
@@ -187,11 +187,11 @@ def test_a_setting_has_one_option_help_wherever_it_is_an_option():
     for command, table, cls in (("train", "twin", TwinSettings), ("simcse", "warmup", WarmupSettings),
                                 ("distill", "distill", DistillSettings)):  # fmt: skip
         own = {param.name: param for param in _command(command).params}
-        for name in keys(cls, ("seed", "precision")):
+        for name in keys(cls, ("seed", "precision", "report_to")):
             staged = pipeline[f"{table}_{name}"]
             assert staged.help == own[name].help, name
             assert staged.opts[0] == own[name].opts[0].replace("--", f"--{table}-"), name
-        assert f"{table}_seed" not in pipeline and f"{table}_precision" not in pipeline
+        assert not {f"{table}_seed", f"{table}_precision", f"{table}_report_to"} & set(pipeline)
     assert pipeline["twin_enabled"].opts == ["--twin"] and pipeline["probe_enabled"].secondary_opts == ["--no-probe"]
 
 

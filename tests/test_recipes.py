@@ -139,7 +139,7 @@ def _recipe(tmp_path: Path, text: str) -> Path:
     return path
 
 
-TWIN_KEYS = ", ".join(keys(type(PipelineConfig().twin), ("seed", "precision")))
+TWIN_KEYS = ", ".join(keys(type(PipelineConfig().twin), ("seed", "precision", "report_to")))
 BAD_RECIPES = [
     ("typo", "[twin]\nlerning_rate = 1e-5\n",
      rf"\[twin\]: unknown key 'lerning_rate' \(did you mean 'learning_rate'\?\); valid here: {TWIN_KEYS}\.$"),

@@ -100,17 +100,29 @@ def inference_batch_size_option(default: int, what: str = "encoded"):
 
 
 # ---------------------------------------------------------------- data
+TEXT_INPUTS = "a UTF-8 text file (one sentence a line), .jsonl, .csv/.tsv (a header), .parquet, a save_to_disk folder or hf:NAME[:CONFIG][:SPLIT] (offline: from the cache)"
+
+
 def corpus_option():
     return typer.Option(
         None,
         "--corpus",
         callback=given_once,
-        help="UTF-8 text file, one sentence per line. Default: the embedded stdlib prose.",
+        help=f"The sentences: {TEXT_INPUTS}. Default: the embedded stdlib prose.",
+    )
+
+
+def text_column_option():
+    return typer.Option(
+        None,
+        "--text-column",
+        help="The column holding the text, when the input is a table or dataset. Default: the first of text, "
+        "sentence, sentence1, anchor, query it has, else its only string column.",
     )
 
 
 def input_file_option():
-    return typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped.")
+    return typer.Option(..., "--input", "-i", help=f"The texts: {TEXT_INPUTS}; blank lines of a text file are skipped.")
 
 
 def chunk_size_option():

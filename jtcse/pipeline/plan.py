@@ -217,7 +217,7 @@ def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
     """Read every file the planned stages read, as they will read it, so that a bad one costs nothing: the dev file
     and the selection files (STS-B format, a finite number for every score, scores to correlate with: not all
     one), the corpus (UTF-8, some sentences) and each warm-up's pairs file."""
-    from jtcse.corpus import read_corpus
+    from jtcse.corpus import read_texts
     from jtcse.evaluation.sts import check_correlatable, read_stsb_file
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
@@ -226,7 +226,7 @@ def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
     for path, pairs in plan.selection.items():  # (read by the plan: less the pairs the dev file has)
         check_correlatable(pairs, path)
     if config.corpus is not None:
-        read_corpus(config.corpus)
+        read_texts(config.corpus, config.text_column)
     for pairs_file in dict.fromkeys(path for path in (config.pairs_a, config.pairs_b) if path is not None):
         read_paraphrase_pairs(pairs_file)
 

@@ -20,7 +20,7 @@ from jtcse.modeling.loading import TOWER_POOLING_HELP, TOWER_POOLING_UNSET, Pool
 from jtcse.pipeline.stages import UNTIL, WARMUP_A
 from jtcse.schema import Array, Layer, Positive, Settings, build, keys, section, sections, setting, to_mapping
 from jtcse.training.ensemble import Combine, Weights, combine_setting, weights_setting
-from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings, seed_range
+from jtcse.training.settings import DistillSettings, ReportTo, TwinSettings, WarmupSettings, seed_range
 
 PipelineSeed = seed_range(1)
 """The pipeline's seed: warm-up II trains at seed + 1."""
@@ -121,7 +121,7 @@ class DistillStageSettings(DistillSettings):
     )
 
 
-_SET_FOR_EVERY_STAGE = ("seed", "precision")
+_SET_FOR_EVERY_STAGE = ("seed", "precision", "report_to")
 
 
 class PipelineConfig(Settings):
@@ -143,7 +143,16 @@ class PipelineConfig(Settings):
         None, "Tower II's starting model (a twin's towers share an architecture and tokenizer).", unset="tower I's"
     )
     corpus: str | None = setting(
-        None, "UTF-8 text file, one sentence per line.", metavar="FILE", unset="the embedded stdlib prose"
+        None,
+        "The sentences: a UTF-8 text file (one sentence a line), .jsonl, .csv/.tsv (a header), .parquet, a "
+        "save_to_disk folder or hf:NAME[:CONFIG][:SPLIT].",
+        metavar="FILE",
+        unset="the embedded stdlib prose",
+    )
+    text_column: str | None = setting(
+        None,
+        "The corpus's text column, when it is a table or dataset.",
+        unset="text, sentence, sentence1, anchor or query, else its only string column",
     )
     pairs_a: str | None = setting(
         None,
@@ -177,6 +186,11 @@ class PipelineConfig(Settings):
         None,
         "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
         unset="each stage's own",
+    )
+    report_to: ReportTo = setting(
+        "none",
+        "Where every training stage reports its logs: none, tensorboard (event files in each stage's folder, "
+        "runs/), wandb or mlflow; each stage's run is named OUT/stage (e.g. OUT/twin).",
     )
     until: Literal[UNTIL] = setting(UNTIL[-1], f"Last stage to run: {', '.join(UNTIL)}.")
     warmup: WarmupSettings = section(

@@ -93,10 +93,11 @@ class Stage(ABC):
         return training.kept_by(config.dev_file)
 
     def seeded(self, config: PipelineConfig, seed: int) -> Any:
-        """Its settings with the run's ``seed`` (and precision, when one is given for every stage)."""
+        """Its settings with the run's ``seed`` and ``report_to`` (and precision, when one is given for every
+        stage)."""
         settings = self.settings(config)
         precision = config.precision or settings.training.precision
-        return settings.replace(seed=seed, precision=precision)
+        return settings.replace(seed=seed, precision=precision, report_to=config.report_to)
 
 
 class TrainedStage(Stage):
@@ -117,6 +118,7 @@ def _warm_up(r: PipelineRun, folder: Path, stage: Stage, tower: str | None, pair
         tower,
         c.corpus,
         folder,
+        text_column=c.text_column,
         pairs_file=pairs,
         pooling=c.pooling,
         device=r.device,
@@ -162,6 +164,7 @@ def _train_twin(r: PipelineRun, folder: Path, **keys: Any) -> dict:
         *towers,
         c.corpus,
         folder,
+        text_column=c.text_column,
         pooling=c.pooling,
         device=r.device,
         dev_file=TWIN.dev_file(c),
@@ -312,6 +315,7 @@ class Distill(TrainedStage):
             r.plan.student,
             c.corpus,
             folder,
+            text_column=c.text_column,
             device=r.device,
             dev_file=self.dev_file(c),
             settings=self.seeded(c, c.seed),

@@ -31,6 +31,10 @@ Checkpoint = Literal["last", "best-dev"]
 """Which model a stage keeps (``checkpoint``): its last step, or the checkpoint with the best dev-file Spearman."""
 CHECKPOINTS = dict(zip(typing.get_args(Checkpoint), ("last step", "best checkpoint by dev Spearman"), strict=True))
 """How a run summary says which model a stage kept (``saved_model``)."""
+ReportTo = Literal["none", "tensorboard", "wandb", "mlflow"]
+"""Where the Hugging Face Trainer reports a run's logs (its ``report_to``)."""
+REPORT_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+"""The package each ``report_to`` needs (``pip install`` it; ``jtcse[tensorboard]`` brings TensorBoard)."""
 Objective = Literal["mse", "mse-normalized", "cosine", "similarity"]
 """Distillation objectives (:mod:`jtcse.training.distill`)."""
 OBJECTIVES = typing.get_args(Objective)
@@ -162,6 +166,13 @@ class TrainingSettings(Settings):
         False,
         "Recompute layer activations in the backward pass: less GPU memory for ~30% more compute.",
         extra=role(trainer_args=("gradient_checkpointing",)),
+    )
+    report_to: ReportTo = setting(
+        "none",
+        "Where the trainer reports the run's logs (loss, learning rate, dev scores): none, tensorboard (event files "
+        "in the run's folder, runs/), wandb or mlflow (their own settings, e.g. WANDB_PROJECT). The run is named "
+        "after its folder (a pipeline stage: OUT/stage).",
+        extra=role(trainer_args=("report_to",)),
     )
     keep_checkpoints: bool = setting(
         False,
