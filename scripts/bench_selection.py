@@ -20,7 +20,7 @@ from pathlib import Path
 
 def main() -> None:
     from jtcse.evaluation.selection_scoring import CachedEncoder, score_inputs
-    from jtcse.modeling.loading import FULL_LENGTH, load_model
+    from jtcse.modeling.loading import load_model
     from jtcse.training.selection import overall, selection_sets, total
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -42,7 +42,7 @@ def main() -> None:
     started = time.perf_counter()
     sets = selection_sets(specs, data / "stsbenchmark" / "sts-dev.csv")
     read = time.perf_counter() - started
-    model = load_model(args.model, max_seq_length=FULL_LENGTH, device="cpu")
+    model = load_model(args.model, device="cpu")
     model.encode(["warm-up"] * 8)
     encoder = CachedEncoder(model, batch_size=args.batch_size)
     started = time.perf_counter()

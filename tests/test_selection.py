@@ -154,7 +154,7 @@ def test_a_selection_score_is_the_score_eval_mteb_gives_for_the_same_model_and_d
     STS table, a BEIR folder, retrieval-pairs of the STS table, and the classification folder's held-out half
     written out as a train/test file. Each distinct text is encoded once."""
     from jtcse.evaluation.mteb_runner import run_mteb
-    from jtcse.modeling.loading import FULL_LENGTH, load_model
+    from jtcse.modeling.loading import load_model
     from jtcse.training.selection import selection_scores, selection_sets
 
     stsb, sts = write_stsb(tmp_path / "stsb.csv"), write_sts(tmp_path / "sts.tsv")
@@ -169,7 +169,7 @@ def test_a_selection_score_is_the_score_eval_mteb_gives_for_the_same_model_and_d
         for split in ("train", "test"):
             for text, label in zip(divided[split]["text"], divided[split]["label"], strict=True):
                 handle.write(json.dumps({"text": text, "label": names[label], "split": split}) + "\n")
-    model = load_model(tiny_bert, max_seq_length=FULL_LENGTH, device="cpu")
+    model = load_model(tiny_bert, device="cpu")  # as eval mteb loads it
     local = [str(stsb), str(sts), str(file), str(beir), f"retrieval-pairs:{sts}"]
     run = run_mteb(model, (), tmp_path / "out", local_tasks=local, batch_size=4, cache_dir=tmp_path / "cache")
     mteb = [entry["main_score"] for entry in run["tasks"].values()]

@@ -7,12 +7,11 @@ classification folder or file, a BEIR folder, ``retrieval-pairs:FILE``), scored 
 is a fraction (Spearman, accuracy, nDCG@10), and each input counts equally.
 
 One rule (:func:`best_by_total`) makes every choice among candidates scored once: the pipeline's twin learning-rate
-probe, its ensemble weights, and the defaults measured by the drivers in ``evaluation/drivers/``
-(``evaluation/DEFAULTS.md``). It maximises the mean main score over the selection inputs; each input (and each genre
-of an STS file) is reported, never a constraint. The one guard, no input below the starting model's score on it, is
-applied to the models that ship (a default's students, ``floor``), not to a teacher on its way to one: an ensemble
-or a probe twin is distilled afterwards, and a student can gain on a file its teacher lost (``evaluation/DEFAULTS.md``:
-the warm-ups' ensemble at 1.25 loses 0.33 on SICK train, its student gains 0.27).
+probe, its ensemble weights, and the defaults measured by the studies in ``evaluation/studies/``. It maximises the
+mean main score over the selection inputs; each input (and each genre of an STS file) is reported, never a
+constraint. The one guard, no input below the starting model's score on it, is applied to the models that ship (a
+default's students, ``floor``), not to a teacher on its way to one: an ensemble or a probe twin is distilled
+afterwards, and a student can gain on an input its teacher lost (``evaluation/DEFAULTS.md`` has a case).
 
 A default changes on paired evidence (:func:`paired_difference`, :func:`paired_choice`): a candidate and the row to
 beat scored at the same seeds, the candidate replacing the row when its mean paired difference on the selection
@@ -40,8 +39,6 @@ more than that means the selection file holds the reported data."""
 WEIGHT_GRID = (0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
 """The weights tried for the trained members of an ensemble with the starting model (whose weight is 1); the small
 ones leave room for the guard (no selection file below the start) where a file the trained members lose on caps it."""
-MEASURED_GRID = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
-"""The grid before the small weights joined it (issue 37): the earlier drivers' rows were chosen on it."""
 REPLACE_AT = 2.0
 """How many paired standard errors a candidate's mean paired difference must exceed to replace the row to beat."""
 
@@ -176,12 +173,12 @@ def selection_scores(model, selections: Mapping[str, object], device=None) -> di
     """``{spec: {"all": main score, ...}}`` of one model on the selection inputs (:func:`selection_sets`): an STS
     file's Spearman over all its pairs and per genre, any other input's main score (fractions); each text encoded
     once. ``model``: a ``SentenceTransformer``, or a path or Hub name (``None``: the embedded MiniLM) loaded as
-    ``jtcse eval mteb`` loads it (inputs not truncated below the position table), so the scores are its scores."""
+    ``jtcse eval mteb`` loads it (at the checkpoint's own length), so the scores are its scores."""
     from jtcse.evaluation.selection_scoring import CachedEncoder, score_inputs
-    from jtcse.modeling.loading import FULL_LENGTH, load_model
+    from jtcse.modeling.loading import load_model
 
     if model is None or isinstance(model, (str, Path)):
-        model = load_model(model, role="encode", max_seq_length=FULL_LENGTH, device=device)
+        model = load_model(model, role="encode", device=device)
     return score_inputs(CachedEncoder(model), selections)
 
 
@@ -210,11 +207,10 @@ def choose_weights(
     """
     from jtcse.evaluation.selection_scoring import CachedEncoder, EnsembleEncoder, score_inputs
     from jtcse.modeling.combine import check_combine
-    from jtcse.modeling.loading import FULL_LENGTH, load_model
+    from jtcse.modeling.loading import load_model
 
     check_combine(combine)
-    loaded = [load_model(member, role="encode", max_seq_length=FULL_LENGTH, device=device) for member in members]
-    encoders = [CachedEncoder(model) for model in loaded]
+    encoders = [CachedEncoder(load_model(member, role="encode", device=device)) for member in members]
     rows = {w: [1.0 if i == start_index else w for i in range(len(members))] for w in grid}
     scores = {w: score_inputs(EnsembleEncoder(encoders, row, combine), selections) for w, row in rows.items()}
     start = score_inputs(encoders[start_index], selections)  # the start alone, as it encodes: reported
