@@ -137,7 +137,13 @@ def format_table(table: list[dict[str, Any]]) -> str:
 
 
 def _short(spec: str) -> str:
-    """A selection input's column name: its file or folder name, after its ``TYPE:`` when one is given."""
+    """A selection input's column name: the ``NAME`` of ``NAME=PATH``, else its file or folder name, after its
+    ``TYPE:`` when one is given."""
+    from jtcse.evaluation.mteb_local_tasks import split_task_name
+
+    name, spec = split_task_name(spec)
+    if name:
+        return name
     kind, sep, rest = spec.partition(":")
     return f"{kind}:{Path(rest).name}" if sep and kind.replace("-", "").isalpha() else Path(spec).name
 
