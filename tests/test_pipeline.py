@@ -64,15 +64,15 @@ def test_a_stage_is_done_by_one_rule_whoever_ran_it(tiny_bert, tiny_bert_b, corp
 
 def test_bad_pipeline_settings_are_clear_errors(tmp_path, tiny_bert):
     cases = [
-        (dict(until="everything"), r"until must be one of warmup, probe, twin, ensemble, distill, eval"),
+        (dict(until="everything"), r"until: Input should be 'warmup', 'probe', 'twin', 'ensemble', 'distill' or 'eval'$"),
         (dict(until="ensemble", ensemble={"enabled": False}, twin={"enabled": True}),
          r"^--until ensemble: this run has no ensemble: it needs --ensemble-with or a sentence-transformers start"),
         (dict(until="twin", ensemble={"with": ["m"], "weights": [1]}), r"1 weight\(s\) given for 2 ensemble members"),
-        (dict(until="twin", ensemble={"with": ["m"], "combine": "max"}), r"combine must be one of concat, sum"),
+        (dict(until="twin", ensemble={"with": ["m"], "combine": "max"}), r"combine: Input should be 'concat' or 'sum'$"),
         (dict(until="twin", ensemble={"enabled": False, "weights": [1, 1]}, twin={"enabled": True}),
          r"ensemble weights were given without models"),
         (dict(until="twin", ensemble={"enabled": False, "with": ["m"]}), r"enabled = false \(--no-ensemble\) and models"),
-        (dict(until="twin", pooling="max"), r"pooling must be one of cls, mean, not 'max'"),
+        (dict(until="twin", pooling="max"), r"pooling: Input should be 'cls' or 'mean'$"),
         ({}, r"the eval stage reports on a dev file: give --dev-file"),
         (dict(dev_file=str(tmp_path / "missing.csv")), r"dev file not found"),
         (dict(until="twin", twin={"enabled": True, "checkpoint": "best-dev"}),
@@ -366,9 +366,13 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     sts.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
     sick_lines = (shared_data / "sick" / "sick-train.csv").read_text(encoding="utf-8").splitlines()
     sick.write_text("\n".join(sick_lines[:40]) + "\n", encoding="utf-8")
+    questions = tmp_path / "trec.jsonl"  # a classification set: 60 TREC train questions, scored on half of them
+    rows = [json.loads(line) for line in (shared_data / "trec" / "train.jsonl").read_text("utf-8").splitlines()[:60]]
+    questions.write_text("".join(json.dumps({**row, "split": "train"}) + "\n" for row in rows), encoding="utf-8")
+    specs = [str(sts), str(sick), f"classification:{questions}", f"retrieval-pairs:{sick}"]
     settings = {"batch_size": 8, "max_steps": 2}
     common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), dev_file=str(dev),
-                  selection_files=[str(sts), str(sick)], warmup=settings,
+                  selection_files=specs, warmup=settings,
                   twin={"batch_size": 4, "max_steps": 2, "enabled": False}, distill=settings)  # fmt: skip
     result = run_pipeline(tmp_path / "recipe", config(**common))  # without the twin: the warm-ups and the start
     stages, out = result["stages"], tmp_path / "recipe"
@@ -377,12 +381,12 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     ]  # fmt: skip
     ens = stages["ensemble"]
     assert ens["members"] == [str(out / "tower_a"), str(out / "tower_b"), tiny_bert]
-    scores, start = ens["selection_spearman"], ens["start_selection_spearman"]
+    scores, start = ens["selection_scores"], ens["start_selection_scores"]
     assert list(scores) == [f"{w:g}" for w in WEIGHT_GRID]
-    assert all(set(files) == {str(sts), str(sick)} for files in scores.values())  # each file reported, per genre
+    assert all(list(files) == specs for files in scores.values())  # each input reported, an STS file per genre
     assert set(scores["1"][str(sts)]) == {"all", "main-captions"}  # these 40 pairs are captions
-    assert set(start[str(sick)]) == {"all", "sick"}
-    assert set(start) == {str(sts), str(sick)}  # the starting model's scores, for the report
+    assert set(start[str(sick)]) == {"all", "sick"} and set(start[specs[2]]) == {"all"}
+    assert list(start) == specs  # the starting model's scores, for the report
     best = float(_chosen_by_mean_over_files(scores))
     assert ens["weights"] == [best, best, 1.0]  # the start at 1, the warm-ups at the weight the rule chose
     assert stages["distill"]["model"]["teacher"] == str(out / "ensemble")
@@ -394,13 +398,32 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
         == {"start", "start_b", "warmup_a", "warmup_b", "ensemble", "distill"}
     )
     assert "| stage | main-captions ×100 (Δ vs start) |" in (out / "pipeline_summary.md").read_text()
+    evaluated = stages["eval"]  # every model on every selection input, the mean, and what the student keeps
+    assert set(evaluated["selection_scores"]) == set(genres) and list(evaluated["selection_scores"]["start"]) == specs
+    assert evaluated["selection_scores"]["ensemble"][str(sts)]["all"] == pytest.approx(
+        scores[f"{best:g}"][str(sts)]["all"]
+    )
+    assert evaluated["selection_inputs"][specs[2]] == {"kind": "classification", "metric": "accuracy"}
+    means = {label: sum(s["all"] for s in files.values()) / 4 for label, files in evaluated["selection_scores"].items()}
+    assert evaluated["selection_total"] == pytest.approx(means)
+    assert set(evaluated["selection_kept"]) == {"ensemble"} and set(
+        evaluated["selection_kept"]["ensemble"]["inputs"]
+    ) == set(specs)
+    table = {row["stage"]: row for row in result["table"]}
+    assert table["distill"]["selection_total"] == pytest.approx(means["distill"])
+    summary_md = (out / "pipeline_summary.md").read_text()
+    assert (
+        "| stage | sts.csv ×100 (Δ vs start) | sick.csv ×100 (Δ vs start) | classification:trec.jsonl ×100"
+        in summary_md
+    )
+    assert "| the student keeps, of the gain over the start of |" in summary_md
 
     common["twin"] = {**common["twin"], "enabled": True}
     probe = {"enabled": True, "learning_rates": [1e-5, 1e-3], "max_steps": 2}
     probed = run_pipeline(tmp_path / "twin", config(**common, until="twin", probe=probe))
     chose = probed["stages"]["probe"]
-    assert set(chose["selection_spearman"]) == {"1e-05", "0.001"}
-    lr = float(_chosen_by_mean_over_files(chose["selection_spearman"]))
+    assert set(chose["selection_scores"]) == {"1e-05", "0.001"}
+    lr = float(_chosen_by_mean_over_files(chose["selection_scores"]))
     assert chose["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
     assert probed["stages"]["twin"]["model"]["pooling"] == "cls"  # the towers' own
     # the same run on to the ensemble, the twin's towers as two members chosen on the selection files with the start
@@ -411,24 +434,32 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     ens = towers["stages"]["ensemble"]
     twin = tmp_path / "twin" / "twin"
     assert ens["members"] == [f"{twin}/tower_1", f"{twin}/tower_2", tiny_bert]
-    assert ens["weights"][2] == 1.0 and ens["weights"][0] == ens["weights"][1] and len(ens["selection_spearman"]) > 1
+    assert ens["weights"][2] == 1.0 and ens["weights"][0] == ens["weights"][1] and len(ens["selection_scores"]) > 1
     assert ens["dimension"] == 3 * 32
 
 
 def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_tables():
-    """STAGES is the one list: --until takes its values, each settings table is one of its stages', and the
-    --help of the command lists each stage with its folder."""
+    """STAGES is the one list: --until takes its values, the config's sections are its stages' tables (a stage's name
+    unless it says otherwise), each table a stage trains with holds a trainer's training settings, and the --help of
+    the command lists each stage with its folder."""
     from jtcse.commands.pipeline import HELP
-    from jtcse.pipeline.stages import STAGES, UNTIL
+    from jtcse.pipeline.stages import STAGES, TRAINED, UNTIL
     from jtcse.schema import sections
+    from jtcse.training.settings import TrainingSettings
 
     assert UNTIL == ("warmup", "probe", "twin", "ensemble", "distill", "eval")
-    assert set(sections(PipelineConfig)) == {stage.table for stage in STAGES} - {None}
-    assert {stage.until for stage in STAGES} == set(UNTIL)
+    tables = sections(PipelineConfig)
+    assert set(tables) == {stage.metadata.table for stage in STAGES} - {None}
+    assert TRAINED == ("warmup", "warmup_b", "twin", "distill") and set(TRAINED) <= set(tables)
+    assert all(isinstance(getattr(PipelineConfig(), table).training, TrainingSettings) for table in TRAINED)
+    assert {stage.metadata.until for stage in STAGES} == set(UNTIL)
     folders = ["tower_a", "tower_b", "probe", "twin", "ensemble", "distilled", "eval"]
-    assert [stage.folder for stage in STAGES] == folders
+    assert [stage.metadata.folder for stage in STAGES] == folders
+    assert [stage.metadata.name for stage in STAGES if stage.metadata.table == stage.metadata.name] == [
+        "warmup_b", "probe", "twin", "ensemble", "distill"
+    ]  # fmt: skip
     for stage in STAGES:
-        assert f"{stage.name} ({stage.folder}/)" in HELP
+        assert f"{stage.metadata.name} ({stage.metadata.folder}/)" in HELP
 
 
 def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
@@ -464,20 +495,3 @@ def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
     assert towers.members[:2] == (str(out / "twin"),) * 2 and towers.weights == ENSEMBLE_WEIGHTS.twin_towers
     assert towers.member_labels[:2] == (f"{out / 'twin'}/tower_1", f"{out / 'twin'}/tower_2")
     assert not out.exists()
-
-
-def test_a_stage_whose_table_is_not_a_section_fails_on_import():
-    """Stage.table (and the table a stage trains with) is checked against the config's sections when the config is
-    declared: a table without a stage, or a stage's table that is no section, is a TypeError."""
-    from pydantic import create_model
-
-    from jtcse.pipeline.settings import TwinStageSettings
-    from jtcse.pipeline.stages import check_tables
-    from jtcse.schema import Settings, section
-
-    check_tables(PipelineConfig)
-    partial = create_model(
-        "Partial", __base__=Settings, twin=(TwinStageSettings, section(TwinStageSettings(), "Only the twin."))
-    )
-    with pytest.raises(TypeError, match=r"not a section \['distill', 'ensemble', 'probe', 'warmup', 'warmup_b'\]"):
-        check_tables(partial)

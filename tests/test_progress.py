@@ -73,10 +73,10 @@ def test_the_time_left_is_the_measured_rest_and_the_later_stages_work_at_the_las
     monkeypatch.setattr(progress.time, "perf_counter", now)
     stages = [WARMUP_A, WARMUP_B, TWIN, DISTILL, EVAL]
     work = {
-        WARMUP_A.name: Work(100, 32, 2.0),  # 6,400 sentence passes each
-        WARMUP_B.name: Work(100, 32, 2.0),
-        TWIN.name: Work(25, 128, 8.0),  # 25,600
-        DISTILL.name: Work(50, 64, 1.0),  # 3,200
+        WARMUP_A.metadata.name: Work(100, 32, 2.0),  # 6,400 sentence passes each
+        WARMUP_B.metadata.name: Work(100, 32, 2.0),
+        TWIN.metadata.name: Work(25, 128, 8.0),  # 25,600
+        DISTILL.metadata.name: Work(50, 64, 1.0),  # 3,200
     }
     said = []
     run = RunProgress(stages, work, say=said.append)
@@ -108,7 +108,13 @@ def test_the_planned_work_counts_the_stages_that_train_with_their_own_settings()
 
     config = PipelineConfig()
     work = planned_work([WARMUP_A, PROBE, TWIN, DISTILL, EVAL], config, rows=1000, layers=6)
-    assert set(work) == {WARMUP_A.name, TWIN.name, DISTILL.name}  # the probe's twins and the eval: not counted
-    assert work[WARMUP_A.name] == Work(32, 32, 2.0)  # one epoch of 1,000 rows, two views
-    assert work[TWIN.name] == Work(25, 128, pytest.approx(4 * (1 + 5 / 6) * 4 / 3))  # CAELs from layer 2, GradCache
-    assert work[DISTILL.name] == Work(32, 64, 1.0)  # two epochs of 16 batches
+    assert set(work) == {
+        WARMUP_A.metadata.name,
+        TWIN.metadata.name,
+        DISTILL.metadata.name,
+    }  # the probe's twins and the eval: not counted
+    assert work[WARMUP_A.metadata.name] == Work(32, 32, 2.0)  # one epoch of 1,000 rows, two views
+    assert work[TWIN.metadata.name] == Work(
+        25, 128, pytest.approx(4 * (1 + 5 / 6) * 4 / 3)
+    )  # CAELs from layer 2, GradCache
+    assert work[DISTILL.metadata.name] == Work(32, 64, 1.0)  # two epochs of 16 batches

@@ -40,10 +40,12 @@ def planned_work(stages: Sequence[Stage], config, rows: int, layers: int | None)
     work = {}
     for stage in stages:
         settings = stage.settings(config)
-        if settings is None or stage.trains_with != stage.table:  # not a training stage of its own settings
+        if settings is None or stage.trains_with != stage.metadata.table:  # not a training stage of its own settings
             continue
         training = settings.training
-        work[stage.name] = Work(training.total_steps(rows), training.batch_size, settings.sentence_passes(layers))
+        work[stage.metadata.name] = Work(
+            training.total_steps(rows), training.batch_size, settings.sentence_passes(layers)
+        )
     return work
 
 
@@ -82,12 +84,12 @@ class RunProgress:
         self._started = 0.0
 
     def _tag(self, stage: Stage) -> str:
-        return f"[{self.stages.index(stage) + 1}/{len(self.stages)}] {stage.name}"
+        return f"[{self.stages.index(stage) + 1}/{len(self.stages)}] {stage.metadata.name}"
 
     def started(self, stage: Stage, folder: Path) -> None:
         """``stage`` starts (writing ``folder``)."""
         self._stage, self._left_in_stage, self._started = stage, None, time.perf_counter()
-        planned = self.work.get(stage.name)
+        planned = self.work.get(stage.metadata.name)
         detail = f" ({planned.steps} steps of {planned.batch_size})" if planned else ""
         self.say(f"{self._tag(stage)} → {folder}{detail}{self._time_left(', the run has ')}")
 
@@ -96,7 +98,7 @@ class RunProgress:
         stage = self._stage
         if stage is None:
             return
-        planned = self.work.get(stage.name)
+        planned = self.work.get(stage.metadata.name)
         if planned is not None and planned.passes > 0:
             self.seconds_per_pass = estimate.seconds_per_step / (estimate.batch_size * planned.passes)
         self._left_in_stage = (estimate.seconds_left, time.perf_counter())
@@ -133,13 +135,15 @@ class RunProgress:
             return None
         current = self._stage
         later = self._later(current or self._ended)
-        left = sum(self.work[s.name].units * self.seconds_per_pass for s in later if s.name in self.work)
-        if current is not None and current.name in self.work:
+        left = sum(
+            self.work[s.metadata.name].units * self.seconds_per_pass for s in later if s.metadata.name in self.work
+        )
+        if current is not None and current.metadata.name in self.work:
             if self._left_in_stage is not None:
                 measured, when = self._left_in_stage
                 left += max(0.0, measured - (time.perf_counter() - when))
             else:
-                left += self.work[current.name].units * self.seconds_per_pass
+                left += self.work[current.metadata.name].units * self.seconds_per_pass
         return left
 
 
@@ -154,4 +158,4 @@ def dev_line(summary: dict[str, Any], scored_later: bool) -> str:
     final = summary.get("final_dev_spearman")
     if isinstance(final, (int, float)):
         return f"dev Spearman ×100 {100 * final:.2f}"
-    return f"dev score: {EVAL.name} stage" if scored_later else "no dev score in this run"
+    return f"dev score: {EVAL.metadata.name} stage" if scored_later else "no dev score in this run"

@@ -51,13 +51,14 @@ from jtcse.search.sinks import (
     parts_folder,
     rows_path_for,
 )
+from jtcse.text_inputs import is_table
 
 logger = logging.getLogger(__name__)
 
 META_FORMAT = "jtcse-embeddings"
 META_VERSION = 1
 # Settings that must agree for a run to continue a previous one.
-_RESUME_KEYS = ("model", "input", "input_size", "input_mtime_ns", "output_format", "dtype", "normalized")
+_RESUME_KEYS = ("model", "input", "input_size", "input_mtime_ns", "text_column", "output_format", "dtype", "normalized")
 
 __all__ = ["EncodeResult", "RayEngine", "encode_file", "meta_path_for", "rows_path_for", "result_dict"]
 
@@ -137,9 +138,11 @@ def encode_file(
     model_name: str | None = None,
     on_chunk: Callable[[int, int], None] | None = None,
     reuse: bool = False,
+    text_column: str | None = None,
 ) -> EncodeResult:
     """Encode every non-empty line of ``input_path`` into ``output_path`` (``.npy``, ``.parquet`` or a shards folder).
 
+    ``input_path`` may be a table or dataset (:mod:`jtcse.text_inputs`): row ``i`` is its row ``i``'s ``text_column``.
     ``model`` is a name/path or a loaded ``SentenceTransformer`` (then ``model_name`` is required).
     ``normalize`` makes every vector unit-length; ``fp16`` stores float16. An unfinished earlier run
     with the same settings is resumed; a finished output is only replaced with ``overwrite``.
@@ -173,11 +176,13 @@ def encode_file(
         from jtcse.search.ray_encode import check_request
 
         check_request(model, fmt, device, workers)
-    if not input_path.is_file():
+    if not is_table(input_path) and not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
+    if text_column is not None and not is_table(input_path):
+        raise JTCSEError(f"--text-column {text_column} names a column, but {input_path} is a text file.")
     out = encode_output(output, [input_path, model])
     identity = model_name_of(model, model_name)
-    wanted = _run_settings(identity, input_path, output, fp16=fp16, normalize=normalize)
+    wanted = _run_settings(identity, input_path, output, fp16=fp16, normalize=normalize, column=text_column)
 
     _check_output(out, reuse)
     with output_lock(output):
@@ -272,7 +277,7 @@ def _encode(
     from jtcse.search.pool import encode_pool
 
     output = out.path
-    spans, counted = plan_chunks(input_path, chunk_size)
+    spans, counted = plan_chunks(input_path, chunk_size, meta.get("text_column"))
     if meta["rows"] is None:
         meta.update(rows=counted.rows, empty_lines=counted.empty_lines)
     elif meta["rows"] != counted.rows:
@@ -389,15 +394,20 @@ def _check_dim(meta: dict, st_model: Any, identity: str, output: Path) -> None:
         )
 
 
-def _run_settings(identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool) -> dict:
-    """The settings a run must share with an unfinished one to continue it (``_RESUME_KEYS``)."""
-    input_path = Path(input_path)
-    stat = input_path.stat()
+def _run_settings(
+    identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool, column: str | None
+) -> dict:
+    """The settings a run must share with an unfinished one to continue it (``_RESUME_KEYS``); a table's text
+    column as chosen (:func:`jtcse.text_inputs.text_column`), its size and age over the files it is read from."""
+    from jtcse.text_inputs import input_name, input_stat, open_table, text_column
+
+    size, mtime = input_stat(input_path)
     return {
         "model": identity,
-        "input": str(input_path.resolve()),
-        "input_size": stat.st_size,
-        "input_mtime_ns": stat.st_mtime_ns,
+        "input": input_name(input_path),
+        "input_size": size,
+        "input_mtime_ns": mtime,
+        "text_column": text_column(open_table(input_path), column, input_path) if is_table(input_path) else None,
         "output_format": output_format(output),
         "dtype": "float16" if fp16 else "float32",
         "normalized": bool(normalize),

@@ -26,6 +26,7 @@ import numpy as np
 from jtcse.errors import JTCSEError
 from jtcse.search.lines import iter_chunks
 from jtcse.search.sinks import METADATA_KEY, SHARD_META_FILE, check_tiling, npy_layout, open_parquet, rows_path_for
+from jtcse.text_inputs import input_stat
 
 _TEXT_BLOCK = 8192
 
@@ -41,7 +42,8 @@ class Shard:
     model: str
     normalized: bool
     empty_lines: int = 0
-    source: Path | None = None  # npy: the text file it was encoded from
+    source: Path | None = None  # npy: the text file (or table) it was encoded from
+    column: str | None = None  # npy of a table: its text column
 
     def describe(self) -> str:
         norm = "normalised" if self.normalized else "not normalised"
@@ -76,17 +78,18 @@ def _npy_shard(path: Path) -> Shard:
     meta = _finished(_read_json(progress), path)
     shape = npy_layout(path)[1]
     source = Path(meta["input"])
-    if (
-        not source.is_file()
-        or source.stat().st_size != meta.get("input_size")
-        or source.stat().st_mtime_ns != meta.get("input_mtime_ns")
-    ):
+    try:
+        stale = input_stat(source) != (meta.get("input_size"), meta.get("input_mtime_ns"))
+    except (OSError, JTCSEError):  # gone
+        stale = True
+    if stale:
         raise JTCSEError(
             f"{path} holds no text and its input {source} is gone or changed since it was encoded; "
             "encode to .parquet or a shards folder (they keep the text), or encode the file again."
         )
+    empty = meta.get("empty_lines", 0)
     return Shard(
-        path, "npy", shape[0], shape[1], meta["model"], bool(meta["normalized"]), meta.get("empty_lines", 0), source
+        path, "npy", shape[0], shape[1], meta["model"], bool(meta["normalized"]), empty, source, meta.get("text_column")
     )
 
 
@@ -269,7 +272,7 @@ def iter_texts(shards: list[Shard]) -> Iterator[tuple[list[str], np.ndarray]]:
             continue
         table = np.load(rows_path_for(shard.path), mmap_mode="r")
         done = 0
-        for chunk in iter_chunks(shard.source, _TEXT_BLOCK):
+        for chunk in iter_chunks(shard.source, _TEXT_BLOCK, column=shard.column):
             lines = chunk.rows["line"]
             if not np.array_equal(lines, table["line"][done : done + len(lines)]):
                 raise JTCSEError(f"{shard.source} no longer matches {shard.path}; encode it again.")

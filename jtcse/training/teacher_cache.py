@@ -40,15 +40,22 @@ def sentences_digest(sentences: Sequence[str]) -> str:
 
 
 def file_fingerprint(path: str | Path | None) -> str | None:
-    """``sha256:<16 hex digits>`` of the bytes of the file ``path`` (``None`` for ``None``): how a run records a
+    """``sha256:<16 hex digits>`` of the bytes of the file ``path`` (a folder written by ``save_to_disk`` or an
+    ``hf:`` dataset: of its files, :func:`jtcse.text_inputs.table_files`; ``None`` for ``None``): how a run records a
     file it reads (a dev file, pairs, a selection file), so that one edited in place is another input and one
     moved or copied is the same."""
     if path is None:
         return None
+    from jtcse.text_inputs import table_files
+
     digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+    files = [Path(path)] if Path(path).is_file() else table_files(path)  # a saved dataset, hf:NAME: its files (#46)
+    for file in files:
+        if len(files) > 1:
+            digest.update(f"{file.relative_to(path) if Path(path).is_dir() else file.name}\0".encode())
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
     return f"sha256:{digest.hexdigest()[:16]}"
 
 

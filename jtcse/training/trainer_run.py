@@ -183,7 +183,7 @@ def run_trainer(run: TrainerRun) -> dict[str, Any]:
     (:func:`~jtcse.processes.run_on_main`); every rank returns the summary.
     """
     args = _training_args(run)
-    processes.run_on_main(lambda: open_output_dir(run.plan))
+    processes.run_on_main(lambda: _open(run))
     try:
         trainer, progress = _train(run, args)
     except BaseException:
@@ -191,6 +191,29 @@ def run_trainer(run: TrainerRun) -> dict[str, Any]:
             discard_failed_start(run.plan)
         raise
     return processes.run_on_main(lambda: _save_and_summarise(run, trainer, progress))
+
+
+TENSORBOARD_DIR = "runs"
+"""TensorBoard's event files, in the run's folder (``report_to`` tensorboard): ``runs/<time>_<host>/`` a run."""
+
+
+def _open(run: TrainerRun) -> None:
+    """Open the output directory (:func:`open_output_dir`), entering TensorBoard's folder in its record when the run
+    reports there."""
+    open_output_dir(run.plan)
+    if run.settings.report_to == "tensorboard":
+        run.plan.output.add(TENSORBOARD_DIR)
+
+
+def _log_into_run_folder(trainer, run: TrainerRun) -> None:
+    """TensorBoard writes into the run's folder (``runs/<time>_<host>``, the trainer's own naming), not into
+    ``checkpoints/`` (the trainer's ``output_dir``, deleted at the end)."""
+    from transformers.integrations import TensorBoardCallback
+    from transformers.integrations.integration_utils import default_logdir
+
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TensorBoardCallback) and callback.logging_dir is None:  # $TENSORBOARD_LOGGING_DIR wins
+            callback.logging_dir = str(Path(run.output_dir) / TENSORBOARD_DIR / Path(default_logdir()).name)
 
 
 def nan_guard(loss, learning_rate: float, output_dir: str | Path):
@@ -225,6 +248,7 @@ def _train(run: TrainerRun, args):
         evaluator=run.evaluator,
         callbacks=[guard, progress, *run.callbacks],
     )
+    _log_into_run_folder(trainer, run)
     try:
         if run.plan.at_end and run.resume_from is not None:
             _finish_from_checkpoint(trainer, run.resume_from, run.settings)
@@ -247,7 +271,7 @@ def _finish_from_checkpoint(trainer, checkpoint: str | Path, settings: TrainingS
 
     trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_FILE))
     best = trainer.state.best_model_checkpoint
-    use_best = settings.checkpoint == "best-dev" and best is not None and Path(best).is_dir()
+    use_best = settings.kept_by_dev and best is not None and Path(best).is_dir()
     trainer._load_from_checkpoint(best if use_best else str(checkpoint))  # sentence-transformers' own loader
 
 
