@@ -110,7 +110,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp:
         corpus, dev = _inputs(Path(tmp), args.corpus, args.lines, args.dev_file, args.dev_pairs)
         whole = make_plan(_config(corpus, dev, args, variants[0], "eval"), Path(tmp) / "plan")
-        for until in dict.fromkeys(stage.until for stage in whole.stages):  # stage by stage, every variant in turn
+        for until in dict.fromkeys(stage.metadata.until for stage in whole.stages):  # stage by stage, every variant in turn
             for variant in variants:
                 config = _config(corpus, dev, args, variant, until)
                 result = run_pipeline(Path(tmp) / variant, config, say=lambda line: None)

@@ -192,3 +192,29 @@ def test_a_teacher_encoded_in_bf16_is_cached_apart_from_fp32(tiny_bert, tmp_path
     assert (unit[0] * unit[1]).sum(axis=1).min() > 0.99
     assert json.loads(fast.cache_path.with_suffix(".json").read_text())["precision"] == "bf16"
     assert teacher_targets(tiny_bert, sentences, tmp_path, precision="bf16").cache_hit
+
+
+@pytest.mark.slow
+def test_bench_pipeline_smoke_runs_every_stage_under_each_precision(tiny_bert, shared_data, tmp_path):
+    """scripts/bench_pipeline.py with a tiny tower and a step a stage: every stage of the default pipeline is timed
+    under both precisions, with the ratios and the padded share (no timing is checked)."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers.cli import REPO, subprocess_env
+
+    out = tmp_path / "bench.json"
+    command = [sys.executable, str(REPO / "scripts" / "bench_pipeline.py"), "--tower", tiny_bert, "--lines", "48",
+               "--dev-pairs", "12", "--warmup-steps", "1", "--twin-steps", "1", "--distill-steps", "1",
+               "--corpus", str(shared_data / "wiki12k.txt"), "--dev-file", str(shared_data / "stsbenchmark" / "sts-dev.csv"),
+               "--variants", "fp32,bf16", "-o", str(out)]  # fmt: skip
+    result = subprocess.run(command, env=subprocess_env(), capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    stages = ["warmup_a", "warmup_b", "twin", "ensemble", "distill", "eval"]
+    assert list(report["seconds"]["fp32"]) == list(report["seconds"]["bf16"]) == stages
+    assert set(report["ratio_vs_fp32"]["bf16"]) == set(stages) and report["variants"]["bf16"] == "bf16"
+    for table in ("warmup", "twin", "distill"):
+        share = report["padded_token_share"][table]
+        assert 0 <= share["length_grouped"] < share["random"] < 1
