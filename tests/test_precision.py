@@ -197,7 +197,8 @@ def test_a_teacher_encoded_in_bf16_is_cached_apart_from_fp32(tiny_bert, tmp_path
 @pytest.mark.slow
 def test_bench_pipeline_smoke_runs_every_stage_under_each_precision(tiny_bert, shared_data, tmp_path):
     """scripts/bench_pipeline.py with a tiny tower and a step a stage: every stage of the default pipeline is timed
-    under both precisions, with the ratios and the padded share (no timing is checked)."""
+    under both precisions, with the ratios (wall and CPU seconds), the load and the padded share (no timing is
+    checked)."""
     import json
     import subprocess
     import sys
@@ -214,6 +215,8 @@ def test_bench_pipeline_smoke_runs_every_stage_under_each_precision(tiny_bert, s
     report = json.loads(out.read_text())
     stages = ["warmup_a", "warmup_b", "twin", "ensemble", "distill", "eval"]
     assert list(report["seconds"]["fp32"]) == list(report["seconds"]["bf16"]) == stages
+    assert list(report["cpu_seconds"]["bf16"]) == list(report["load"]["bf16"]) == stages
+    assert set(report["cpu_ratio_vs_fp32"]["bf16"]) == set(stages)
     assert set(report["ratio_vs_fp32"]["bf16"]) == set(stages) and report["variants"]["bf16"] == "bf16"
     for table in ("warmup", "twin", "distill"):
         share = report["padded_token_share"][table]
