@@ -1,6 +1,6 @@
 """Reading corpora: plain text (one sentence per line) with clear errors for bad files, or a table or dataset
-(:mod:`jtcse.text_inputs`) by one column (:func:`read_texts`); and the distinct sentences a trainer trains on
-(:func:`read_training_sentences`)."""
+(:mod:`jtcse.text_inputs`) by one column (:func:`read_texts`); the distinct sentences a trainer trains on
+(:func:`read_training_sentences`), and those joined into passages (:func:`passages`)."""
 
 from __future__ import annotations
 
@@ -132,3 +132,11 @@ def read_training_sentences(
         "sentences": len(sentences),
     }
     return sentences, counts
+
+
+def passages(sentences: Sequence[str], size: int) -> list[str]:
+    """``sentences`` joined ``size`` at a time in their order, a space apart, into passages (the last one may hold
+    fewer); ``size`` 1 leaves them as they are."""
+    if size < 1:
+        raise ValueError(f"a passage holds at least one sentence, not {size}.")
+    return [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]

@@ -80,12 +80,19 @@ DISTILL_OBJECTIVES = {
 
 
 def distilled_recipe(objective: str | None) -> str:
-    """The recipe of a student distilled with ``objective`` (one of :data:`DISTILL_OBJECTIVES`; ``None``: unknown)."""
-    if objective not in DISTILL_OBJECTIVES:
+    """The recipe of a student distilled with ``objective`` (one of :data:`DISTILL_OBJECTIVES` or a sum of them,
+    ``similarity+mse``; ``None``: unknown)."""
+    terms = str(objective).split("+")
+    if not all(term in DISTILL_OBJECTIVES for term in terms):
         return RECIPES["distilled"]
+    what = (
+        DISTILL_OBJECTIVES[objective]
+        if len(terms) == 1
+        else "the sum of " + "; and ".join(f"`{term}`: {DISTILL_OBJECTIVES[term]}" for term in terms)
+    )
     return (
         f"Embedding distillation: on unlabeled sentences the student learns to reproduce the teacher with the "
-        f"`{objective}` objective: {DISTILL_OBJECTIVES[objective]}. The teacher's embeddings are computed once and "
+        f"`{objective}` objective: {what}. The teacher's embeddings are computed once and "
         "cached. The student keeps its own architecture, pooling and width."
     )
 
