@@ -73,21 +73,17 @@ def chosen(scope: Scope, name: str):
         return None
 
 
-def _field(row: dict, dotted: str):
-    """A row's field at ``dotted`` (``stage_seconds.twin``); ``None`` where it has none."""
+def number(row: dict, dotted: str) -> float | None:
+    """A row's number at ``dotted`` (``stage_seconds.twin``; a table: the sum of its numbers); ``None`` without."""
     for key in dotted.split("."):
         row = row.get(key) if isinstance(row, dict) else None
-    return row
+    values = list(row.values()) if isinstance(row, dict) else [row]
+    return sum(values) if values and None not in values else None
 
 
-def _cost(row: dict) -> float | None:
-    """A pipeline row's seconds: each stage its model needs (``pipeline_seconds``), those it reused included."""
-    spent = list(row.get("pipeline_seconds", {}).values())
-    return sum(spent) if spent and None not in spent else None
-
-
-def _mean_cell(values: list, form: str = "{:.0f}") -> str:
-    return form.format(statistics.fmean(values)) if values and None not in values else "–"
+def _mean(rows: list[dict], field: str) -> float | None:
+    values = [number(row, field) for row in rows]
+    return statistics.fmean(values) if values and None not in values else None
 
 
 def _line(scope: Scope, spec: dict, line: dict, names: dict, has: dict) -> list[str] | None:
@@ -117,13 +113,10 @@ def _line(scope: Scope, spec: dict, line: dict, names: dict, has: dict) -> list[
         cells.append("–" if share is None else f"{share:.0%}")
     elif has["kept"]:
         cells.append("–")
-    cells += [_mean_cell([_field(r, field) for r in found]) for _, field in spec.get("columns", [])]
-    if spec.get("cost"):
-        cells.append(_mean_cell([_cost(r) for r in found]))
-        if has["beat"]:
-            own, theirs = ([_cost(r) for r in side] for side in zip(*pairs, strict=True)) if pairs else ([], [])
-            ratio = statistics.fmean(own) / statistics.fmean(theirs) if pairs and None not in own + theirs else None
-            cells.append("–" if ratio is None else f"{ratio:.2f}")
+    for _, field, *ratio in spec.get("columns", []):  # a field's mean, or its ratio to the row to beat's
+        mean = _mean([a for a, _ in pairs] if ratio else found, field)
+        base = _mean([b for _, b in pairs], field) if ratio else 1.0
+        cells.append("–" if mean is None or not base else f"{mean / base:.2f}" if ratio else f"{mean:.0f}")
     return cells
 
 
@@ -133,15 +126,13 @@ def scores_table(scope: Scope, spec: dict) -> str:
     ``label``), the mean over the selection splits; with ``beat`` (a row pattern, the table's or the line's own) the
     paired difference of that mean against it over the same seeds ± its standard error; with ``kept`` (``teacher``
     and ``start`` patterns) the share of the teacher's gain over the start on that mean that the row keeps
-    (:func:`jtcse.training.selection.share_kept`); ``columns`` (``[header, field]``) the mean of a field; with
-    ``cost`` the seconds of the stages its model needs and their ratio to the row to beat's. A line waiting on a
-    choice is left out."""
+    (:func:`jtcse.training.selection.share_kept`); ``columns`` (``[header, field]``) a field's mean (:func:`number`),
+    ``[header, field, "ratio"]`` its ratio to the row to beat's. A line waiting on a choice is left out."""
     study, splits = scope.study, list(spec.get("splits", scope.study.splits))
     has = {key: key in spec or any(key in line for line in spec["rows"]) for key in ("beat", "kept")}
     header = ["model", "seeds", *(study.splits[s].get("label", s) for s in splits), "selection mean"]
     header += ["Δ vs the row to beat ± SE"] * has["beat"] + ["share of the teacher's gain kept"] * has["kept"]
-    header += [name for name, _ in spec.get("columns", [])]
-    header += (["CPU s"] + ["CPU × the row to beat's"] * has["beat"]) * bool(spec.get("cost"))
+    header += [column[0] for column in spec.get("columns", [])]
     lines = []
     for line in spec["rows"]:
         for names in scope.combos(line.get("each", {}), {}):

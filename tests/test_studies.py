@@ -316,8 +316,8 @@ def test_the_runner_trains_scores_resumes_and_reports_a_tiny_study(tmp_path, sha
 
 TABLE = """selection = ["sts", "trec"]\nstart = "start"\n[settings]\nseeds = [1, 2]
 [splits]\nsts = { file = "sts.csv", label = "STS" }\ntrec = { file = "trec", label = "TREC" }
-[tables.t]\ntitle = "Students (seed {first})"\nbeat = "base_s{seed}"\ncost = true
-kept = { teacher = "teacher_s{seed}", start = "start" }\ncolumns = [["distill s", "stage_seconds.distill"]]
+[tables.t]\ntitle = "Students (seed {first})"\nbeat = "base_s{seed}"\nkept = { teacher = "teacher_s{seed}", start = "start" }
+columns = [["distill s", "stage_seconds.distill"], ["CPU s", "pipeline_seconds"], ["CPU ×", "pipeline_seconds", "ratio"]]
 rows = [{ label = "the start", row = "start" }, { label = "{option}", row = "{option}_s{seed}", each = { option = ["base", "new"] } },
     { label = "new, seed {s}", row = "new_s{s}", beat = "base_s{s}", each = { s = "{seeds}" } },
     { label = "waits", row = "{pick}_s{seed}" }]
@@ -352,7 +352,7 @@ def test_a_scores_table_reads_splits_of_any_kind_and_pairs_the_seeds_by_hand(tmp
     assert lines[0] == "### Students (seed 1)"
     assert lines[2] == (
         "| model | seeds | STS | TREC | selection mean | Δ vs the row to beat ± SE | share of the teacher's gain kept | "
-        "distill s | CPU s | CPU × the row to beat's |"
+        "distill s | CPU s | CPU × |"
     )
     assert lines[4] == "| the start | 1 | 80.00 | 50.00 | 65.00 | -3.50 ± 0.50 | 0% | – | – | – |"
     assert lines[5] == "| base | 2 | 81.50 ± 0.71 | 55.50 ± 0.71 | 68.50 ± 0.71 | +0.00 ± 0.00 | 47% | – | 150 | 1.00 |"
