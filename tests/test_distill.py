@@ -274,7 +274,7 @@ def test_wider_teacher_teaches_a_student_that_keeps_its_pooling_and_width(
 @pytest.mark.slow
 def test_passages_are_what_the_teacher_encodes_and_caches(tiny_roberta, tiny_bert, tmp_path):
     """passage_sentences = 3: the teacher encodes passages of three consecutive corpus lines, cached under another
-    key than the lines themselves; the run records it (a rerun with another value is another run)."""
+    key than the lines themselves; the run's data digest is the passages' (another value is another run)."""
     from sentence_transformers import SentenceTransformer
 
     from jtcse.corpus import passages
@@ -282,8 +282,8 @@ def test_passages_are_what_the_teacher_encodes_and_caches(tiny_roberta, tiny_ber
     lines = distill(tiny_roberta, tiny_bert, TRAIN[:30], tmp_path / "lines", batch_size=4, max_steps=1)
     joined = distill(tiny_roberta, tiny_bert, TRAIN[:30], tmp_path / "passages", batch_size=4, max_steps=1,
                      passage_sentences=3)  # fmt: skip
-    assert joined["config"]["passage_sentences"] == 3 and lines["config"]["passage_sentences"] == 1
-    assert joined["data"]["passages"] == 10 and joined["data"]["sentences"] == 30
+    assert joined["data"]["passages"] == 10 and joined["data"]["sentences"] == 30 and "passages" not in lines["data"]
+    assert joined["config"]["data"] != lines["config"]["data"]
     assert Path(joined["data"]["teacher_cache"]).name != Path(lines["data"]["teacher_cache"]).name
     cached = np.load(joined["data"]["teacher_cache"])
     expected = SentenceTransformer(tiny_roberta, device="cpu").encode(passages(TRAIN[:30], 3), convert_to_numpy=True)

@@ -338,8 +338,7 @@ class DistillSettings(Settings):
         "Join this many consecutive corpus lines into one text before the teacher encodes them: the student learns "
         "the teacher on passages (cut at max_seq_length tokens) instead of single lines.",
         ge=1,
-        extra=role(recorded=True, card=True),
-    )
+    )  # not recorded: the texts are (a run records their digest, so a run on other passages is another run)
     student_pooling: Pooling | None = setting(
         None,
         "Replace the student's pooling by cls or mean.",
