@@ -43,7 +43,8 @@ def read_split(data: Path, work: Path, name: str, spec: dict):
     from jtcse.training.selection import selection_input
 
     kind, path = parse_task_spec(spec["file"])
-    path = _first_lines(data / path, work / "splits" / name, spec["limit"]) if spec.get("limit") else data / path
+    path = (data / path).resolve()
+    path = _first_lines(path, work.resolve() / "splits" / name, spec["limit"]) if spec.get("limit") else path
     item = selection_input(f"{kind}:{path}" if kind else path)
     if item.pairs is None:
         if {"sample", "without", "pairs"} & {key for key, value in spec.items() if value}:

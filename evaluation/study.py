@@ -177,7 +177,8 @@ class Scope:
         return names
 
     def combos(self, each: dict, names: dict) -> list[dict]:
-        """Every combination of the ``each`` variables' values (a table's keys; repeats dropped), in order."""
+        """Every combination of the ``each`` variables' values (a table's keys, its values left unresolved: they
+        may name what only a row has; repeats dropped), in order."""
         values = []
         for items in each.values():
             whole = _WHOLE.fullmatch(items) if isinstance(items, str) else None
