@@ -56,7 +56,7 @@ def main(
             listed = [int(s) for s in seeds.split(",") if s], [r for r in rows.split(",") if r]
             runner = Runner(study, folder, data, threads, *listed)
             runner.run()
-            found = runner.rows
+            found = dict(sorted(runner.rows.items()))  # in name order, as --report-only reads them
         print(publish(Scope(study, found), out, writeup), end="")
         print(f"[{study.name}] {len(found)} rows: report in {out}" + (f" and {writeup}" if writeup else ""))
 

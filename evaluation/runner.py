@@ -18,7 +18,8 @@ from evaluation.study import Row, Scope, Study, Waiting
 
 def read_rows(work: Path) -> dict[str, dict]:
     """Every row file in ``<work>/results``, by row name (in name order)."""
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((work / "results").glob("*.json"))}
+    files = sorted((work / "results").glob("*.json"), key=lambda p: p.stem)
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in files}
 
 
 def training_record(folder: Path, run: Callable[[], dict]) -> dict:

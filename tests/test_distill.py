@@ -118,6 +118,18 @@ def test_teacher_is_encoded_once_and_only_for_new_sentences(tiny_roberta, tiny_b
     assert third["data"]["teacher_cache"] != first["data"]["teacher_cache"]
     cached = np.load(first["data"]["teacher_cache"])
     np.testing.assert_allclose(cached, teacher.encode(TRAIN[:32], convert_to_numpy=True), rtol=1e-5, atol=1e-6)
+    # passages of three consecutive lines: what the teacher encodes, cached under their own key; the run's data
+    # digest is theirs, so a run on other passages is another run
+    from jtcse.corpus import passages
+
+    joined = distill(teacher, tiny_bert, TRAIN[:32], out, batch_size=4, max_steps=1, overwrite=True,
+                     passage_sentences=3)  # fmt: skip
+    assert CountingTeacher.calls == 4 and not joined["data"]["teacher_cache_hit"] and "passages" not in first["data"]
+    assert joined["data"]["passages"] == 11 and joined["data"]["sentences"] == 32
+    assert joined["data"]["teacher_cache"] != first["data"]["teacher_cache"]
+    assert joined["config"]["data"] != first["config"]["data"]
+    expected = SentenceTransformer(tiny_roberta, device="cpu").encode(passages(TRAIN[:32], 3), convert_to_numpy=True)
+    np.testing.assert_allclose(np.load(joined["data"]["teacher_cache"]), expected, rtol=1e-5, atol=1e-6)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -200,13 +212,16 @@ def test_a_sum_of_objectives_is_the_sum_of_their_losses_computed_by_hand(tiny_be
             distillation_loss(model, bad, 32)
 
 
-def test_passages_join_consecutive_sentences():
+def test_passages_join_consecutive_sentences(tmp_path):
     from jtcse.corpus import passages
 
     assert passages(["a.", "b.", "c.", "d."], 3) == ["a. b. c.", "d."]
     assert passages(["a.", "b."], 1) == ["a.", "b."]
     with pytest.raises(ValueError, match="at least one sentence"):
         passages(["a."], 0)
+    with pytest.raises(JTCSEError, match="passage_sentences"):  # refused before anything is read
+        distill("no-teacher", "no-student", ["a.", "b."], tmp_path / "out", passage_sentences=0)
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.fixture(scope="module")
@@ -269,27 +284,6 @@ def test_wider_teacher_teaches_a_student_that_keeps_its_pooling_and_width(
         assert summary["model"]["changes"] == [
             "trained through a linear projection 32->80, not saved (the student keeps its width)"
         ]
-
-
-@pytest.mark.slow
-def test_passages_are_what_the_teacher_encodes_and_caches(tiny_roberta, tiny_bert, tmp_path):
-    """passage_sentences = 3: the teacher encodes passages of three consecutive corpus lines, cached under another
-    key than the lines themselves; the run's data digest is the passages' (another value is another run)."""
-    from sentence_transformers import SentenceTransformer
-
-    from jtcse.corpus import passages
-
-    lines = distill(tiny_roberta, tiny_bert, TRAIN[:30], tmp_path / "lines", batch_size=4, max_steps=1)
-    joined = distill(tiny_roberta, tiny_bert, TRAIN[:30], tmp_path / "passages", batch_size=4, max_steps=1,
-                     passage_sentences=3)  # fmt: skip
-    assert joined["data"]["passages"] == 10 and joined["data"]["sentences"] == 30 and "passages" not in lines["data"]
-    assert joined["config"]["data"] != lines["config"]["data"]
-    assert Path(joined["data"]["teacher_cache"]).name != Path(lines["data"]["teacher_cache"]).name
-    cached = np.load(joined["data"]["teacher_cache"])
-    expected = SentenceTransformer(tiny_roberta, device="cpu").encode(passages(TRAIN[:30], 3), convert_to_numpy=True)
-    np.testing.assert_allclose(cached, expected, rtol=1e-5, atol=1e-6)
-    with pytest.raises(JTCSEError, match="passage_sentences"):
-        distill(tiny_roberta, tiny_bert, TRAIN[:30], tmp_path / "bad", passage_sentences=0)
 
 
 @pytest.mark.slow
