@@ -212,48 +212,50 @@ def _eval(r: PipelineRun, folder: Path) -> dict:
 
 # ---------------------------------------------------------------------------------------------------- records
 def _warmup_fingerprints(r: PipelineRun) -> list:
-    from jtcse.training.teacher_cache import model_fingerprint
+    from jtcse.output_paths import WORKING_FOLDERS, fingerprint
 
-    return [model_fingerprint(r.folder(stage), missing_ok=True) for stage in (WARMUP_A, WARMUP_B)]
+    return [fingerprint(r.folder(stage), ignore=WORKING_FOLDERS, missing_ok=True) for stage in (WARMUP_A, WARMUP_B)]
 
 
 def _probe_record(r: PipelineRun) -> dict[str, Any]:
+    from jtcse.output_paths import fingerprint
     from jtcse.schema import to_mapping
-    from jtcse.training.teacher_cache import file_fingerprint
 
     c = r.config
     twin = {k: v for k, v in to_mapping(c.twin).items() if k not in ("enabled", "learning_rate")}
     return {  # the files read by their content: one edited in place is another input
-        "selection_files": [file_fingerprint(path) for path in c.selection_files],
+        "selection_files": [fingerprint(path) for path in c.selection_files],
         PROBE.table: to_mapping(c.probe),
         TWIN.table: twin,
         "towers": _warmup_fingerprints(r),
-        "corpus": file_fingerprint(c.corpus),
+        "corpus": fingerprint(c.corpus),
         "pooling": c.pooling,
         "seed": c.seed,
     }
 
 
 def _ensemble_record(r: PipelineRun) -> dict[str, Any]:
-    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint
+    from jtcse.output_paths import WORKING_FOLDERS, fingerprint
 
     c, plan = r.config, r.plan
     return {
-        "members": [model_fingerprint(m, missing_ok=True) for m in plan.members],
+        "members": [fingerprint(m, ignore=WORKING_FOLDERS, missing_ok=True) for m in plan.members],
         "twin_towers": c.ensemble.twin_towers,
         "weights": plan.weights,
         "combine": c.ensemble.combine,
-        "selection_files": [file_fingerprint(path) for path in c.selection_files] if plan.choose else [],
+        "selection_files": [fingerprint(path) for path in c.selection_files] if plan.choose else [],
     }
 
 
 def _eval_record(r: PipelineRun) -> dict[str, Any]:
     from jtcse.modeling.loading import describe_source
-    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint
+    from jtcse.output_paths import WORKING_FOLDERS, fingerprint
 
-    models = {stage.name: model_fingerprint(r.folder(stage)) for stage in r.plan.evaluated}
-    starting = [describe_source(m) for m in r.plan.starting.values()]
-    return {"dev_file": file_fingerprint(r.config.dev_file), "models": models, "starting": starting}
+    models = {stage.name: fingerprint(r.folder(stage), ignore=WORKING_FOLDERS) for stage in r.plan.evaluated}
+    starting = [
+        fingerprint(m, ignore=WORKING_FOLDERS, missing_ok=True) or describe_source(m) for m in r.plan.starting.values()
+    ]
+    return {"dev_file": fingerprint(r.config.dev_file), "models": models, "starting": starting}
 
 
 # ---------------------------------------------------------------------------------------------------- the stages

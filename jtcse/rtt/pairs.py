@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jtcse.corpus import utf8_lines
+from jtcse.corpus import PAIR_COLUMNS, header_row, utf8_lines
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_path
 
@@ -73,6 +73,8 @@ def read_pairs_counted(path: str | Path, *, allow_empty_side: bool = False) -> P
             blank += 1
             continue
         fields = line.split("\t")
+        if not pairs and header_row(fields, names=PAIR_COLUMNS):  # a header line (original<TAB>paraphrase)
+            continue
         if len(fields) != 2:
             raise JTCSEError(
                 f"{path}: line {line_no} is not 'original<TAB>paraphrase': it has {len(fields)} "

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from jtcse.errors import JTCSEError
+from jtcse.output_paths import fingerprint
 from jtcse.search.lines import iter_chunks
 from jtcse.search.sinks import METADATA_KEY, SHARD_META_FILE, check_tiling, npy_layout, open_parquet, rows_path_for
 
@@ -67,6 +68,15 @@ def _finished(meta: dict, path: Path) -> dict:
     return meta
 
 
+def _same_input(source: Path, meta: dict) -> bool:
+    """Whether ``source`` is the file the progress file ``meta`` encoded: by content (:func:`fingerprint`; a jtcse
+    before that recorded its size and time)."""
+    if "input_content" in meta:
+        return fingerprint(source) == meta["input_content"]
+    stat = source.stat()
+    return (stat.st_size, stat.st_mtime_ns) == (meta.get("input_size"), meta.get("input_mtime_ns"))
+
+
 def _npy_shard(path: Path) -> Shard:
     progress = _progress_file(path)
     if not progress.is_file() or not rows_path_for(path).is_file():
@@ -76,11 +86,7 @@ def _npy_shard(path: Path) -> Shard:
     meta = _finished(_read_json(progress), path)
     shape = npy_layout(path)[1]
     source = Path(meta["input"])
-    if (
-        not source.is_file()
-        or source.stat().st_size != meta.get("input_size")
-        or source.stat().st_mtime_ns != meta.get("input_mtime_ns")
-    ):
+    if not source.is_file() or not _same_input(source, meta):
         raise JTCSEError(
             f"{path} holds no text and its input {source} is gone or changed since it was encoded; "
             "encode to .parquet or a shards folder (they keep the text), or encode the file again."
