@@ -123,6 +123,8 @@ class FolderOutput:
     def _own(self) -> Record:
         """This command's record, or a new one (another's was refused by :meth:`check` already)."""
         record = self.record()
+        if record is None and (self.record_path.exists() or self.record_path.is_symlink()):
+            raise not_written(self.record_path, self.made_by, self.record_path)  # never written over
         if record is None:
             return Record(self.record_path, self.path, self.made_by)
         if record.written_by != self.made_by:

@@ -127,9 +127,18 @@ def changed_since(path: Path, made_by: str, listed_in: Path) -> JTCSEError:
 
 
 def missing_entries(folder: PathLike, record: str = RECORD) -> list[str]:
-    """The names the record of ``folder`` lists that are not there (a finished output missing one is not finished)."""
-    found = Record.read(Path(folder) / record, folder)
-    return [name for name in (found.files if found else {}) if not (Path(folder) / name).exists()]
+    """The names the record of ``folder`` lists that are not there (a finished output missing one is not finished),
+    each by the first part of its path that is gone (a deleted folder once: ``member_1``)."""
+    folder = Path(folder)
+    found, missing = Record.read(folder / record, folder), []
+    for name in found.files if found else {}:
+        if (folder / name).exists():
+            continue
+        parts = name.split("/")
+        gone = next("/".join(parts[:i]) for i in range(1, len(parts) + 1) if not folder.joinpath(*parts[:i]).exists())
+        if gone not in missing:
+            missing.append(gone)
+    return missing
 
 
 def temporary_of(path: Path) -> Path:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -314,7 +315,11 @@ def temporaries_and_locks(sweep) -> list[Row]:
         c = Case(sweep, "2", mine)
         if "link" in note:
             (c.dir / "ens.tmp").symlink_to("mydir")
-        rows.append(c.one_command(command, note=note if "link" in note else f"{note}: mine"))
+        row = c.one_command(command, note=note if "link" in note else f"{note}: mine")
+        added = sorted(set(os.listdir(c.dir / "mydir")) - {"notes.txt"}) if "link" in note else []
+        if added:  # written through the link into my folder
+            row.outcome, row.verdict = f"{len(added)} files written into my folder mydir; {row.outcome}", "bad"
+        rows.append(row)
     return rows
 
 

@@ -704,14 +704,20 @@ def test_case6_and_case9_the_pipelines_stages_compare_files_by_content_and_need_
     selection.write_text(original, encoding="utf-8")  # the same content again: done again
 
     shutil.rmtree(out / "ensemble" / "member_1")
-    with caplog.at_level(logging.WARNING), pytest.raises(JTCSEError) as refused:
-        run_pipeline(out, config, device="cpu")
+    with caplog.at_level(logging.WARNING):
+        again = run_pipeline(out, config, device="cpu")
     assert f"{out / 'ensemble'} is not a finished run: member_1, which its run wrote, is missing" in caplog.text
-    assert (out / "ensemble" / "member_1").is_dir()  # made again ...
-    message = str(refused.value)  # ... so the distillation's teacher is another model now: an input, not a setting
+    assert (out / "ensemble" / "member_1").is_dir()  # made again, the same bytes: the distillation's teacher (its
+    statuses = {row["stage"]: row["status"] for row in again["table"]}  # content) is the same model, so it is done
+    assert (statuses["ensemble"], statuses["distill"]) == ("ran", "skipped (done)"), statuses
+    assert json.loads((out / "ensemble" / "run_summary.json").read_text())["stage"] == "ensemble"
+    (out / "ensemble" / "member_2" / "config.json").write_text("{}")  # another teacher now: an input, not a setting
+    with pytest.raises(JTCSEError) as refused:
+        run_pipeline(out, config, device="cpu")
+    message = str(refused.value)
     assert message.startswith(f"{out / 'distilled'} already holds a finished run, from inputs that have changed since")
     assert "(teacher " in message and "other settings" not in message, message
-    assert json.loads((out / "ensemble" / "run_summary.json").read_text())["stage"] == "ensemble"
+    assert (out / "ensemble" / "member_2" / "config.json").read_text() == "{}"
 
 
 def test_a_pipeline_folder_from_before_records_is_read_as_its_own(tmp_path):

@@ -58,7 +58,8 @@ class PairsRead:
 
 
 def read_pairs_counted(path: str | Path, *, allow_empty_side: bool = False) -> PairsRead:
-    """Parse a pairs file: UTF-8, two tab-separated fields a line, blank lines skipped and counted.
+    """Parse a pairs file: UTF-8, two tab-separated fields a line, blank lines skipped and counted, a first line of
+    column names (``original<TAB>paraphrase``, ``anchor<TAB>positive``) skipped as a header.
 
     A line with an empty (or all-space) side is an error unless ``allow_empty_side``, in which case it
     is returned as is for the caller to count (``jtcse simcse`` drops such pairs and reports them).

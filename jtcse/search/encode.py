@@ -14,12 +14,15 @@ multi-process pool (``devices``/``processes``, :mod:`jtcse.search.pool`); or a R
 (``engine=RayEngine(...)``, :mod:`jtcse.search.ray_encode`), whose actors encode chunks in parallel and
 write them as parquet parts. The same driver (:func:`_encode`) plans, keeps and records for all three.
 
-``OUT.json`` (``OUT/_jtcse.json`` for a shards folder) records the model, the input's path/size/mtime,
-normalisation, dtype and how far encoding got. An interrupted run started again with the same settings keeps
-every finished chunk (``.npy``: those before its progress mark; parquet: every part that reads back whole)
-and encodes the rest; ``complete: true`` marks a finished output. A finished output is not encoded again,
-unless a part of it is missing or damaged (a deleted shard, a file cut short): the same command then encodes
-just the rows it lacks (an ``.npy`` or one ``.parquet`` file: all of it). While a run writes, it holds the
+``OUT.json`` (``OUT/_jtcse.json`` for a shards folder, :mod:`jtcse.search.progress`) records the model and the
+input, each by path and by content, normalisation, dtype and how far encoding got, and is the output's record
+(each file it wrote, with its size and digest once complete). An interrupted run started again with the same
+settings and inputs keeps every finished chunk (``.npy``: those before its progress mark; parquet: every part
+that reads back whole) and encodes the rest; one with another model or corpus (their content) is refused, never
+resumed; ``complete: true`` marks a finished output. A finished output is not encoded again, unless a part of it
+is missing (a deleted shard): the same command then encodes just the rows it lacks (an ``.npy`` or one
+``.parquet`` file: all of it); a file whose content is no longer what encode wrote is the user's, never replaced.
+``--overwrite`` writes the new output beside the old one and swaps it in when complete. While a run writes, it holds the
 lock ``OUT.lock`` (:func:`jtcse.locking.output_lock`): a second run into the same ``OUT`` is refused with the
 first one's PID instead of "resuming" its progress file.
 """

@@ -25,6 +25,7 @@ from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_write_json
 from jtcse.output_paths import WORKING_FOLDERS, FileOutput, FolderOutput, fingerprint, write_errors
 from jtcse.output_record import content, looks_like_a_record
+from jtcse.output_rules import FILE_TEMPORARY
 from jtcse.search.sinks import SHARD_META_FILE, SINKS, DamagedOutput, list_parts, output_format, rows_path_for
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,10 @@ def sealed(out: FileOutput | FolderOutput, meta: dict) -> dict:
     """``meta`` of a complete output: each file it wrote with its size and digest (``files``)."""
     if isinstance(out, FileOutput):
         return {**meta, **out.fields(sealed=True), "complete": True}
+    for path in out.path.iterdir():  # what a killed writer of a part left (Ray actors write several at once)
+        match = FILE_TEMPORARY.fullmatch(path.name)
+        if match and match["name"] in (meta.get("files") or {}) and path.is_file():
+            path.unlink()
     parts = {path.name: content(path) for _, path in sorted(list_parts(out.path).items())}
     return {**meta, "files": parts, "complete": True}
 

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -87,6 +88,15 @@ def read_json(path: Path, strict: bool = True) -> Any:
         return None
 
 
+_EXCEPTION = re.compile(r"^[\w.]*(Error|Exception|Interrupt)\b")
+"""The last line of a traceback: the exception's name, then its message."""
+
+
+def _not_code(line: str) -> bool:
+    """A line that is not a traceback's (its ``Error:`` may follow a progress bar on the same line)."""
+    return not line.startswith((" ", "Traceback")) and not _EXCEPTION.match(line)
+
+
 def _limit_file_size(limit: int):
     def apply() -> None:  # in the child, before exec: what `ulimit -f` does
         import resource
@@ -142,9 +152,10 @@ class Case:
         proc = subprocess.run(argv, cwd=self.dir, env={**self.sweep.env, **env}, capture_output=True, text=True,
                               timeout=900, preexec_fn=_limit_file_size(fsize) if fsize else None)  # fmt: skip
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        errors = [line for line in lines if line.startswith("Error")]
+        errors = [line[line.index("Error: ") :] for line in lines if "Error: " in line and _not_code(line)]
         if "Traceback (most recent call last)" in proc.stderr:
-            kind, said, message = "traceback", f"traceback ({lines[-1].split(':')[0]})", lines[-1]
+            last = next((line for line in reversed(lines) if _EXCEPTION.match(line)), lines[-1])
+            kind, said, message = "traceback", f"traceback ({last.split(':')[0]})", last
         elif proc.returncode == 2 and len(errors) == 1:
             kind, said, message = "one Error: line", "refused in one line", errors[0]
         else:

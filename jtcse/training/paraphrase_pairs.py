@@ -1,4 +1,5 @@
-"""Reading a paraphrase-pairs file: UTF-8 TSV ``original<TAB>paraphrase``, one pair a line, no header.
+"""Reading a paraphrase-pairs file: UTF-8 TSV ``original<TAB>paraphrase``, one pair a line (a first line of column
+names, ``original<TAB>paraphrase``, is a header and skipped: :func:`jtcse.corpus.header_row`).
 
 This is the format ``jtcse rtt`` writes (one file per pivot language); parsing and format errors belong to
 :mod:`jtcse.rtt.pairs`. What the warm-up adds: pairs whose paraphrase equals the original after
