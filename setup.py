@@ -46,6 +46,8 @@ setup(
         "openvino": OPENVINO,
         "openvino-tests": ["pytest>=8", *OPENVINO],  # scripts/test.sh --export: the export tests' own virtualenv
         "rtt": ["googletrans>=4.0.2", "httpx>=0.27", "sentencepiece"],
+        # --report-to tensorboard: the trainer's TensorBoard callback writes event files into the run's folder (runs/).
+        "tensorboard": ["tensorboard>=2.14"],
         # jtcse encode --engine ray: Ray Data (map_batches over an actor pool; ActorPoolStrategy(size=...)).
         "ray": [RAY],
         # dev: the test suite and the house checks of .ci/run (ruff pinned: its formatter's output is part of CI).
@@ -59,6 +61,7 @@ setup(
             "cryptography",
             "import-linter>=2.1",
             "ruff==0.17.6",
+            "tensorboard>=2.14",
             RAY,
         ],
     },

@@ -1,2 +1,2 @@
-"""The write-ups' results (``*.md``, one folder of results each) and the drivers that produce them
-(:mod:`evaluation.drivers`)."""
+"""The project's studies: each a TOML file in ``studies/``, made, scored and reported by one runner
+(``python -m evaluation.run``; ``evaluation/README.md``)."""

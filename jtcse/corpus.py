@@ -1,5 +1,6 @@
-"""Reading plain-text corpora (one sentence per line) with clear errors for bad files, and the distinct
-sentences a trainer trains on (:func:`read_training_sentences`)."""
+"""Reading corpora: plain text (one sentence per line) with clear errors for bad files, or a table or dataset
+(:mod:`jtcse.text_inputs`) by one column (:func:`read_texts`); and the distinct sentences a trainer trains on
+(:func:`read_training_sentences`)."""
 
 from __future__ import annotations
 
@@ -97,20 +98,56 @@ def read_corpus(path: str | Path) -> Corpus:
 EMBEDDED_CORPUS = "<embedded stdlib prose>"
 
 
+def read_table_sentences(source: str | Path, column: str | None = None, what: str = "corpus") -> Corpus:
+    """The texts of a table or dataset (:mod:`jtcse.text_inputs`: jsonl, csv/tsv, parquet, a saved dataset,
+    ``hf:NAME``) in ``column`` (default: :func:`~jtcse.text_inputs.text_column`), streamed; blank and missing
+    texts are skipped and counted (``skipped_lines``: their 1-based rows)."""
+    from jtcse.text_inputs import iter_table_texts
+
+    sentences: list[str] = []
+    skipped: list[int] = []
+    row = 0
+    for texts in iter_table_texts(source, column, what)[1]:
+        for text in texts:
+            row += 1
+            text = text.strip() if isinstance(text, str) else ""
+            if text:
+                sentences.append(text)
+            else:
+                skipped.append(row)
+    if not sentences:
+        raise JTCSEError(f"{what} {source} has no sentences (no row has a text).")
+    return Corpus(sentences=sentences, path=str(source), skipped_empty=len(skipped), skipped_lines=skipped)
+
+
+def read_texts(source: str | Path, column: str | None = None, what: str = "corpus") -> Corpus:
+    """A text input of any kind: a table or dataset (:func:`read_table_sentences`, its ``column``) or a text file
+    (:func:`read_corpus`; a column is then an error)."""
+    from jtcse.text_inputs import is_table
+
+    if is_table(source):
+        return read_table_sentences(source, column, what)
+    if column is not None:
+        raise JTCSEError(f"--text-column {column} names a column, but {source} is a text file (one sentence a line).")
+    return read_corpus(source)
+
+
 def read_training_sentences(
-    source: str | Path | Sequence[str] | None, what: str = "corpus"
+    source: str | Path | Sequence[str] | None, what: str = "corpus", text_column: str | None = None
 ) -> tuple[list[str], dict[str, Any]]:
     """Distinct sentences to train on, and their counts for the run summary's ``data``.
 
     ``source``: a one-sentence-a-line file (missing / empty / non-UTF-8 errors from
-    :func:`read_corpus`), a list of sentences (blank entries dropped), or ``None`` (the
-    standard library's prose, :func:`jtcse.defaults.default_corpus_sentences`). Repeats are kept once.
+    :func:`read_corpus`), a table or dataset (its ``text_column``: :func:`read_texts`), a list of sentences (blank
+    entries dropped), or ``None`` (the standard library's prose, :func:`jtcse.defaults.default_corpus_sentences`).
+    Repeats are kept once.
     """
     if source is None:
         raw, label, skipped = default_corpus_sentences(), EMBEDDED_CORPUS, 0
     elif isinstance(source, (str, Path)):
-        read = read_corpus(source)
-        raw, label, skipped = read.sentences, str(Path(read.path).resolve()), read.skipped_empty
+        read = read_texts(source, text_column, what)
+        label = read.path if str(source).startswith("hf:") else str(Path(read.path).resolve())
+        raw, skipped = read.sentences, read.skipped_empty
     else:
         raw = [s.strip() for s in source if s and s.strip()]
         label, skipped = f"<{len(raw)} sentences given in memory>", 0

@@ -432,7 +432,7 @@ def _update_card(output_dir: str | Path, new: list, section, markers: tuple[str,
     text (:func:`_place_section` with ``markers``). Read-only checkpoints raise (see :func:`check_writable`)."""
     from huggingface_hub import ModelCard
 
-    from jtcse.locking import atomic_write_text
+    from jtcse.output_paths import write_text_in_place
 
     output_dir = check_writable(output_dir, card=True)
     path = output_dir / CARD_NAME
@@ -443,25 +443,7 @@ def _update_card(output_dir: str | Path, new: list, section, markers: tuple[str,
     if not card.data.model_name:
         card.data.model_name = output_dir.name
     text = _place_section(card.text, section(card.data.eval_results), *markers)
-    return _kept_sealed(output_dir, lambda: atomic_write_text(path, f"---\n{card.data.to_yaml()}\n---\n{text}"))
-
-
-def _kept_sealed(folder: Path, write) -> Path:
-    """``write()`` the card of ``folder`` in place; when jtcse wrote that card (its output's record holds its size and
-    digest, and they match), the record takes the new ones, so the updated card stays jtcse's (one you edited stays
-    yours)."""
-    from jtcse.output_record import RECORD, Record
-
-    try:
-        record = Record.read(folder / RECORD, folder)
-    except JTCSEError:  # a record that cannot be trusted is the check's to refuse, not the card's
-        record = None
-    ours = record is not None and record.files.get(CARD_NAME) is not None and record.whose(CARD_NAME) == "jtcse"
-    path = write()
-    if ours:
-        record.seal(CARD_NAME)
-        record.save()
-    return path
+    return write_text_in_place(output_dir, CARD_NAME, f"---\n{card.data.to_yaml()}\n---\n{text}")
 
 
 def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str = "") -> Path:

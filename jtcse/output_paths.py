@@ -60,6 +60,7 @@ from jtcse.output_rules import (
     resolved,
     temporary_of,
     write_errors,
+    write_text_in_place,
 )
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "is_fingerprint",
     "missing_entries",
     "resolved",
+    "write_text_in_place",
     "write_errors",
 ]
 logger = logging.getLogger(__name__)

@@ -92,24 +92,34 @@ def fingerprint(source, *, ignore: Iterable[str] = (), missing_ok: bool = False,
     * a folder → ``sha256:`` over every file in it (its name inside the folder, and its digest), links followed;
       hidden names, records and the top-level names in ``ignore`` are not counted (a trained model's
       ``checkpoints/``: what loading it does not read);
+    * ``hf:NAME[:CONFIG][:SPLIT]`` (a Hub dataset, :mod:`jtcse.text_inputs`) → ``sha256:`` over the Arrow files of
+      its copy in the cache (their names and digests);
     * a path that is not there → an error naming it (``what`` it is), or with ``missing_ok`` (a Hub name) the name;
     * a loaded model (anything with a ``state_dict``) → ``weights:`` over its tensors' names and bytes.
     """
     if source is None:
         return None
+    if isinstance(source, (str, os.PathLike)) and str(source).startswith("hf:"):
+        from jtcse.text_inputs import table_files
+
+        return _digest_of((file.name, file) for file in table_files(str(source)))
     if isinstance(source, (str, os.PathLike)):
         path = Path(source).expanduser()
         if path.is_file():
             return f"sha256:{file_digest(path)[:16]}"
         if path.is_dir():
-            digest = hashlib.sha256()
-            for name, file in _files_in(path, ignore):
-                digest.update(f"{name}\0{file_digest(file)}\n".encode())
-            return f"sha256:{digest.hexdigest()[:16]}"
+            return _digest_of(_files_in(path, ignore))
         if missing_ok:
             return str(source)
         raise JTCSEError(f"{what} not found: {source}")
     return _weights_fingerprint(source)
+
+
+def _digest_of(files: Iterable[tuple[str, Path]]) -> str:
+    digest = hashlib.sha256()
+    for name, file in files:
+        digest.update(f"{name}\0{file_digest(file)}\n".encode())
+    return f"sha256:{digest.hexdigest()[:16]}"
 
 
 def _weights_fingerprint(model) -> str:

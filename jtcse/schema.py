@@ -1,17 +1,19 @@
-"""Declared settings on pydantic, and what pydantic lacks for recipe files and command lines.
+"""Declared settings on pydantic, and the bridge to recipe files and command lines.
 
 A settings class is a :class:`Settings`, a frozen, strict pydantic model. Each field is declared once: its type
 (choices as a ``Literal``, lists as an :data:`Array`, what no constraint says as a validator: :func:`checked`) and,
-with :func:`setting`, its default, help (the description), constraints (``ge=2``) and how it reads on a command
-line; a check across fields is a ``model_validator`` raising a :class:`~jtcse.errors.JTCSEError`. A nested class
-whose keys read as the owner's is a :func:`group`, one that is a table of its own a :func:`section`. Here:
+with :func:`setting`, its default, help (the description), constraints (``ge=2``) and what a command line and a
+recipe need beyond pydantic, kept in the field's ``json_schema_extra`` as HfArgumentParser keeps it in a dataclass
+field's ``metadata`` (the option's name, its old spellings, what unset means ...); a check across fields is a
+``model_validator`` raising a :class:`~jtcse.errors.JTCSEError`. A nested class whose keys read as the owner's is
+a :func:`group`, one that is a table of its own a :func:`section`. Here:
 
 * :func:`keys` / :func:`sections`: what a recipe or a command line may set, flattened over groups;
 * :func:`build`: an instance from layers of plain values (defaults, a recipe, the options typed), each mistake one
   line naming where it came from (a recipe's file and table, or the option) and the valid keys;
 * :meth:`Settings.replace`: the one way to change settings, checked like new ones;
-* pydantic's errors as one line in the project's words (``--twin-batch-size must be at least 2, not 1.``), for a
-  single value of a declared type too (:func:`check`).
+* pydantic's own message about a value, on one line after the key or option it is about
+  (``--twin-batch-size: Input should be greater than or equal to 2``), for a single value too (:func:`check`).
 
 A class may name, in a ``NOT_KEYS`` class attribute, words a user might take for keys, each with what to do
 instead. Settings as a commented TOML file: :func:`jtcse.toml_file.settings_toml`.
@@ -29,6 +31,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 
 from jtcse.errors import JTCSEError, SettingError
 
@@ -47,45 +50,21 @@ def checked(problem: Callable[[Any], str | None]) -> AfterValidator:
     def validate(value: Any) -> Any:
         found = problem(value)
         if found:
-            raise ValueError(found)
+            raise PydanticCustomError("jtcse_check", found)  # pydantic's message is the text itself
         return value
 
     return AfterValidator(validate)
 
 
 # ---------------------------------------------------------------------------------------------------- fields
-@dataclass(frozen=True, eq=False)
-class Declared:
-    """What a field is beyond its type and default (its ``json_schema_extra``): a ``setting``, a ``group`` or a
-    ``section``, and how it reads on a command line and in a recipe (:func:`setting`, :func:`section`)."""
-
-    role: str
-    help: str | Callable[[], str] = ""
-    unset: str | None = None
-    flag: str | None = None
-    repeat: bool = False
-    metavar: str | None = None
-    switch: bool = False
-    short: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    exclude: tuple[str, ...] = ()
-    base: str | None = None
-
-    def __call__(self, schema: dict[str, Any]) -> None:
-        """Pydantic's JSON schema of the field (``model_json_schema``): a help built on first use, what unset means."""
-        if callable(self.help):
-            schema["description"] = self.help()
-        if self.unset:
-            schema["unset"] = self.unset
-
-
 def setting(
     default: Any,
-    help: str | Callable[[], str],
+    help: str,
     *,
     unset: str | None = None,
     key: str | None = None,
     flag: str | None = None,
+    aliases: Sequence[str] = (),
     repeat: bool = False,
     metavar: str | None = None,
     switch: bool = False,
@@ -93,21 +72,24 @@ def setting(
     extra: Mapping[str, Any] | None = None,
     **constraints: Any,
 ) -> Any:
-    """A declared value: pydantic's ``Field`` with ``help`` as its description (or a function that builds it on first
-    use) and ``constraints`` (``ge=2``, ``min_length=1``). ``unset``: what ``None`` means (shown as the default);
-    ``key``: its name in recipes and on the command line when the attribute cannot have it (``with``: the field's
-    alias); ``flag``: its option's name when that differs from the key (``--regularizer`` for ``regularizers``);
-    ``repeat``: a list given by repeating the option (else comma-separated); ``switch``: a table's on/off (``[twin]
-    enabled`` is ``--twin/--no-twin``); ``short``: a one-letter option name too (``-r``), where the option has no
-    table prefix; ``extra``: what the owner of the settings says about the value (:attr:`Key.extra`)."""
-    declared = Declared("setting", help, unset, flag, repeat, metavar, switch, short, dict(extra or {}))
-    description = help if isinstance(help, str) else None
-    return Field(default, alias=key, description=description, json_schema_extra=declared, **constraints)
+    """A declared value: pydantic's ``Field`` with ``help`` as its description and ``constraints`` (``ge=2``,
+    ``min_length=1``). ``unset``: what ``None`` means (shown as the default); ``key``: its name in recipes and on the
+    command line when the attribute cannot have it (``with``: the field's alias); ``flag``: its option's name when
+    that differs from the key (``--regularizer`` for ``regularizers``); ``aliases``: the option's old spellings,
+    still accepted with a warning: an old key (``"steps"``: ``--steps``, ``--twin-steps`` in a table) or a whole
+    option (``"--student"``); ``repeat``: a list given by repeating the option (else comma-separated); ``switch``: a
+    table's on/off (``[twin] enabled`` is ``--twin/--no-twin``); ``short``: a one-letter option name too (``-r``),
+    where the option has no table prefix; ``extra``: what the owner of the settings says about the value (a
+    trainer's roles). All but the help and constraints are the field's ``json_schema_extra`` (:attr:`Key.extra`)."""
+    declared = dict(unset=unset, flag=flag, aliases=list(aliases), repeat=repeat, metavar=metavar, switch=switch)
+    declared.update(short=short, **(extra or {}))
+    extra_schema = {name: value for name, value in declared.items() if value}
+    return Field(default, alias=key, description=help, json_schema_extra=extra_schema, **constraints)
 
 
 def group(default: Any) -> Any:
     """A nested settings instance whose keys read as the owner's own (a stage's :class:`TrainingSettings`)."""
-    return Field(default, json_schema_extra=Declared("group"))
+    return Field(default)
 
 
 def section(default: Any, help: str, *, exclude: Sequence[str] = (), base: str | None = None) -> Any:
@@ -115,13 +97,28 @@ def section(default: Any, help: str, *, exclude: Sequence[str] = (), base: str |
     (the owner sets them, e.g. a pipeline's seed). With ``base`` (an earlier table of the same class) the table holds
     only what differs from that one: every key it does not set is the base table's (``[warmup_b]``: warm-up II's
     settings, those of ``[warmup]`` but for what it says)."""
-    declared = Declared("section", help, exclude=tuple(exclude), base=base)
-    return Field(default, description=help, json_schema_extra=declared)
+    table = {"table": True, "exclude": list(exclude), **({"base": base} if base else {})}
+    return Field(default, description=help, json_schema_extra=table)
 
 
-def _declared(info: FieldInfo) -> Declared | None:
+@dataclass(frozen=True)
+class Table:
+    """A :func:`section` of a settings class: its settings ``cls``, its ``help``, the keys not set there
+    (``exclude``) and the table whose values it holds the differences from (``base``)."""
+
+    cls: type
+    help: str
+    exclude: tuple[str, ...]
+    base: str | None
+
+
+def _extra(info: FieldInfo) -> dict[str, Any]:
     extra = info.json_schema_extra
-    return extra if isinstance(extra, Declared) else None
+    return extra if isinstance(extra, dict) else {}
+
+
+def _is_group(info: FieldInfo) -> bool:
+    return isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) and not _extra(info)
 
 
 def _bare(annotation: Any) -> Any:
@@ -150,8 +147,8 @@ def _full_type(info: FieldInfo) -> Any:
 
 class Settings(BaseModel):
     """Declared settings: frozen (hashable, equal when their values are), strict, no keys but the declared ones. A
-    value that fails its check is one :class:`~jtcse.errors.JTCSEError` line naming the key; a check across keys
-    raises its own (a :class:`~jtcse.errors.SettingError`)."""
+    value that fails its check is one :class:`~jtcse.errors.SettingError` line, pydantic's message after the key; a
+    check across keys raises its own."""
 
     model_config = ConfigDict(frozen=True, strict=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
 
@@ -159,7 +156,7 @@ class Settings(BaseModel):
         try:
             super().__init__(**values)
         except ValidationError as err:
-            raise _one_line(type(self), err) from None
+            raise _one_line(err) from None
 
     def replace(self, **values: Any) -> Settings:
         """These settings with ``values`` changed, checked as new settings are: by key (a group's keys read as this
@@ -183,14 +180,8 @@ class Key:
     path: tuple[str, ...]
     info: FieldInfo = field(compare=False, repr=False)
 
-    declared = property(lambda self: _declared(self.info) or Declared("setting"))
-    extra = property(lambda self: self.declared.extra, doc="What the owner declared beyond the value (``extra=``).")
-
-    @property
-    def help(self) -> str:
-        """The help text (declared as text, or as a function that builds it on first use)."""
-        text = self.declared.help
-        return text() if callable(text) else text
+    extra = property(lambda self: _extra(self.info), doc="What :func:`setting` declared beyond the value.")
+    help = property(lambda self: self.info.description or "", doc="The help text: the field's description.")
 
     @functools.cached_property
     def shape(self) -> tuple[type, bool, tuple[Any, ...]]:
@@ -203,11 +194,8 @@ class Key:
 
     def check(self, value: Any, label: str) -> Any:
         """``value`` as stored (lists as tuples, whole numbers of a float key as floats), or a ``JTCSEError``
-        ``"{label} {problem}, not {value!r}."``."""
-        try:
-            return _adapter(_full_type(self.info)).validate_python(value)
-        except ValidationError as err:
-            raise JTCSEError(_message(err.errors()[0], label, self.info.annotation, self.info.metadata)) from None
+        naming it ``label`` (:func:`check`)."""
+        return check(value, _full_type(self.info), label)
 
 
 def keys(cls: type, exclude: Sequence[str] = ()) -> dict[str, Key]:
@@ -220,25 +208,24 @@ def keys(cls: type, exclude: Sequence[str] = ()) -> dict[str, Key]:
 def _keys(cls: type, exclude: tuple[str, ...]) -> dict[str, Key]:
     out: dict[str, Key] = {}
     for name, info in cls.model_fields.items():
-        role = (_declared(info) or Declared("setting")).role
-        if role == "group":
+        if _is_group(info):
             found = [Key(k, (name, *key.path), key.info) for k, key in keys(info.annotation).items()]
         else:
-            found = [Key(info.alias or name, (name,), info)] if role == "setting" else []
+            found = [] if _extra(info).get("table") else [Key(info.alias or name, (name,), info)]
         for key in found:
             if key.name in out:
                 raise TypeError(f"{cls.__name__}: two settings are called {key.name!r}")
             out[key.name] = key
-    ordered = sorted(out.items(), key=lambda item: not item[1].declared.switch)
+    ordered = sorted(out.items(), key=lambda item: not item[1].extra.get("switch"))
     return {name: key for name, key in ordered if name not in exclude}
 
 
-def sections(cls: type) -> dict[str, tuple[type, Declared]]:
-    """``{name: (settings class, its declaration: help, exclude, base)}`` of the tables of ``cls``."""
+def sections(cls: type) -> dict[str, Table]:
+    """``{name: its Table}`` of the tables of ``cls``, in declaration order."""
     return {
-        name: (info.annotation, declared)
+        name: Table(info.annotation, info.description or "", tuple(extra["exclude"]), extra.get("base"))
         for name, info in cls.model_fields.items()
-        if (declared := _declared(info)) is not None and declared.role == "section"
+        if (extra := _extra(info)).get("table")
     }
 
 
@@ -255,9 +242,7 @@ def replace_keys(
     replaces it whole), checked as new settings are. An unknown key is a ``TypeError`` naming ``caller`` (as Python
     names an unexpected keyword argument), or a ``JTCSEError`` naming the valid keys when no caller is given."""
     known = keys(type(instance), exclude)
-    groups = {
-        n: (n,) for n, info in type(instance).model_fields.items() if (d := _declared(info)) and d.role == "group"
-    }
+    groups = {name: (name,) for name, info in type(instance).model_fields.items() if _is_group(info)}
     paths = {**groups, **{n: k.path for n, k in known.items()}}
     unknown = sorted(set(values) - set(paths))
     if unknown:
@@ -291,76 +276,32 @@ def to_mapping(instance: Any) -> dict[str, Any]:
 
 def table_values(instance: Any, name: str) -> dict[str, Any]:
     """``{key: value}`` of the table ``name`` of ``instance`` (a table with a base: what differs from the base)."""
-    section_cls, declared = sections(type(instance))[name]
+    table = sections(type(instance))[name]
     inner = getattr(instance, name)
-    base = getattr(instance, declared.base) if declared.base else None
-    values = {k: get(inner, key) for k, key in keys(section_cls, declared.exclude).items()}
-    return values if base is None else {k: v for k, v in values.items() if get(base, keys(section_cls)[k]) != v}
+    base = getattr(instance, table.base) if table.base else None
+    values = {k: get(inner, key) for k, key in keys(table.cls, table.exclude).items()}
+    return values if base is None else {k: v for k, v in values.items() if get(base, keys(table.cls)[k]) != v}
 
 
 # ---------------------------------------------------------------------------------------------------- messages
-_WORDS = {
-    "int": "must be a whole number",
-    "float": "must be a number",
-    "bool": "must be true or false",
-    "string": "must be a string",
-    "too": "must not be empty",
-    "finite": "must be a finite number",
-}
-_BOUND_WORDS = {"ge": "at least", "gt": "more than", "le": "at most", "lt": "less than"}
+def _message(error: Mapping[str, Any], label: str) -> str:
+    """One pydantic ``error`` about ``label`` as one line, its words pydantic's: ``--twin-batch-size: Input should be
+    greater than or equal to 2``; an item of a list is named by its index (``--ensemble-weights[1]: ...``)."""
+    items = "".join(f"[{part}]" for part in error["loc"] if isinstance(part, int))
+    return f"{label}{items}: {error['msg']}"
 
 
-def _bounds(bounds: Mapping[str, float]) -> str:
-    """``must be at least 2``, ``must be a positive number``, ``must be in [0, 1)`` ... of a value's bounds."""
-    low = next(((k, bounds[k]) for k in ("ge", "gt") if k in bounds), None)
-    high = next(((k, bounds[k]) for k in ("le", "lt") if k in bounds), None)
-    if low and high:
-        return f"must be in {'[' if low[0] == 'ge' else '('}{low[1]:g}, {high[1]:g}{']' if high[0] == 'le' else ')'}"
-    kind, value = low or high  # type: ignore[misc]
-    return "must be a positive number" if (kind, value) == ("gt", 0) else f"must be {_BOUND_WORDS[kind]} {value:g}"
-
-
-def _message(error: Mapping[str, Any], label: str, annotation: Any, metadata: Sequence[Any] = ()) -> str:
-    """One pydantic ``error`` about a value of ``annotation`` (constrained by ``metadata``) as one line in the
-    project's words: ``"{label} must be at least 2, not 1."``; a list whose item is wrong names the item
-    (``"weights has -1, which must be a positive number."``)."""
-    kind, ctx, value = error["type"], error.get("ctx") or {}, error["input"]
-    item = any(isinstance(part, int) for part in error["loc"])
-    own = {k: getattr(m, k) for m in metadata for k in _BOUND_WORDS if getattr(m, k, None) is not None}
-    if kind == "value_error":
-        problem = str(ctx.get("error", error["msg"]))
-    elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        problem = _bounds(own if own and not item else ctx)
-    elif kind == "literal_error":
-        problem = "must be one of " + ctx["expected"].replace("'", "").replace(" or ", ", ")
-    elif value is None and not item:
-        problem = "must be set"
-    elif kind in ("tuple_type", "list_type"):
-        items = {int: "whole numbers", float: "numbers", bool: "booleans"}.get(_shape(annotation)[0], "strings")
-        problem = f"must be an array of {items}"
-    else:
-        problem = _WORDS.get(kind.split("_")[0], f"is not valid ({error['msg']})")
-    return f"{label} has {value!r}, which {problem}." if item else f"{label} {problem}, not {value!r}."
-
-
-def _one_line(cls: type, err: ValidationError) -> JTCSEError:
-    """The first of ``err``'s errors, raised constructing ``cls``: a check across keys (a ``model_validator``'s) as
-    it raised it, a value named by its key."""
+def _one_line(err: ValidationError) -> JTCSEError:
+    """The first of ``err``'s errors: a check across keys (a ``model_validator``'s) as it raised it, a value's as a
+    :class:`~jtcse.errors.SettingError` about its key (so that each caller names the key its own way)."""
     error = err.errors()[0]
     raised = (error.get("ctx") or {}).get("error")
     if isinstance(raised, JTCSEError):
         return raised
-    owner, info = cls, None
-    for part in (p for p in error["loc"] if isinstance(p, str)):
-        name = next((n for n, i in owner.model_fields.items() if part in (n, i.alias)), None)
-        if name is None:
-            known = keys(owner)
-            return JTCSEError(f"unknown setting {part!r}{_close(part, known)}; valid: {', '.join(known)}.")
-        info, label = owner.model_fields[name], part
-        owner = _bare(info.annotation)
-    if info is None:
-        return JTCSEError(str(raised or error["msg"]))
-    return JTCSEError(_message(error, label, info.annotation, info.metadata))
+    names = [part for part in error["loc"] if isinstance(part, str)]
+    if not names:
+        return JTCSEError(error["msg"])
+    return SettingError("{" + names[-1] + "}" + _message(error, "").replace("{", "{{").replace("}", "}}"), names[-1:])
 
 
 @functools.cache
@@ -370,11 +311,11 @@ def _adapter(annotation: Any) -> TypeAdapter:
 
 def check(value: Any, annotation: Any, label: str) -> Any:
     """``value`` as a value of the declared type ``annotation`` (``Pooling | None``, ``Objective`` ...), or a
-    ``JTCSEError`` in the settings' words (``pooling must be one of cls, mean, not 'max'.``)."""
+    ``JTCSEError``: pydantic's message after ``label`` (``--pooling: Input should be 'cls' or 'mean'``)."""
     try:
         return _adapter(annotation).validate_python(value)
     except ValidationError as err:
-        raise JTCSEError(_message(err.errors()[0], label, annotation)) from None
+        raise JTCSEError(_message(err.errors()[0], label)) from None
 
 
 # ---------------------------------------------------------------------------------------------------- building
@@ -400,7 +341,7 @@ def build(cls: type, layers: Sequence[Layer], base: Any = None) -> Any:
     value that fails its check are one ``JTCSEError`` line naming the layer, the table and the valid keys."""
     top, tables = keys(cls), sections(cls)
     changes: dict[tuple[str, ...], Any] = {}
-    nested: dict[str, list[Layer]] = {name: [] for name in tables}
+    nested: dict[str, list[tuple[Layer, dict[str, Any]]]] = {name: [] for name in tables}
     for layer in layers:
         inner: dict[str, dict[str, Any]] = {}
         for name, value in layer.values.items():
@@ -415,18 +356,18 @@ def build(cls: type, layers: Sequence[Layer], base: Any = None) -> Any:
             else:
                 raise _unknown(cls, layer, "", name, value)
         for name, values in inner.items():
-            allowed = keys(tables[name][0], tables[name][1].exclude)
+            allowed = keys(tables[name].cls, tables[name].exclude)
             for key in values:
                 if key not in allowed:
                     raise _unknown(cls, layer, name, key, values[key])
-            nested[name].append(Layer(values, layer.where, _in_section(layer, name)))
+            nested[name].append((layer, values))
     instance = base if base is not None else cls()
     built: dict[str, Any] = {}
-    for name, section_layers in nested.items():  # in declaration order: a table's base is built before it
-        declared = tables[name][1]
-        start = built[declared.base] if declared.base else getattr(instance, name)
-        built[name] = _build_section(start, section_layers, declared.exclude, name) if section_layers else start
-        if section_layers or declared.base:
+    for name, given in nested.items():  # in declaration order: a table's base is built before it
+        table = tables[name]
+        start = built[table.base] if table.base else getattr(instance, name)
+        built[name] = _build_section(start, given, table.exclude, name) if given else start
+        if given or table.base:
             changes[(name,)] = built[name]
     try:
         return _replace(instance, changes)
@@ -436,16 +377,14 @@ def build(cls: type, layers: Sequence[Layer], base: Any = None) -> Any:
         raise JTCSEError(_where(layers, "", err)) from None
 
 
-def _in_section(layer: Layer, section: str) -> Callable[[str, str], str]:
-    return lambda _, key: layer.name(section, key)
-
-
-def _build_section(instance: Any, layers: Sequence[Layer], exclude: Sequence[str], name: str) -> Any:
+def _build_section(instance: Any, given: list[tuple[Layer, dict[str, Any]]], exclude: Sequence[str], name: str) -> Any:
+    """The table ``name`` (``instance``) with the values each layer gives it (``given``) on top."""
     known = keys(type(instance), exclude)
     changes = {}
-    for layer in layers:
-        for key, value in layer.values.items():
+    for layer, values in given:
+        for key, value in values.items():
             changes[known[key].path] = known[key].check(value, layer.name(name, key))
+    layers = [layer for layer, _ in given]
     try:
         return _replace(instance, changes)
     except SettingError as err:  # a check across keys: the keys are this table's
@@ -471,8 +410,8 @@ def _unknown(cls: type, layer: Layer, section: str, key: str, value: Any) -> JTC
     """The error for ``key`` where ``cls`` (in table ``section``, ``""``: the top) has no such key."""
     tables = sections(cls)
     top = keys(cls)
-    here = keys(tables[section][0], tables[section][1].exclude) if section else top
-    others = [s for s, (c, d) in tables.items() if s != section and key in keys(c, d.exclude)]
+    here = keys(tables[section].cls, tables[section].exclude) if section else top
+    others = [s for s, table in tables.items() if s != section and key in keys(table.cls, table.exclude)]
     where = f"{layer.where}{f' [{section}]' if section else ''}"
     valid = f"valid {'here' if section else 'top-level keys'}: {', '.join(here)}"
     table_list = ", ".join(f"[{s}]" for s in tables)
@@ -482,9 +421,9 @@ def _unknown(cls: type, layer: Layer, section: str, key: str, value: Any) -> JTC
         return JTCSEError(f"{where}: {key!r} belongs to {' or '.join(f'[{s}]' for s in others)}; {valid}.")
     if section and key in top:
         return JTCSEError(f"{where}: {key!r} is a top-level key (put it before the first table); {valid}.")
-    if section and key in keys(tables[section][0]):
+    if section and key in keys(tables[section].cls):
         return JTCSEError(f"{where}: {key!r} is set by the pipeline for every stage (a top-level key); {valid}.")
-    hint = getattr(tables[section][0] if section else cls, "NOT_KEYS", {}).get(key)
+    hint = getattr(tables[section].cls if section else cls, "NOT_KEYS", {}).get(key)
     if hint:
         return JTCSEError(f"{where}: {key!r} is not a setting: {hint}.")
     tail = "" if section else f"; tables: {table_list}"

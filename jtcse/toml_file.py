@@ -68,18 +68,18 @@ def settings_toml(instance: Any, header: str = "") -> str:
             lines.append("")
             lines.extend(f"# {line}" for line in _wrap(_first_sentence(key.help)))
             if value is None:
-                unset = _wrap(f"{name} =    (unset: {key.declared.unset or 'none'})")
+                unset = _wrap(f"{name} =    (unset: {key.extra.get('unset') or 'none'})")
                 lines.extend(f"# {line}" if i == 0 else f"#     {line}" for i, line in enumerate(unset))
             else:
                 lines.append(f"{name} = {toml_value(value)}")
 
     write(type(instance), instance, ())
-    for name, (section_cls, declared) in sections(type(instance)).items():
-        lines += ["", "", f"[{name}]", *(f"# {line}" for line in _wrap(declared.help))]
-        only = table_values(instance, name) if declared.base else None
+    for name, table in sections(type(instance)).items():
+        lines += ["", "", f"[{name}]", *(f"# {line}" for line in _wrap(table.help))]
+        only = table_values(instance, name) if table.base else None
         if only == {}:
-            lines.append(f"# (nothing differs from [{declared.base}])")
-        write(section_cls, getattr(instance, name), declared.exclude, only)
+            lines.append(f"# (nothing differs from [{table.base}])")
+        write(table.cls, getattr(instance, name), table.exclude, only)
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

@@ -1,7 +1,8 @@
 """The house rules of docs/architecture.md, checked: the import-linter contracts in pyproject.toml (floors,
-no circle but the documented one), no module over 500 lines (nor one kept under it by ``# fmt: skip``), no function
-in jtcse/ over 80 lines of code, no catch-all module names, and scripts and reproduction drivers that import jtcse
-and their own package only (no script imports another, nor tests/)."""
+no circle but the documented one) and the page's floor table, which is the floors contract row for row, no module
+over 500 lines (nor one kept under it by ``# fmt: skip``), no function in jtcse/ over 80 lines of code, no catch-all
+module names, and scripts and the study runner (``evaluation/``) that import jtcse and their own package only (no
+script imports another, nor tests/)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "jtcse"
 SCRIPTS = REPO / "scripts"
-DRIVERS = REPO / "evaluation" / "drivers"
+STUDIES = REPO / "evaluation"
 MAX_LINES = 500
 MAX_FUNCTION_LINES = 80
 FMT_SKIP = "  # fmt: skip"
@@ -50,7 +51,7 @@ def test_the_circle_contract_catches_the_documented_circle_when_it_is_not_excuse
 
 
 def test_no_module_is_over_500_lines_or_named_for_no_concern():
-    modules = sorted([*PACKAGE.rglob("*.py"), *SCRIPTS.glob("*.py"), *DRIVERS.glob("*.py")])
+    modules = sorted([*PACKAGE.rglob("*.py"), *SCRIPTS.glob("*.py"), *STUDIES.rglob("*.py")])
     too_long = {
         str(p.relative_to(REPO)): n
         for p in modules
@@ -71,14 +72,15 @@ def _imported_modules(path: Path) -> set[str]:
     return {name.split(".")[0] for name in names}
 
 
-def test_no_script_or_driver_imports_a_script_or_the_tests():
-    """Scripts and drivers share code through jtcse or the drivers' package, never through ``sys.path``."""
+def test_no_script_or_study_code_imports_a_script_or_the_tests():
+    """Scripts and the study runner share code through jtcse or the ``evaluation`` package, never through
+    ``sys.path``."""
     scripts = {p.stem for p in SCRIPTS.glob("*.py")}
     test_modules = {"helpers", "conftest", "tests"}
-    for path in sorted([*SCRIPTS.glob("*.py"), *DRIVERS.glob("*.py")]):
+    for path in sorted([*SCRIPTS.glob("*.py"), *STUDIES.rglob("*.py")]):
         wrong = _imported_modules(path) & (scripts | test_modules)
         assert not wrong, f"{path.relative_to(REPO)} imports {sorted(wrong)}"
-    for path in DRIVERS.glob("*.py"):
+    for path in STUDIES.rglob("*.py"):
         assert "sys.path" not in path.read_text(encoding="utf-8"), f"{path.relative_to(REPO)} edits sys.path"
 
 
@@ -129,3 +131,62 @@ def test_no_function_in_the_package_is_over_80_lines_of_code():
     assert max(lengths)[0] > 40  # the measure sees whole bodies
     too_long = sorted(entry for entry in lengths if entry[0] > MAX_FUNCTION_LINES)
     assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines of code: {too_long}"
+
+
+def contract_floors(pyproject: str) -> list[set[str]]:
+    """The ``floors`` contract's layers, top first, each a set of module names (``jtcse.training``)."""
+    from jtcse.toml_file import tomllib
+
+    contracts = tomllib.loads(pyproject)["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["id"] == "floors")
+    return [{name.strip() for name in layer.split("|")} for layer in layers]
+
+
+def documented_floors(page: str) -> list[tuple[int, set[str]]]:
+    """``(floor number, module names)`` of each row of docs/architecture.md's floor table, in its order (a room is
+    written `training/` or `cli`: ``jtcse.training``, ``jtcse.cli``)."""
+    import re
+
+    rows = []
+    for line in page.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and (number := re.match(r"(\d+)\b", cells[0])):
+            rooms = {f"jtcse.{room.rstrip('/')}" for room in re.findall(r"`([^`]+)`", cells[1])}
+            rows.append((int(number.group(1)), rooms))
+    return rows
+
+
+def floor_differences(pyproject: str, page: str) -> list[str]:
+    """Where the page's floors differ from the contract's layers: one row a layer, top first, numbered down to 1,
+    the same rooms; and every module of jtcse/ is on some floor."""
+    layers, rows = contract_floors(pyproject), documented_floors(page)
+    wrong = []
+    if [number for number, _ in rows] != list(range(len(layers), 0, -1)):
+        wrong.append(f"the page numbers its floors {[n for n, _ in rows]}, the contract has {len(layers)} layers")
+    for layer, (number, rooms) in zip(layers, rows, strict=False):  # a missing row: reported by its numbers
+        if rooms != layer:
+            wrong.append(f"floor {number}: the page has {sorted(rooms)}, the contract {sorted(layer)}")
+    modules = {f"jtcse.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    modules |= {f"jtcse.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    placed = set().union(*layers)
+    wrong += [f"{module} is on no floor" for module in sorted(modules - placed)]
+    return wrong
+
+
+def test_the_architecture_page_is_the_floors_contract():
+    """docs/architecture.md's floor table is pyproject.toml's import-linter layers, row for row."""
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert len(documented_floors(page)) >= 10  # the table is read
+    assert not floor_differences(pyproject, page)
+
+
+def test_the_floor_check_sees_a_page_that_drifts():
+    """Two rooms on one row where the contract has two layers, a floor number skipped: both are reported."""
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    top = documented_floors(page)[0][0]  # the entry floor's number (it grows as floors are added)
+    merged = page.replace(f"| {top} entry | `__main__` |", f"| {top} entry | `__main__`, `cli` |")
+    assert any(f"floor {top}" in line for line in floor_differences(pyproject, merged))
+    skipped = page.replace("| 2 | `processes`", "| 2½ | `processes`").replace("| 1 | `errors`", "| 2 | `errors`")
+    assert any("numbers its floors" in line for line in floor_differences(pyproject, skipped))

@@ -228,8 +228,8 @@ def test_cli_builds_an_ensemble_that_encode_eval_index_and_distill_accept(
         ("sum_widths", "cannot be summed; use combine='concat'"),
         ("nested", "itself an ensemble"),
         ("weights_count", "2 weight(s) given for 3 ensemble members"),
-        ("weights_bad", "--weights has -1.0, which must be a positive number"),
-        ("combine", "combine must be one of concat, sum, not 'max'"),
+        ("weights_bad", "--weights[1]: Input should be greater than 0"),
+        ("combine", "combine: Input should be 'concat' or 'sum'"),
     ],
 )
 def test_cli_bad_input_is_one_error_line(case, expected, ensemble_dir, tiny_bert, narrow_roberta, tmp_path):

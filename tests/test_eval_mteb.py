@@ -264,9 +264,9 @@ def _reference_scores(tower: str, kind: str) -> dict:
     """mteb's scores of the tower on the reference task, its own evaluator called directly."""
     from mteb.models import SentenceTransformerEncoderWrapper
 
-    from jtcse.modeling.loading import FULL_LENGTH, load_model
+    from jtcse.modeling.loading import load_model
 
-    model = SentenceTransformerEncoderWrapper(load_model(tower, max_seq_length=FULL_LENGTH))
+    model = SentenceTransformerEncoderWrapper(load_model(tower))  # its own max_seq_length, as eval mteb loads it
     return _reference_task(kind).evaluate(model, encode_kwargs={"batch_size": 4})["default"]
 
 
@@ -367,3 +367,28 @@ def test_a_results_folder_holding_a_file_of_mine_is_refused_before_anything_runs
                      "--cache-dir", tmp_path / "cache")  # fmt: skip
     assert "summary.json was not written by jtcse eval mteb, so it is never replaced" in one_error_line(run)
     assert snapshot([tmp_path]) == before and not (tmp_path / "cache" / "results").exists()  # nothing evaluated
+
+
+def test_tasks_named_after_their_folders_run_together_and_a_name_is_the_users(local_tsv, tiny_bert, tmp_path):
+    """BIOSSES/test.jsonl and STS17/en-en/test.jsonl were both 'Local_test' (refused); NAME=PATH names a task."""
+    from jtcse.evaluation.mteb_runner import run_mteb
+    from jtcse.modeling.loading import load_model
+
+    for folder in ("BIOSSES", "STS17/en-en", "other/BIOSSES"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "test.jsonl").write_text(
+            "".join(json.dumps({"sentence1": a, "sentence2": b, "score": s}) + "\n" for a, b, s in ROWS),
+            encoding="utf-8",
+        )
+    model = load_model(tiny_bert)
+    specs = [tmp_path / "BIOSSES" / "test.jsonl", tmp_path / "STS17" / "en-en" / "test.jsonl", f"Mine=sts:{local_tsv}"]
+    summary = run_mteb(model, (), tmp_path / "out", local_tasks=specs, batch_size=4, cache_dir=tmp_path / "cache")
+    assert sorted(summary["tasks"]) == ["Local_BIOSSES", "Local_STS17_en-en", "Mine"]
+    twins = [tmp_path / "BIOSSES" / "test.jsonl", tmp_path / "other" / "BIOSSES" / "test.jsonl"]
+    with pytest.raises(JTCSEError) as refused:
+        run_mteb(model, (), tmp_path / "out2", local_tasks=twins, batch_size=4, cache_dir=tmp_path / "cache")
+    assert str(refused.value) == (
+        f"two tasks are named Local_BIOSSES (--local-task {twins[0]} and --local-task {twins[1]}); their results "
+        f"would share one file. Name a local one: --local-task OTHER_NAME={twins[1]}"
+    )
+    assert not (tmp_path / "out2").exists()

@@ -191,7 +191,7 @@ def test_pooling_override_and_untruncated_length(tiny_bert, tiny_roberta):
     expected_mean = (hidden * mask).sum(1) / mask.sum(1)
     np.testing.assert_allclose(mean_model.encode(sentences), expected_mean.numpy(), atol=1e-5)
     np.testing.assert_allclose(cls_model.encode(sentences), hidden[:, 0].numpy(), atol=1e-5)
-    with pytest.raises(JTCSEError, match="pooling must be one of cls, mean"):
+    with pytest.raises(JTCSEError, match="pooling: Input should be 'cls' or 'mean'"):
         load_model(tiny_bert, pooling="max")
     with pytest.raises(FileNotFoundError, match="model not found"):
         load_model(str(tiny_bert) + "-missing")

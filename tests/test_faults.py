@@ -515,11 +515,11 @@ def test_rejected_overwrite_leaves_the_finished_model_as_it_was(
         ),
         (
             lambda: distill(wide, tiny_bert, SENTENCES, student, objective="kl", overwrite=True),
-            "objective must be one of",
+            "objective: Input should be",
         ),
         (
             lambda: distill(wide, tiny_bert, SENTENCES, student, student_pooling="max", overwrite=True),
-            "student_pooling must be",
+            "student_pooling: Input should be",
         ),
     ]
     for call, message in cases:

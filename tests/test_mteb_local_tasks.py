@@ -216,3 +216,26 @@ def test_the_results_folder_never_replaces_a_file_jtcse_did_not_write(tmp_path):
     with pytest.raises(JTCSEError, match="holds the input"):
         results_output(ours, inputs=[ours / "m/r/Local_x.json"]).check()
     assert snapshot([tmp_path]) == before
+
+
+def test_a_task_is_named_by_the_user_or_after_its_folder(tmp_path):
+    from jtcse.evaluation.mteb_local_tasks import default_task_name, split_task_name
+
+    (tmp_path / "BIOSSES").mkdir()
+    (tmp_path / "STS17" / "en-en").mkdir(parents=True)
+    biosses = write_sts(tmp_path / "BIOSSES" / "test.jsonl")
+    sts17 = write_sts(tmp_path / "STS17" / "en-en" / "test.jsonl")
+    beir = write_beir(tmp_path / "scifact" / "data")
+    assert default_task_name(biosses) == "Local_BIOSSES"
+    assert default_task_name(sts17) == "Local_STS17_en-en"
+    assert default_task_name(beir) == "Local_scifact"  # a generic folder name gives way too
+    assert default_task_name(write_sts(tmp_path / "my_sts.tsv")) == "Local_my_sts"
+    assert default_task_name(biosses, "_retrieval") == "Local_BIOSSES_retrieval"
+    assert split_task_name(f"Mine=sts:{biosses}") == ("Mine", f"sts:{biosses}")
+    assert parse_task_spec(f"Mine=sts:{biosses}") == ("sts", biosses)
+    assert parse_task_spec(f"Mine={biosses}") == (None, biosses)
+    odd = tmp_path / "a=b.tsv"  # an existing path holding '=' is a path
+    write_sts(odd)
+    assert split_task_name(str(odd)) == (None, str(odd))
+    with pytest.raises(JTCSEError, match=r"NAME=PATH takes a name of letters, digits.*e.g. MyTask=data/test.jsonl"):
+        split_task_name("my task=x.tsv")

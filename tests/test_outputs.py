@@ -486,7 +486,7 @@ def test_case7_the_best_checkpoint_by_dev_is_the_step_saved():
     ]:
         history = [{"step": step, DEV_METRIC: score} for step, score in scores.items()]
         state = SimpleNamespace(global_step=4, best_model_checkpoint=best_checkpoint, best_metric=scores.get(best))
-        summary = {**loss_history(history), **_kept(state, checkpoint="best-dev")}
+        summary = {**loss_history(history), **_kept(state, kept_by_dev=True)}
         assert summary["best_step"] == best and summary["saved_step"] == (best or 4), scores
 
 
@@ -557,9 +557,9 @@ def test_case12_a_negative_seed_is_refused_when_given(tmp_path):
     from helpers.cli import one_error_line
 
     line = one_error_line(invoke_cli("simcse", "--seed", -1, "-o", tmp_path / "run"))
-    assert line == "Error: --seed must be between 0 and 4294967295, not -1."
+    assert line == "Error: --seed: must be between 0 and 4294967295"
     line = one_error_line(invoke_cli("pipeline", "--seed", 2**32 - 1, "-o", tmp_path / "run"))
-    assert line == "Error: --seed must be between 0 and 4294967294 (seed + 1 is used too), not 4294967295."
+    assert line == "Error: --seed: must be between 0 and 4294967294 (seed + 1 is used too)"
     assert not (tmp_path / "run").exists()
 
 
@@ -636,7 +636,7 @@ def test_case11_the_plan_reads_every_file_a_stage_reads_before_any_stage_trains(
         with pytest.raises(JTCSEError, match=message):  # the run: refused before any stage
             run_pipeline(tmp_path / "out", _pipeline_config(**start, **values), device="cpu")
         assert not (tmp_path / "out").exists()
-    with pytest.raises(JTCSEError, match=r"seed must be between 0 and 4294967294 \(seed \+ 1 is used too\)"):
+    with pytest.raises(JTCSEError, match=r"seed: must be between 0 and 4294967294 \(seed \+ 1 is used too\)$"):
         _pipeline_config(**start, seed=2**32 - 1)
 
 

@@ -64,15 +64,15 @@ def test_a_stage_is_done_by_one_rule_whoever_ran_it(tiny_bert, tiny_bert_b, corp
 
 def test_bad_pipeline_settings_are_clear_errors(tmp_path, tiny_bert):
     cases = [
-        (dict(until="everything"), r"until must be one of warmup, probe, twin, ensemble, distill, eval"),
+        (dict(until="everything"), r"until: Input should be 'warmup', 'probe', 'twin', 'ensemble', 'distill' or 'eval'$"),
         (dict(until="ensemble", ensemble={"enabled": False}, twin={"enabled": True}),
          r"^--until ensemble: this run has no ensemble: it needs --ensemble-with or a sentence-transformers start"),
         (dict(until="twin", ensemble={"with": ["m"], "weights": [1]}), r"1 weight\(s\) given for 2 ensemble members"),
-        (dict(until="twin", ensemble={"with": ["m"], "combine": "max"}), r"combine must be one of concat, sum"),
+        (dict(until="twin", ensemble={"with": ["m"], "combine": "max"}), r"combine: Input should be 'concat' or 'sum'$"),
         (dict(until="twin", ensemble={"enabled": False, "weights": [1, 1]}, twin={"enabled": True}),
          r"ensemble weights were given without models"),
         (dict(until="twin", ensemble={"enabled": False, "with": ["m"]}), r"enabled = false \(--no-ensemble\) and models"),
-        (dict(until="twin", pooling="max"), r"pooling must be one of cls, mean, not 'max'"),
+        (dict(until="twin", pooling="max"), r"pooling: Input should be 'cls' or 'mean'$"),
         ({}, r"the eval stage reports on a dev file: give --dev-file"),
         (dict(dev_file=str(tmp_path / "missing.csv")), r"dev file not found"),
         (dict(until="twin", twin={"enabled": True, "checkpoint": "best-dev"}),
@@ -383,19 +383,27 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
 
 
 def test_one_list_of_stages_names_the_folders_the_until_values_and_the_recipe_tables():
-    """STAGES is the one list: --until takes its values, each settings table is one of its stages', and the
-    --help of the command lists each stage with its folder."""
+    """STAGES is the one list: --until takes its values, the config's sections are its stages' tables (a stage's name
+    unless it says otherwise), each table a stage trains with holds a trainer's training settings, and the --help of
+    the command lists each stage with its folder."""
     from jtcse.commands.pipeline import HELP
-    from jtcse.pipeline.stages import STAGES, UNTIL
+    from jtcse.pipeline.stages import STAGES, TRAINED, UNTIL
     from jtcse.schema import sections
+    from jtcse.training.settings import TrainingSettings
 
     assert UNTIL == ("warmup", "probe", "twin", "ensemble", "distill", "eval")
-    assert set(sections(PipelineConfig)) == {stage.table for stage in STAGES} - {None}
-    assert {stage.until for stage in STAGES} == set(UNTIL)
+    tables = sections(PipelineConfig)
+    assert set(tables) == {stage.metadata.table for stage in STAGES} - {None}
+    assert TRAINED == ("warmup", "warmup_b", "twin", "distill") and set(TRAINED) <= set(tables)
+    assert all(isinstance(getattr(PipelineConfig(), table).training, TrainingSettings) for table in TRAINED)
+    assert {stage.metadata.until for stage in STAGES} == set(UNTIL)
     folders = ["tower_a", "tower_b", "probe", "twin", "ensemble", "distilled", "eval"]
-    assert [stage.folder for stage in STAGES] == folders
+    assert [stage.metadata.folder for stage in STAGES] == folders
+    assert [stage.metadata.name for stage in STAGES if stage.metadata.table == stage.metadata.name] == [
+        "warmup_b", "probe", "twin", "ensemble", "distill"
+    ]  # fmt: skip
     for stage in STAGES:
-        assert f"{stage.name} ({stage.folder}/)" in HELP
+        assert f"{stage.metadata.name} ({stage.metadata.folder}/)" in HELP
 
 
 def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
@@ -431,20 +439,3 @@ def test_the_plan_decides_everything_before_anything_runs(tiny_bert, tmp_path):
     assert towers.members[:2] == (str(out / "twin"),) * 2 and towers.weights == ENSEMBLE_WEIGHTS.twin_towers
     assert towers.member_labels[:2] == (f"{out / 'twin'}/tower_1", f"{out / 'twin'}/tower_2")
     assert not out.exists()
-
-
-def test_a_stage_whose_table_is_not_a_section_fails_on_import():
-    """Stage.table (and the table a stage trains with) is checked against the config's sections when the config is
-    declared: a table without a stage, or a stage's table that is no section, is a TypeError."""
-    from pydantic import create_model
-
-    from jtcse.pipeline.settings import TwinStageSettings
-    from jtcse.pipeline.stages import check_tables
-    from jtcse.schema import Settings, section
-
-    check_tables(PipelineConfig)
-    partial = create_model(
-        "Partial", __base__=Settings, twin=(TwinStageSettings, section(TwinStageSettings(), "Only the twin."))
-    )
-    with pytest.raises(TypeError, match=r"not a section \['distill', 'ensemble', 'probe', 'warmup', 'warmup_b'\]"):
-        check_tables(partial)

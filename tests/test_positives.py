@@ -58,9 +58,11 @@ def test_the_warmup_settings_take_the_kind_and_the_part():
     from jtcse.training.settings import WarmupSettings
     from jtcse.training.simcse import simcse_rows
 
-    with pytest.raises(JTCSEError, match=r"^positives must be one of dropout, deletion, cutoff, repetition, reorder"):
+    with pytest.raises(
+        JTCSEError, match=r"^positives: Input should be 'dropout', 'deletion', 'cutoff', 'repetition' or 'reorder'$"
+    ):
         WarmupSettings(positives="shuffle")
-    with pytest.raises(JTCSEError, match=r"^corpus_part must be all or K/N"):
+    with pytest.raises(JTCSEError, match=r"^corpus_part: must be all or K/N"):
         WarmupSettings(corpus_part="2/1")
     anchors, positives, counts = simcse_rows([SENTENCE, "a b c d e f g h i j"], None, "cutoff", 5)
     assert anchors == [SENTENCE, "a b c d e f g h i j"]

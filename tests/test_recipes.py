@@ -139,14 +139,14 @@ def _recipe(tmp_path: Path, text: str) -> Path:
     return path
 
 
-TWIN_KEYS = ", ".join(keys(type(PipelineConfig().twin), ("seed", "precision")))
+TWIN_KEYS = ", ".join(keys(type(PipelineConfig().twin), ("seed", "precision", "report_to")))
 BAD_RECIPES = [
     ("typo", "[twin]\nlerning_rate = 1e-5\n",
      rf"\[twin\]: unknown key 'lerning_rate' \(did you mean 'learning_rate'\?\); valid here: {TWIN_KEYS}\.$"),
     ("an old key", "[twin]\nsteps = 100\n", r"\[twin\]: unknown key 'steps' \(did you mean 'max_steps'\?\)"),
-    ("wrong type", '[twin]\nlearning_rate = "fast"\n', r" \[twin\]: learning_rate must be a number, not 'fast'\.$"),
-    ("int for a string", "corpus = 3\n", r"recipe .*: corpus must be a string, not 3\.$"),
-    ("bool for an int", "[warmup]\nmax_steps = true\n", r"\[warmup\]: max_steps must be a whole number, not True\.$"),
+    ("wrong type", '[twin]\nlearning_rate = "fast"\n', r" \[twin\]: learning_rate: Input should be a valid number$"),
+    ("int for a string", "corpus = 3\n", r"recipe .*: corpus: Input should be a valid string$"),
+    ("bool for an int", "[warmup]\nmax_steps = true\n", r"\[warmup\]: max_steps: Input should be a valid integer$"),
     ("unknown table", "[finetune]\nsteps = 3\n",
      r": \[finetune\] is not a table; tables: \[warmup\], \[warmup_b\], \[probe\], \[twin\], \[ensemble\], "
      r"\[distill\]\.$"),
@@ -156,23 +156,23 @@ BAD_RECIPES = [
      r"\[twin\]: 'seed' is a top-level key \(put it before the first table\); valid here"),
     ("unknown top-level key", "corpuss = 'a.txt'\n",
      r": unknown key 'corpuss' \(did you mean 'corpus'\?\); valid top-level keys: tower_a, tower_b, corpus"),
-    ("a list that is not", "[ensemble]\nweights = '1,2'\n", r"\[ensemble\]: weights must be an array of numbers"),
-    ("repeatable", "[ensemble]\nwith = 'a'\n", r"\[ensemble\]: with must be an array of strings, not 'a'\.$"),
+    ("a list that is not", "[ensemble]\nweights = '1,2'\n", r"\[ensemble\]: weights: Input should be a valid tuple$"),
+    ("repeatable", "[ensemble]\nwith = 'a'\n", r"\[ensemble\]: with: Input should be a valid tuple$"),
     ("not a table", "twin = 3\n", r": twin must be a table \(\[twin\]\), not 3\.$"),
     ("the output", "output = 'runs/x'\n", r": 'output' is not a setting: the folder a run writes is not one of its"),
     ("the device", "device = 'cpu'\n", r": 'device' is not a setting: .* give --device on the command line\.$"),
-    ("a bad value", "[twin]\nbatch_size = 1\n", r"recipe .* \[twin\]: batch_size must be at least 2, not 1\.$"),
-    ("a bad pooling", "pooling = 'max'\n", r"recipe .*: pooling must be one of cls, mean, not 'max'\.$"),
+    ("a bad value", "[twin]\nbatch_size = 1\n", r"recipe .* \[twin\]: batch_size: Input should be greater than or equal to 2$"),
+    ("a bad pooling", "pooling = 'max'\n", r"recipe .*: pooling: Input should be 'cls' or 'mean'$"),
     ("a bad checkpoint", "[distill]\ncheckpoint = 'best'\n",
-     r"\[distill\]: checkpoint must be one of last, best-dev, not 'best'\.$"),
+     r"\[distill\]: checkpoint: Input should be 'last' or 'best-dev'$"),
     ("contradiction", "[ensemble]\nenabled = false\nwith = ['m']\n",
      r"recipe .* \[ensemble\]: enabled = false \(--no-ensemble\) and models to ensemble with contradict"),
     ("not TOML", "[twin\n", r"is not valid TOML"),
     ("extends what is not there", "extends = 'nowhere.toml'\n",
      r"^recipe .*recipe\.toml: extends = 'nowhere\.toml' names .*nowhere\.toml, which is not there"),
     ("a byte order mark", "\ufeffseed = 3\n", r"recipe\.toml starts with a byte order mark \(BOM.*save it as UTF-8 without BOM"),
-    ("a negative seed", "seed = -1\n", r"recipe .*: seed must be between 0 and 4294967294 \(seed \+ 1 is used too\), not -1\.$"),
-    ("a seed whose seed + 1 is too large", f"seed = {2**32 - 1}\n", r": seed must be between 0 and 4294967294"),
+    ("a negative seed", "seed = -1\n", r"recipe .*: seed: must be between 0 and 4294967294 \(seed \+ 1 is used too\)$"),
+    ("a seed whose seed + 1 is too large", f"seed = {2**32 - 1}\n", r": seed: must be between 0 and 4294967294"),
 ]  # fmt: skip
 
 
@@ -191,11 +191,11 @@ def test_a_recipe_that_is_a_folder_or_extends_itself_is_named(tmp_path):
 
 
 def test_a_value_typed_on_the_command_line_is_named_by_its_option():
-    with pytest.raises(JTCSEError, match=r"^--twin-batch-size must be at least 2, not 1\.$"):
+    with pytest.raises(JTCSEError, match=r"^--twin-batch-size: Input should be greater than or equal to 2$"):
         _config("--twin-batch-size", 1)
-    with pytest.raises(JTCSEError, match=r"^--batch-size must be at least 2, not 1\.$"):
+    with pytest.raises(JTCSEError, match=r"^--batch-size: Input should be greater than or equal to 2$"):
         _config("--batch-size", 1)
-    with pytest.raises(JTCSEError, match=r"^--probe-learning-rates has 'fast', which must be a number\.$"):
+    with pytest.raises(JTCSEError, match=r"^--probe-learning-rates\[1\]: Input should be a valid number$"):
         _config("--probe-learning-rates", "1e-5,fast")  # the item that is wrong
 
 

@@ -36,11 +36,14 @@ def test_the_translators_defaults_are_the_settings():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"backend": "deepl"}, f"^backend must be one of {', '.join(BACKENDS)}, not 'deepl'\\.$"),
+        (
+            {"backend": "deepl"},
+            "^backend: Input should be " + " or ".join(", ".join(f"'{b}'" for b in BACKENDS).rsplit(", ", 1)) + "$",
+        ),
         ({"backend": "seq2seq"}, r"^backend seq2seq needs model \(a local path, a name, or an '\{src\}'/'\{tgt\}'"),
-        ({"googletrans": {"concurrency": 0}}, r"^concurrency must be at least 1, not 0\.$"),
-        ({"googletrans": {"timeout": 0.0}}, r"^timeout must be a positive number, not 0\.0\.$"),
-        ({"seq2seq": {"batch_size": 0}}, r"^batch_size must be at least 1, not 0\.$"),
+        ({"googletrans": {"concurrency": 0}}, r"^concurrency: Input should be greater than or equal to 1$"),
+        ({"googletrans": {"timeout": 0.0}}, r"^timeout: Input should be greater than 0$"),
+        ({"seq2seq": {"batch_size": 0}}, r"^batch_size: Input should be greater than or equal to 1$"),
     ],
 )
 def test_bad_settings_are_clear_errors_before_any_backend_is_made(settings, message):
@@ -83,9 +86,10 @@ def test_the_commands_options_are_the_settings_and_a_bad_one_is_one_line_before_
     assert backend.metavar == "|".join(BACKENDS)
     out = tmp_path / "o"
     cases = {
-        ("--concurrency", "0"): "Error: --concurrency must be at least 1, not 0.",
-        ("--limit", "0"): "Error: --limit must be at least 1, not 0.",
-        ("--backend", "deepl"): f"Error: --backend must be one of {', '.join(BACKENDS)}, not 'deepl'.",
+        ("--concurrency", "0"): "Error: --concurrency: Input should be greater than or equal to 1",
+        ("--limit", "0"): "Error: --limit: Input should be greater than or equal to 1",
+        ("--backend", "deepl"): "Error: --backend: Input should be "
+        + " or ".join(", ".join(f"'{b}'" for b in BACKENDS).rsplit(", ", 1)),
         ("--backend", "seq2seq"): "Error: --backend seq2seq needs --model (a local path, a name, or an "
         "'{src}'/'{tgt}' template).",
     }

@@ -59,18 +59,38 @@ def test_the_trainer_arguments_are_the_declared_settings():
     fields = {field.name for field in dataclasses.fields(SentenceTransformerTrainingArguments)}
     settings = TrainingSettings(batch_size=6, learning_rate=3e-4, seed=7, epochs=2.0, warmup_ratio=0.1)
     arguments = settings.trainer_arguments()
-    assert set(arguments) <= fields and len(arguments) == 9
+    assert set(arguments) <= fields and len(arguments) == 10
     built = build_training_args("out", settings, has_dev=False, logging_steps=5, device="cpu")
     for name, value in arguments.items():
+        if name == "report_to":  # the trainer keeps a list of integrations: "none" is none of them
+            value = [] if value == "none" else [value]
         assert getattr(built, name) == value, name
     assert (built.per_device_train_batch_size, built.data_seed, built.load_best_model_at_end) == (6, 7, False)
 
 
 def test_best_dev_needs_a_dev_file_by_one_rule():
+    assert TrainingSettings(checkpoint="best-dev").kept_by_dev and not TrainingSettings().kept_by_dev
     TrainingSettings(checkpoint="best-dev").check_dev_file("dev.csv")
     TrainingSettings().check_dev_file(None)
     with pytest.raises(SettingError, match=r"^checkpoint best-dev keeps .* \(--dev-file\); or keep the last step"):
         TrainingSettings(checkpoint="best-dev").check_dev_file(None)
+
+
+def test_best_dev_is_compared_in_one_place():
+    """Which model a stage keeps is asked of its settings (``kept_by_dev``): the word best-dev is compared once in
+    jtcse/, by that property."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "jtcse"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                if any(isinstance(o, ast.Constant) and o.value == "best-dev" for o in operands):
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    assert len(found) == 1 and found[0].startswith("jtcse/training/settings.py:"), found
 
 
 @pytest.mark.cli
@@ -79,6 +99,8 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
     recipe's error names the file and the table too. Nothing is written."""
     recipe = tmp_path / "r.toml"
     recipe.write_text('[twin]\nmini_batch_size = 4\nregularizers = ["simreg"]\n', encoding="utf-8")
+    batch = tmp_path / "batch.toml"
+    batch.write_text("[twin]\nbatch_size = 1\n", encoding="utf-8")
     out = tmp_path / "out"
     cases = [
         (["pipeline", "--twin-mini-batch-size", 4, "--twin-regularizer", "simreg", "--dump-recipe"],
@@ -101,8 +123,12 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
          "(--dev-file); or keep the last step (--checkpoint last)."),
         (["ensemble", "a", "b", "--weights", "1", "-o", out],
          "Error: --weights: 1 weight(s) given for 2 ensemble members; give one weight per member."),
-        (["ensemble", "a", "b", "--weights", "1,-1", "-o", out], "Error: --weights has -1.0, which must be a positive"),
-        (["ensemble", "a", "b", "--combine", "max", "-o", out], "Error: --combine must be one of concat, sum, not 'max'"),
+        (["ensemble", "a", "b", "--weights", "1,-1", "-o", out], "Error: --weights[1]: Input should be greater than 0"),
+        (["ensemble", "a", "b", "--combine", "max", "-o", out], "Error: --combine: Input should be 'concat' or 'sum'"),
+        (["pipeline", "--twin-batch-size", 1, "--dump-recipe"],
+         "Error: --twin-batch-size: Input should be greater than or equal to 2"),
+        (["pipeline", "--recipe", batch, "--dump-recipe"],
+         f"Error: recipe {batch} [twin]: batch_size: Input should be greater than or equal to 2"),
     ]  # fmt: skip
     wrong = []
     for argv, message in cases:
@@ -110,7 +136,7 @@ def test_every_command_names_its_own_option_in_a_setting_error(tmp_path):
         if not line.startswith(message):
             wrong.append(f"{argv}: {line}")
     assert not wrong, "\n".join(wrong)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.toml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batch.toml", "r.toml"]
 
 
 def test_gradcache_zero_turns_it_off_so_the_twin_takes_regularizers(tiny_bert, tiny_bert_b):

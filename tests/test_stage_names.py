@@ -1,6 +1,6 @@
 """One list of stages: a pipeline stage is named by a string only in ``jtcse/pipeline/stages.py``; everywhere else
-(``jtcse/`` and ``evaluation/drivers/``) code reaches a stage through its object (``TWIN.folder``, ``stage.name``,
-``STAGES``), so what a stage does is never a special case keyed by its name.
+(``jtcse/`` and ``evaluation/``) code reaches a stage through its object (``TWIN.metadata.folder``,
+``stage.metadata.name``, ``STAGES``), so what a stage does is never a special case keyed by its name.
 
 What counts as comparing a stage name. The names are every stage's ``name``, ``folder`` and ``--until`` value
 (``warmup_a``, ``tower_a``, ``warmup``, ..., taken from ``STAGES`` itself). Such a string literal is a stage
@@ -9,18 +9,18 @@ comparison when it is
 1. an operand of ``==``, ``!=``, ``in``, ``not in``, ``is``, ``is not`` (also as an item of a tuple, list, set or
    dict written as the operand), or a ``case`` pattern;
 2. a key of a dict written out in a module that then looks it up with a computed key (``why.get(until)``,
-   ``included[stage.name]``): a table of per-stage special cases, flagged where it is looked up;
-3. a part of a path (``out / "distilled"``, ``.joinpath("tower_a")``): the stage's folder is ``STAGE.folder``;
+   ``included[stage.metadata.name]``): a table of per-stage special cases, flagged where it is looked up;
+3. a part of a path (``out / "distilled"``, ``.joinpath("tower_a")``): the stage's folder is ``STAGE.metadata.folder``;
 4. anything at all, docstrings aside, in the pipeline's other modules (``jtcse/pipeline/*.py``,
    ``jtcse/commands/pipeline.py``), where any stage name is a stage's.
 
 Not a stage comparison: a literal that selects data rather than deciding behaviour. A recipe's tables are the
 config's sections, several of which share a stage's name (``{"twin": {"max_steps": 2}}``, ``values["twin"]``:
-``jtcse/pipeline/stages.py`` checks the stages' tables against them on import); a summary read by its keys
+``tests/test_pipeline.py`` checks the stages' tables against them); a summary read by its keys
 (``result["stages"]["distill"]``) selects one stage's row. And other vocabularies that share a word, each named
 below (:data:`OTHER_VOCABULARIES`) by the file and the expression compared or looked up: the model card's kinds (what
 a checkpoint is: twin, warmup, distilled, ensemble), the trainers' own run names in ``run_summary.json`` (simcse,
-twin, distill) and the drivers' own row groups and member kinds. A new comparison on one of those words fails here
+twin, distill) and the studies' own row groups and member kinds. A new comparison on one of those words fails here
 until it goes through a stage object or is named below with its reason.
 """
 
@@ -34,7 +34,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 STAGES_FILE = "jtcse/pipeline/stages.py"
 PIPELINE_MODULES = ("jtcse/pipeline/", "jtcse/commands/pipeline.py")
-SCANNED = ("jtcse", "evaluation/drivers")
+SCANNED = ("jtcse", "evaluation")
 
 OTHER_VOCABULARIES = {
     ("jtcse/model_card.py", "kind"): "the model card's kind: what a checkpoint is",
@@ -44,13 +44,9 @@ OTHER_VOCABULARIES = {
     ("jtcse/training/run_summary.py", "kind"): "the model card's kind",
     ("jtcse/training/run_summary.py", "trainer"): "a trainer's run name (run_summary.json's stage: simcse, twin, ...)",
     ("jtcse/training/run_dir.py", "config.get('stage')"): "a trainer's run name: the command that writes its folder",
-    ("evaluation/drivers/members.py", "how"): "the members driver's kinds of ensemble (twin:KIND, towers:KIND, ...)",
-    ("evaluation/drivers/repro_default.py", "kind"): "the default driver's member kinds",
-    ("evaluation/drivers/repro_cpu.py", "stages"): "the CPU driver's own --stages",
-    ("evaluation/drivers/repro_cpu.py", "prefix"): "the CPU driver's row names",
-    ("evaluation/drivers/members_report.py", "r.get('group')"): "the members driver's row groups",
-    ("evaluation/drivers/twin_default.py", "variant"): "the twin-default driver's ensembles (warmups, twin, ...)",
-    ("evaluation/drivers/repro_default_report.py", "row['group']"): "the default driver's row groups",
+    ("evaluation/studies/members.py", "how"): "the members study's ensembles of a twin (twin:KIND, towers:KIND, ...)",
+    ("evaluation/studies/default.py", "row['group']"): "the default study's row groups",
+    ("evaluation/studies/members.py", "r.get('group')"): "the members study's row groups",
 }
 """``(file, expression) -> what it is``: words of another vocabulary that a stage's name shares."""
 
@@ -58,7 +54,7 @@ OTHER_VOCABULARIES = {
 def stage_names() -> set[str]:
     from jtcse.pipeline.stages import STAGES
 
-    return {word for stage in STAGES for word in (stage.name, stage.folder, stage.until)}
+    return {word for m in (stage.metadata for stage in STAGES) for word in (m.name, m.folder, m.until)}
 
 
 def _literals(node: ast.AST, names: set[str]) -> list[str]:
@@ -167,7 +163,7 @@ def test_the_check_finds_each_kind_of_stage_comparison(tmp_path):
         "jtcse/training/compares.py": "if stage.name == 'probe':\n    pass\nok = name in ('twin', 'eval')\n",
         "jtcse/training/matches.py": "match until:\n    case 'distill':\n        pass\n",
         "jtcse/training/table.py": "why = {'twin': 'off'}\nreason = why.get(until, '')\nrow = why['twin']\n",
-        "evaluation/drivers/paths.py": "folder = out / 'distilled'\nother = out.joinpath('tower_a')\n",
+        "evaluation/studies/paths.py": "folder = out / 'distilled'\nother = out.joinpath('tower_a')\n",
         "jtcse/pipeline/plan.py": "TABLE = 'warmup_b'\n",
         "jtcse/training/data.py": "values = {'twin': {'steps': 2}}\nsteps = values['twin']\nx = stages['distill']\n",
         "jtcse/model_card.py": "if kind == 'twin':\n    pass\n",

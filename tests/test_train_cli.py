@@ -141,10 +141,10 @@ def test_bad_corpus_files(tmp_path, tiny_bert, tiny_bert_b):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"batch_size": 0}, "batch_size must be at least 2"),
-        ({"max_seq_length": 1}, "max_seq_length must be at least 4"),
-        ({"learning_rate": float("nan")}, "learning_rate must be a finite number, not nan"),
-        ({"max_steps": 0}, "max_steps must be"),
+        ({"batch_size": 0}, "batch_size: Input should be greater than or equal to 2"),
+        ({"max_seq_length": 1}, "max_seq_length: Input should be greater than or equal to 4"),
+        ({"learning_rate": float("nan")}, "learning_rate: Input should be a finite number"),
+        ({"max_steps": 0}, "max_steps: must be a positive step count or -1"),
         ({"cael_every": 3}, r"cael_every=3 does not divide the towers' 4 layers"),
     ],
 )

@@ -81,7 +81,7 @@ def test_precision_flags():
 
     assert precision_flags("fp32") == {"fp16": False, "bf16": False}
     assert precision_flags("bf16", "cpu") == {"fp16": False, "bf16": True}
-    with pytest.raises(JTCSEError, match="precision must be one of auto, fp32, fp16, bf16"):
+    with pytest.raises(JTCSEError, match="precision: Input should be 'auto', 'fp32', 'fp16' or 'bf16'"):
         TrainingSettings(precision="half")  # the one check of a precision name; precision_flags trusts it
     assert precision_flags("auto", "cpu") == {"fp16": False, "bf16": False}
     with pytest.raises(ValueError, match="precision fp16 needs a CUDA device, not 'cpu'"):  # jtcse.devices' rule
@@ -132,14 +132,14 @@ def test_twin_trains_in_bf16_with_gradient_checkpointing(tmp_path, tiny_bert, ti
 # ------------------------------------------------------------------------------ the stage runner's rules
 
 _BAD_SETTINGS = [
-    ({"batch_size": 1}, "batch_size must be at least 2, not 1."),
-    ({"max_seq_length": 3}, "max_seq_length must be at least 4, not 3."),
-    ({"learning_rate": float("nan")}, "learning_rate must be a finite number, not nan."),
-    ({"learning_rate": 0.0}, "learning_rate must be a positive number, not 0.0."),
-    ({"max_steps": 0}, "max_steps must be a positive step count or -1"),
-    ({"eval_steps": 0}, "eval_steps must be at least 1"),
-    ({"precision": "fp8"}, "precision must be one of auto, fp32, fp16, bf16"),
-    ({"checkpoint": "best"}, "checkpoint must be one of last, best-dev, not 'best'."),
+    ({"batch_size": 1}, "batch_size: Input should be greater than or equal to 2"),
+    ({"max_seq_length": 3}, "max_seq_length: Input should be greater than or equal to 4"),
+    ({"learning_rate": float("nan")}, "learning_rate: Input should be a finite number"),
+    ({"learning_rate": 0.0}, "learning_rate: Input should be greater than 0"),
+    ({"max_steps": 0}, "max_steps: must be a positive step count or -1"),
+    ({"eval_steps": 0}, "eval_steps: Input should be greater than or equal to 1"),
+    ({"precision": "fp8"}, "precision: Input should be 'auto', 'fp32', 'fp16' or 'bf16'"),
+    ({"checkpoint": "best"}, "checkpoint: Input should be 'last' or 'best-dev'"),
 ]
 
 
@@ -193,9 +193,11 @@ def test_trainers_take_settings_whole_or_as_keywords_on_their_own_defaults():
     )
     with pytest.raises(TypeError, match="train_simcse\\(\\) got an unexpected keyword argument 'batch_sise'"):
         resolve(warmup, None, {"batch_sise": 8}, "train_simcse")
-    with pytest.raises(JTCSEError, match="batch_size must be at least 2"):
+    with pytest.raises(JTCSEError, match="batch_size: Input should be greater than or equal to 2"):
         resolve(twin, None, {"batch_size": 1}, "train_twin")
-    with pytest.raises(JTCSEError, match="objective must be one of mse, mse-normalized, cosine, similarity"):
+    with pytest.raises(
+        JTCSEError, match="objective: Input should be 'mse', 'mse-normalized', 'cosine' or 'similarity'"
+    ):
         resolve(distill, None, {"objective": "kl"}, "distill")
 
 

@@ -138,7 +138,7 @@ def test_warmup_keeps_the_models_own_pooling_and_modules_unless_asked(mean_norma
     cls = train_simcse(mean_normalized_bert, batch, tmp_path / "cls", pooling="cls", batch_size=8, max_steps=1)
     assert cls["model"]["pooling"] == "cls"
     assert cls["model"]["changes"] == ["replaced 'mean' pooling by CLS pooling", "dropped Normalize"]
-    with pytest.raises(JTCSEError, match="pooling must be one of cls, mean"):
+    with pytest.raises(JTCSEError, match="pooling: Input should be 'cls' or 'mean'"):
         train_simcse(mean_normalized_bert, batch, tmp_path / "bad", pooling="weightedmean")
 
 
@@ -227,8 +227,8 @@ def test_the_checkpoint_setting_says_which_model_is_kept(tiny_bert, tmp_path, sh
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"temperature": 0.0}, "temperature must be a positive number"),
-        ({"batch_size": 1}, "batch_size must be at least 2"),
+        ({"temperature": 0.0}, "temperature: Input should be greater than 0"),
+        ({"batch_size": 1}, "batch_size: Input should be greater than or equal to 2"),
         ({"corpus": ["only one sentence"]}, "at least 2 distinct training sentences"),
         ({"corpus": ["  ", ""]}, "no sentences"),
     ],
@@ -297,8 +297,8 @@ def test_cli_bad_regularizer_spec_is_a_one_line_error(tmp_path):
     result = invoke_cli("simcse", "-o", tmp_path / "out", "--regularizer", "dispersion:wieght=1")
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "Error: --regularizer has 'dispersion:wieght=1', which is not a regulariser spec it can use: regulariser "
-        "'dispersion' has no option 'wieght'; options: weight, temperature, variant, layers, norm_weight."
+        "Error: --regularizer[0]: regulariser 'dispersion' has no option 'wieght'; options: weight, temperature, "
+        "variant, layers, norm_weight."
     )
     assert not (tmp_path / "out").exists()  # refused before anything was written
 

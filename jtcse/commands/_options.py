@@ -5,7 +5,7 @@ that differs between commands is an argument, the meaning and the help never dif
 commands' settings (``--learning-rate``, ``--twin-max-steps`` ...) are not declared here: their options are
 generated from the settings classes (:mod:`jtcse.commands._settings`). Every command writes to ``-o/--output``
 (:func:`output_option`); an old option name stays accepted, hidden and with a deprecation warning
-(:func:`alias_option`).
+(:func:`alias_option`; a generated option's old names are declared on its setting).
 """
 
 from __future__ import annotations
@@ -100,17 +100,29 @@ def inference_batch_size_option(default: int, what: str = "encoded"):
 
 
 # ---------------------------------------------------------------- data
+TEXT_INPUTS = "a UTF-8 text file (one sentence a line), .jsonl, .csv/.tsv (a header), .parquet, a save_to_disk folder or hf:NAME[:CONFIG][:SPLIT] (offline: from the cache)"
+
+
 def corpus_option():
     return typer.Option(
         None,
         "--corpus",
         callback=given_once,
-        help="UTF-8 text file, one sentence per line. Default: the embedded stdlib prose.",
+        help=f"The sentences: {TEXT_INPUTS}. Default: the embedded stdlib prose.",
+    )
+
+
+def text_column_option():
+    return typer.Option(
+        None,
+        "--text-column",
+        help="The column holding the text, when the input is a table or dataset. Default: the first of text, "
+        "sentence, sentence1, anchor, query it has, else its only string column.",
     )
 
 
 def input_file_option():
-    return typer.Option(..., "--input", "-i", help="Text file, one sentence per line; blank lines are skipped.")
+    return typer.Option(..., "--input", "-i", help=f"The texts: {TEXT_INPUTS}; blank lines of a text file are skipped.")
 
 
 def chunk_size_option():
@@ -131,14 +143,16 @@ def progress_option():
 
 
 # ---------------------------------------------------------------- old option names
-def alias_option(old: str, new: str):
-    """A hidden old name ``old`` of option ``new`` (whose factory gives it the callback :func:`given_once`).
+def alias_option(old: str, new: str, name: str | None = None):
+    """A hidden old name ``old`` of option ``new`` (whose factory gives it the callback :func:`given_once`), the
+    command's parameter ``name`` (default: ``new``'s long name, ``-o/--output``: ``output``).
 
     Given, it prints a deprecation warning once and stands in for ``new``: it is processed first (eager)
     and becomes ``new``'s default for this call, so the command reads ``new`` alone, required or not; the
-    command never reads this parameter itself. ``new`` given too is an error (:func:`given_once`).
+    command never reads this parameter itself. ``new`` given too is an error (:func:`given_once`). The generated
+    settings options get theirs from the old spellings declared on their keys (:mod:`jtcse.commands._settings`).
     """
-    name = new.split("/")[-1].lstrip("-").replace("-", "_")  # -o/--output -> output: the command's parameter
+    name = name or new.split("/")[-1].lstrip("-").replace("-", "_")
 
     def stand_in(ctx: typer.Context, value: Any) -> Any:
         if value is not None:

@@ -5,7 +5,9 @@ Each key of a settings class becomes one option: ``--KEY`` (``--max-steps``), or
 stage's table (``--twin-learning-rate``); a stage's on/off switch is ``--STAGE/--no-STAGE``. The help is the
 key's help, the shown default the value of the defaults the command runs with (or what unset means). Every
 generated option defaults to "not given", so a command can lay what was typed over a recipe's values and the
-declared defaults (:func:`jtcse.schema.build`); a value that fails its check is one line naming its option.
+declared defaults (:func:`jtcse.schema.build`); a value that fails its check is one line naming its option. An old
+spelling declared on the key (``aliases``) is a hidden option that still works, with a deprecation warning
+(:func:`jtcse.commands._options.alias_option`).
 
 A command declares its own arguments as usual and adds the generated ones with :func:`with_settings`.
 """
@@ -21,7 +23,7 @@ from typing import Any
 
 import typer
 
-from jtcse.commands._options import given_once
+from jtcse.commands._options import alias_option, given_once
 from jtcse.errors import SettingError
 from jtcse.schema import Key, Layer, build, get, keys
 
@@ -50,9 +52,15 @@ class Options:
     def flag(self, name: str) -> str:
         """The option of key ``name`` as typed (``--twin-learning-rate``, ``--twin`` for a stage's switch)."""
         key = self.keys[name]
-        if key.declared.switch:
-            return f"--{self.prefix}"
-        dashed = (key.declared.flag or name).replace("_", "-")
+        return f"--{self.prefix}" if key.extra.get("switch") else self._dashed(key.extra.get("flag") or name)
+
+    def old_flags(self, name: str) -> list[str]:
+        """The old spellings of key ``name``'s option, as typed: an old key spelled as the key is (``steps``:
+        ``--twin-steps``), a whole option as it is (``--student``)."""
+        return [old if old.startswith("--") else self._dashed(old) for old in self.keys[name].extra.get("aliases", ())]
+
+    def _dashed(self, spelling: str) -> str:
+        dashed = spelling.replace("_", "-")
         return f"--{self.prefix.replace('_', '-')}-{dashed}" if self.prefix else f"--{dashed}"
 
     def label(self, _section: str, name: str) -> str:
@@ -61,7 +69,7 @@ class Options:
 
 def _shown(key: Key, value: Any) -> str:
     if value is None:
-        return key.declared.unset or "none"
+        return key.extra.get("unset") or "none"
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, float):
@@ -77,31 +85,31 @@ def _text(text: str) -> str:
 
 
 def _option(options: Options, name: str, key: Key) -> inspect.Parameter:
-    flag, meta = options.flag(name), key.declared
+    flag, extra = options.flag(name), key.extra
     if key.kind is bool:
         annotation: Any = bool | None
         declared = f"{flag}/--no-{flag[2:]}"
         metavar = None
-    elif key.sequence and meta.repeat:
+    elif key.sequence and extra.get("repeat"):
         annotation, declared = list[str] | None, flag
-        metavar = meta.metavar or "TEXT"
+        metavar = extra.get("metavar") or "TEXT"
     elif key.sequence:
         annotation, declared = str | None, flag
         item = {int: "N", float: "X", str: "TEXT"}[key.kind]
-        metavar = meta.metavar or f"{item}1,{item}2,..."
+        metavar = extra.get("metavar") or f"{item}1,{item}2,..."
     else:
         annotation, declared = key.kind | None, flag
-        metavar = meta.metavar or (
+        metavar = extra.get("metavar") or (
             "|".join(key.choices) if key.choices else {int: "INTEGER", float: "FLOAT"}.get(key.kind, "TEXT")
         )
-    short = () if options.prefix or not meta.short else (meta.short,)
+    short = () if options.prefix or not extra.get("short") else (extra["short"],)
     option = typer.Option(
         None,
         declared,
         *short,
         help=_text(key.help),
         show_default=(
-            f"as --{options.same_as}-{(meta.flag or name).replace('_', '-')}"
+            f"as --{options.same_as}-{(extra.get('flag') or name).replace('_', '-')}"
             if options.same_as
             else _shown(key, get(options.defaults, key))
         ),
@@ -146,8 +154,9 @@ def settings_from(options: Options, arguments: Mapping[str, Any]) -> Any:
 
 def with_settings(*groups: Options) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add the options of ``groups`` to a typer command function, which takes them as ``**options`` beside its
-    own arguments (read them with :func:`given` / :func:`settings_from`). A
-    :class:`~jtcse.errors.SettingError` the command raises names each setting by its option (:func:`option_name`)."""
+    own arguments (read them with :func:`given` / :func:`settings_from`); the old spellings declared on the keys
+    are hidden options standing in for theirs. A :class:`~jtcse.errors.SettingError` the command raises names each
+    setting by its option (:func:`option_name`)."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         hints = typing.get_type_hints(command)  # in the command's module: its annotations may be strings
@@ -157,25 +166,44 @@ def with_settings(*groups: Options) -> Callable[[Callable[..., Any]], Callable[.
             if p.kind is not inspect.Parameter.VAR_KEYWORD
         ]
         generated = [_option(options, name, key) for options in groups for name, key in options.keys.items()]
-        names = [p.name for p in own + generated]
+        old = _old_spellings(groups)
+        names = [p.name for p in own + generated + old]
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise TypeError(f"{command.__name__}: generated options clash with its own: {', '.join(duplicated)}")
 
         @functools.wraps(command)
         def wrapper(**arguments: Any) -> Any:
+            for parameter in old:  # each stood in for its option as it was parsed
+                arguments.pop(parameter.name)
             try:
                 return command(**arguments)
             except SettingError as err:  # raised by a check, a trainer or a loss: named by its option here
                 raise err.renamed(option_name(groups, err.table)) from None
 
-        parameters = own + generated
+        parameters = own + generated + old
         wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
         del wrapper.__wrapped__  # typer reads the signature above, not the undecorated function's
         return wrapper
 
     return decorate
+
+
+def _old_spellings(groups: Sequence[Options]) -> list[inspect.Parameter]:
+    """A hidden parameter for each old spelling of a generated option that is not an option of its own here (the
+    pipeline's old ``--objective`` is ``jtcse distill``'s own)."""
+    current = set(flags(groups).values())
+    out = []
+    for options in groups:
+        for name in options.keys:
+            for old in (flag for flag in options.old_flags(name) if flag not in current):
+                parameter = "old_" + old.lstrip("-").replace("-", "_")
+                option = alias_option(old, options.flag(name), options.parameter(name))
+                out.append(
+                    inspect.Parameter(parameter, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=str | None)
+                )
+    return out
 
 
 def option_name(groups: Sequence[Options], table: str | None) -> Callable[[str], str | None]:

@@ -42,7 +42,7 @@ def diagnose(
 
     Example: jtcse diagnose runs/jtcse --sentences data/wiki.txt --pairs sts-dev.csv -o diag/
     """
-    from jtcse.corpus import read_corpus
+    from jtcse.corpus import read_texts
     from jtcse.defaults import default_corpus_sentences
     from jtcse.errors import JTCSEError
     from jtcse.evaluation.diagnostics import diagnose_output, run_diagnostics
@@ -60,7 +60,7 @@ def diagnose(
             raise JTCSEError(f"{name} must be at least 1")
     inputs = [model, sentences, pairs]
     diagnose_output(output, inputs).check()  # before anything is read or loaded
-    texts = read_corpus(sentences).sentences if sentences is not None else default_corpus_sentences(limit=limit)
+    texts = read_texts(sentences).sentences if sentences is not None else default_corpus_sentences(limit=limit)
     texts = texts[:limit]
     pair_data = read_stsb_file(pairs) if pairs is not None else None
     encoder = load_model(model, max_seq_length=max_length, device=device)  # clamped to the position table

@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
 def encode(
     model: str | None = opts.model_argument(),
     input: Path = opts.input_file_option(),
+    text_column: str | None = opts.text_column_option(),
     output: Path = opts.output_option(
         "the embeddings: FILE.npy, FILE.parquet, or a folder without a suffix for parquet shards", folder=False
     ),
@@ -81,6 +82,7 @@ def encode(
         engine=RayEngine(actors, gpus_per_actor, cpus_per_actor) if engine == "ray" else None,
         overwrite=overwrite,
         show_progress=progress,
+        text_column=text_column,
     )
     summary = result_dict(result)
     if result.resumed_from:

@@ -25,9 +25,8 @@ def register(app: typer.Typer) -> None:
 @index_app.command("build")
 def build(
     model: str | None = opts.model_argument(),
-    input: Path | None = typer.Option(
-        None, "--input", "-i", help="Text file, one sentence per line; blank lines are skipped."
-    ),
+    input: Path | None = typer.Option(None, "--input", "-i", help=f"The texts: {opts.TEXT_INPUTS}."),
+    text_column: str | None = opts.text_column_option(),
     embeddings: Path | None = typer.Option(
         None,
         "--embeddings",
@@ -96,7 +95,8 @@ def build(
     else:
         built = build_index(
             resolve_source(model), input, output, batch_size=batch_size, chunk_size=chunk_size, device=device,
-            devices=devices, processes=processes, keep_embeddings=keep_embeddings, show_progress=progress, **shared,
+            devices=devices, processes=processes, keep_embeddings=keep_embeddings, show_progress=progress,
+            text_column=text_column, **shared,
         )  # fmt: skip
     typer.echo(json_text(built.manifest.to_dict()), nl=False)
 
@@ -105,7 +105,7 @@ def build(
 def search(
     index: Path = typer.Option(..., "--index", help="Index directory made by `jtcse index build`."),
     query: list[str] = typer.Option([], "--query", "-q", help="A query sentence (repeat for several)."),
-    queries_file: Path | None = typer.Option(None, help="File of queries, one per line."),
+    queries_file: Path | None = typer.Option(None, help="File of queries, one per line (or a table: its text column)."),
     k: int = typer.Option(10, "-k", help="Results per query."),
     model: str | None = typer.Option(None, help="Query encoder. Default: the model the index was built with."),
     allow_other_model: bool = typer.Option(
@@ -131,7 +131,7 @@ def search(
 
     Example: jtcse index search --index corpus.idx -q "a man plays the guitar" -k 5
     """
-    from jtcse.corpus import read_corpus
+    from jtcse.corpus import read_texts
     from jtcse.errors import JTCSEError
     from jtcse.output_paths import FileOutput
     from jtcse.search.index import SearchIndex
@@ -141,7 +141,7 @@ def search(
         out.check()  # before the index loads
     queries = list(query)
     if queries_file is not None:
-        queries += read_corpus(queries_file).sentences
+        queries += read_texts(queries_file, what="queries file").sentences  # a text file, or a table's text column
     if not queries:
         raise JTCSEError("Give a query with --query or --queries-file.")
     loaded = SearchIndex(index, use_gpu=gpu)

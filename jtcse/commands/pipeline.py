@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from jtcse.commands import _options as opts
-from jtcse.commands._settings import Options, given, with_settings
+from jtcse.commands._settings import Options, flags, given, with_settings
 from jtcse.errors import JTCSEError
 from jtcse.pipeline.settings import PipelineConfig
 from jtcse.pipeline.stages import STAGES, TRAINED
@@ -24,16 +24,15 @@ from jtcse.schema import Layer, build, sections
 SHORT_HELP = "Whole recipe: warm up two towers, train the twin, ensemble, distil, evaluate (resumable)."
 HELP = (
     "Run the JTCSE recipe end to end in OUTPUT, one folder a stage: "
-    + "; ".join(f"{s.name} ({s.folder}/): {s.what}" for s in STAGES).replace("[", "\\[")
+    + "; ".join(f"{m.name} ({m.folder}/): {m.description}" for m in (s.metadata for s in STAGES)).replace("[", "\\[")
     + ". A stage whose folder holds a finished run of the same settings (whoever ran it) is skipped, one that "
     "finished with other settings is refused (remove its folder to run it again), an interrupted one resumes from "
     "its checkpoints. Before any stage trains, every file a stage will read is read and checked; OUTPUT is a "
     "folder of the pipeline's own (jtcse_outputs.json lists what it wrote there; any other file is refused). One "
     "summary table is printed and written to OUTPUT/pipeline_summary.md (and .json).\n\n"
     "By default the twin trains (--no-twin skips it) and, from a sentence-transformers model, the ensemble holds "
-    "the twin and the starting model: on the embedded MiniLM its student beat the two warm-ups' by 0.08 on the mean "
-    "of STS-B train and SICK train (3 seeds, more than the seed spread) for 1.43 times the CPU time "
-    "(evaluation/DEFAULTS.md). By default every stage keeps its last step and the dev file "
+    "the twin and the starting model (what that gains and costs on the embedded MiniLM: evaluation/DEFAULTS.md). "
+    "By default every stage keeps its last step and the dev file "
     "is only reported; --STAGE-checkpoint best-dev keeps a stage's best checkpoint by the dev file, as the "
     "paper's recipes do. What is chosen (the ensemble's weights; with --probe, the twin's learning rate) is "
     "chosen on --selection-file.\n\n"
@@ -48,14 +47,14 @@ HELP = (
 TOP = Options(PipelineConfig, PipelineConfig(), panel="The run")
 STAGE_OPTIONS = tuple(
     Options(
-        cls,
+        table.cls,
         getattr(PipelineConfig(), name),
         prefix=name,
-        exclude=declared.exclude,
-        panel=f"[{name}] {declared.help}",
-        same_as=declared.base,
+        exclude=table.exclude,
+        panel=f"[{name}] {table.help}",
+        same_as=table.base,
     )
-    for name, (cls, declared) in sections(PipelineConfig).items()
+    for name, table in sections(PipelineConfig).items()
 )
 
 
@@ -73,10 +72,10 @@ def command_line_layer(arguments: dict[str, Any]) -> tuple[Layer, dict[str, dict
                 labels[(options.prefix, shortcut)] = f"--{shortcut.replace('_', '-')}"
         if table:
             values[options.prefix] = table
-    flags = {(o.prefix, name): o.flag(name) for o in (TOP, *STAGE_OPTIONS) for name in o.keys}
+    named = flags((TOP, *STAGE_OPTIONS))
 
     def label(table: str, key: str) -> str:
-        return labels.get((table, key)) or flags[(table, key)]
+        return labels.get((table, key)) or named[(table, key)]
 
     return Layer(values, where="", label=label), typed
 
@@ -138,14 +137,6 @@ def pipeline(
         help="Checkpoint (and score a dev file) every N steps, in every trained stage whose --STAGE-eval-steps is "
         "not given.",
     ),
-    # renamed when the options came to be generated from the settings: still accepted, hidden, with a warning
-    warmup_steps_alias: str | None = opts.alias_option("--warmup-steps", "--warmup-max-steps"),
-    twin_steps_alias: str | None = opts.alias_option("--twin-steps", "--twin-max-steps"),
-    distill_steps_alias: str | None = opts.alias_option("--distill-steps", "--distill-max-steps"),
-    probe_steps_alias: str | None = opts.alias_option("--probe-steps", "--probe-max-steps"),
-    student_alias: str | None = opts.alias_option("--student", "--distill-student"),
-    student_pooling_alias: str | None = opts.alias_option("--student-pooling", "--distill-student-pooling"),
-    objective_alias: str | None = opts.alias_option("--objective", "--distill-objective"),
     **options,
 ) -> None:
     from jtcse.pipeline.recipe import dump_recipe as as_recipe

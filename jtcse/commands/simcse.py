@@ -39,11 +39,19 @@ def simcse(
     ),
     pooling: str | None = opts.pooling_option(training=True),
     corpus: Path | None = opts.corpus_option(),
+    text_column: str | None = opts.text_column_option(),
     pairs_file: Path | None = typer.Option(
         None,
         "--pairs-file",
         callback=opts.given_once,
-        help="TSV original<TAB>paraphrase (as `jtcse rtt` writes); the paraphrase becomes the sentence's positive.",
+        help="TSV original<TAB>paraphrase (as `jtcse rtt` writes), or a table or dataset of pairs (--columns); the "
+        "paraphrase becomes the sentence's positive.",
+    ),
+    columns: str | None = typer.Option(
+        None,
+        "--columns",
+        help="The two columns of a pairs table, e.g. sentence1,sentence2. Default: sentence1,sentence2; "
+        "anchor,positive; or original,paraphrase, the first pair it has.",
     ),
     pairs_alias: Path | None = opts.alias_option("--pairs", "--pairs-file"),
     dev_file: Path | None = opts.dev_file_option(),
@@ -57,7 +65,9 @@ def simcse(
         corpus,
         output,
         settings=settings_from(OPTIONS, options),
+        text_column=text_column,
         pairs_file=pairs_file,
+        pair_columns=columns,
         pooling=pooling,
         dev_file=dev_file,
         resume=resume,

@@ -9,9 +9,11 @@
 | an STS file read as retrieval (:func:`stsb_retrieval_task`) | ``retrieval-pairs`` | ``AbsTaskRetrieval`` | nDCG@10 |
 
 Rows are JSON lines or a tab- or comma-separated table with a header. :func:`local_task` takes ``PATH`` (the type
-comes from the layout) or ``TYPE:PATH`` (where the layout is ambiguous, or for ``retrieval-pairs``). A task is named
-``Local_<file or folder name>`` and its dataset revision is a hash of what it read, so MTEB's result cache never
-serves a result computed on other data. Every bad layout is one :class:`JTCSEError` line naming the file and what
+comes from the layout) or ``TYPE:PATH`` (where the layout is ambiguous, or for ``retrieval-pairs``), either one
+after ``NAME=`` to name the task. Unnamed, a task is ``Local_<file stem or folder name>`` (:func:`default_task_name`:
+a generic stem such as ``test`` takes its folder's name, ``BIOSSES/test.jsonl`` → ``Local_BIOSSES``, and a subset
+folder its task's, ``STS17/en-en/test.jsonl`` → ``Local_STS17_en-en``). Its dataset revision is a hash of what it
+read, so MTEB's result cache never serves a result computed on other data. Every bad layout is one :class:`JTCSEError` line naming the file and what
 is missing.
 """
 
@@ -140,8 +142,32 @@ def infer_task_type(path: Path) -> str:
     return fits[0]
 
 
+#: A task name given as ``NAME=PATH``: what mteb can use as a result file's name.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+#: File stems and folder names that say nothing about the task: the name comes from the folder above.
+GENERIC_NAMES = frozenset({"test", "train", "dev", "validation", "data", "corpus", "default", "qrels", "queries"})
+#: A subset folder (a language or a language pair, as mteb names subsets: ``en``, ``en-en``, ``eng-Latn``,
+#: ``eng_Latn-deu_Latn``): named with the task folder above it.
+_SUBSET = re.compile(r"[a-z]{2,3}([-_][A-Z][a-z]{3})?(-[a-z]{2,3}([-_][A-Z][a-z]{3})?)?")
+
+
+def split_task_name(spec: str | Path) -> tuple[str | None, str]:
+    """``NAME=REST`` → ``(NAME, REST)``; anything else (an existing path holding ``=`` too) → ``(None, spec)``."""
+    name, sep, rest = str(spec).partition("=")
+    if not sep or Path(spec).exists():
+        return None, str(spec)
+    if not _NAME.fullmatch(name) or not rest:
+        raise JTCSEError(
+            f"--local-task {spec!r}: NAME=PATH takes a name of letters, digits, '_', '.' and '-' (not starting "
+            "with '_', '.' or '-') and a path, e.g. MyTask=data/test.jsonl."
+        )
+    return name, rest
+
+
 def parse_task_spec(spec: str | Path) -> tuple[str | None, Path]:
-    """``TYPE:PATH`` → ``(TYPE, PATH)``; a plain path → ``(None, PATH)``."""
+    """``TYPE:PATH`` → ``(TYPE, PATH)``; a plain path → ``(None, PATH)``; a leading ``NAME=`` is dropped
+    (:func:`split_task_name`)."""
+    spec = split_task_name(spec)[1]
     kind, sep, rest = str(spec).partition(":")
     if sep and kind in TASK_TYPES:
         return kind, Path(rest)
@@ -150,8 +176,10 @@ def parse_task_spec(spec: str | Path) -> tuple[str | None, Path]:
     return None, Path(spec)
 
 
-def local_task(spec: str | Path):
-    """The MTEB task (an ``AbsTask`` instance) of ``PATH`` or ``TYPE:PATH``, read now (a bad file raises here)."""
+def local_task(spec: str | Path, name: str | None = None):
+    """The MTEB task (an ``AbsTask`` instance) of ``PATH`` or ``TYPE:PATH`` (either after ``NAME=``), read now (a
+    bad file raises here). ``name`` (else the spec's ``NAME``, else :func:`default_task_name`) names the task."""
+    name = name or split_task_name(spec)[0]
     kind, path = parse_task_spec(spec)
     kind = kind or infer_task_type(path)
     builders = {
@@ -161,11 +189,19 @@ def local_task(spec: str | Path):
         "sts": local_sts_task,
         "retrieval-pairs": stsb_retrieval_task,
     }
-    return builders[kind](path)
+    return builders[kind](path, name=name)
 
 
-def _task_name(path: Path, suffix: str = "") -> str:
-    return "Local_" + (re.sub(r"[^0-9A-Za-z_.-]+", "_", path.stem if path.is_file() else path.name) or "task") + suffix
+def default_task_name(path: str | Path, suffix: str = "") -> str:
+    """``Local_<name>``: a file's stem or a folder's name; a generic one (:data:`GENERIC_NAMES`) gives way to the
+    folder above, and a subset folder found so (``en-en``) is joined to its task folder's name (``STS17_en-en``)."""
+    path = Path(path).absolute()
+    named = [path.stem if path.is_file() else path.name, *(parent.name for parent in path.parents)]
+    parts = [part for part in named if part and part.lower() not in GENERIC_NAMES]
+    moved_up = bool(parts) and parts[0] != named[0]
+    chosen = parts[:2] if moved_up and len(parts) > 1 and _SUBSET.fullmatch(parts[0]) else parts[:1]
+    name = "_".join(reversed(chosen))
+    return "Local_" + (re.sub(r"[^0-9A-Za-z_.-]+", "_", name) or "task") + suffix
 
 
 def _revision(*parts: bytes) -> str:
@@ -231,7 +267,7 @@ def local_sts_task(path: str | Path, name: str | None = None):
     s1, s2, scores = read_sts_pairs(path)
     columns = {"sentence1": s1, "sentence2": s2, "score": scores}
     return make_task(
-        name or _task_name(path),
+        name or default_task_name(path),
         path,
         _revision(path.read_bytes()),
         "STS",
@@ -242,7 +278,7 @@ def local_sts_task(path: str | Path, name: str | None = None):
     )
 
 
-def pair_classification_task(path: str | Path):
+def pair_classification_task(path: str | Path, name: str | None = None):
     """An MTEB pair-classification task (``AbsTaskPairClassification``): rows of ``sentence1``, ``sentence2`` and a
     0/1 ``label``, all in the test split."""
     path = Path(path)
@@ -258,7 +294,7 @@ def pair_classification_task(path: str | Path):
         "label": labels,
     }
     return make_task(
-        _task_name(path),
+        name or default_task_name(path),
         path,
         _revision(path.read_bytes()),
         "PairClassification",
@@ -272,7 +308,7 @@ def _labelled(path: Path, rows: list[tuple[int, dict]]) -> dict[str, list]:
     return {"text": column_values(path, rows, "text"), "label": column_values(path, rows, "label")}
 
 
-def classification_task(path: str | Path):
+def classification_task(path: str | Path, name: str | None = None):
     """An MTEB classification task (``AbsTaskClassification``, its logistic regression on ``samples_per_label``
     training texts per label, ``n_experiments`` times): a folder of ``train.jsonl`` and ``test.jsonl``, or one file
     of ``text``, ``label``, ``split`` rows (other splits are ignored). Text labels become a ``datasets.ClassLabel``
@@ -297,7 +333,7 @@ def classification_task(path: str | Path):
     _check_classes(path, set(splits["train"]["label"]), set(splits["test"]["label"]))
     names = sorted(labels) if isinstance(next(iter(labels)), str) else None
     return make_task(
-        _task_name(path),
+        name or default_task_name(path),
         path,
         _revision(*(file.read_bytes() for file in files)),
         "Classification",
@@ -372,7 +408,7 @@ def read_qrels(path: Path, queries: dict, corpus: dict) -> dict[str, dict[str, i
     return qrels
 
 
-def beir_task(path: str | Path):
+def beir_task(path: str | Path, name: str | None = None):
     """An MTEB retrieval task (``AbsTaskRetrieval``) from a BEIR folder: ``corpus.jsonl`` (``_id``, ``text``,
     optional ``title``), ``queries.jsonl`` (``_id``, ``text``) and ``qrels/test.tsv``."""
     path = Path(path)
@@ -386,7 +422,7 @@ def beir_task(path: str | Path):
     qrels = read_qrels(path / "qrels" / "test.tsv", queries, corpus)
     revision = _revision(*((path / name).read_bytes() for name in BEIR_FILES))
     return make_task(
-        _task_name(path),
+        name or default_task_name(path),
         path,
         revision,
         "Retrieval",
@@ -416,14 +452,14 @@ def pairs_as_retrieval(path: Path, min_score: float = 4.0):
     return corpus, queries, qrels
 
 
-def stsb_retrieval_task(path: str | Path, min_score: float = 4.0):
+def stsb_retrieval_task(path: str | Path, min_score: float = 4.0, name: str | None = None):
     """An MTEB retrieval task (``AbsTaskRetrieval``) made from an STS file (:func:`pairs_as_retrieval`): the close
     pairs' first sentences find their partners among every distinct sentence of the file, a query's own sentence left
     out of its ranking (mteb's ``ignore_identical_ids``). Named ``Local_<file stem>_retrieval``."""
     path = Path(path)
     corpus, queries, qrels = pairs_as_retrieval(path, min_score)
     return make_task(
-        _task_name(path, "_retrieval"),
+        name or default_task_name(path, "_retrieval"),
         path,
         _revision(path.read_bytes(), repr(float(min_score)).encode()),
         "Retrieval",

@@ -85,17 +85,23 @@ def mteb_model(model, name: str):
 
 def _tasks(tasks, local_tasks, benchmark) -> list:
     """Every task of the run, built (and local files read) before anything is evaluated; two of one name refused."""
-    from jtcse.evaluation.mteb_local_tasks import local_task
+    from jtcse.evaluation.mteb_local_tasks import local_task, split_task_name
 
-    built = [registry_task(spec) for spec in tasks]
-    built += benchmark_tasks(benchmark) if benchmark else []
-    built += [local_task(spec) for spec in local_tasks]
-    seen: set[str] = set()
-    for task in built:
-        if task.metadata.name in seen:
-            raise JTCSEError(f"two tasks are named {task.metadata.name}; their results would share one file.")
-        seen.add(task.metadata.name)
-    return built
+    built = [(registry_task(spec), None) for spec in tasks]
+    built += [(task, None) for task in (benchmark_tasks(benchmark) if benchmark else [])]
+    built += [(local_task(spec), str(spec)) for spec in local_tasks]
+    seen: dict[str, str | None] = {}
+    for task, spec in built:
+        name = task.metadata.name
+        if name in seen:
+            first = f"--local-task {seen[name]}" if seen[name] else f"the mteb task {name}"
+            fix = split_task_name(spec or seen[name])[1]
+            raise JTCSEError(
+                f"two tasks are named {name} ({first} and {f'--local-task {spec}' if spec else f'the mteb task {name}'}); "
+                f"their results would share one file. Name a local one: --local-task OTHER_NAME={fix}"
+            )
+        seen[name] = spec
+    return [task for task, _ in built]
 
 
 def _evaluate(model, task, cache, batch_size: int):
@@ -129,7 +135,7 @@ def run_mteb(
     benchmark: str | None = None,
 ) -> dict:
     """Run each task on ``model``: registry names (``NAME`` or ``NAME:SUBSET``), the tasks of mteb's ``benchmark``
-    and ``local_tasks`` (``PATH`` or ``TYPE:PATH``, :func:`jtcse.evaluation.mteb_local_tasks.local_task`).
+    and ``local_tasks`` (``[NAME=]PATH`` or ``[NAME=]TYPE:PATH``, :func:`jtcse.evaluation.mteb_local_tasks.local_task`).
 
     ``name``: the model's path or hub name (:func:`model_name`; default: what the model card says).
     ``cache_dir``: MTEB's result cache (default: MTEB's own, ``$MTEB_CACHE`` or ``~/.cache/mteb``); a

@@ -155,7 +155,7 @@ def _convert(name: str, key: str, kind: str, raw: str) -> Any:
         return text
     except ValueError:
         expected = {"float": "a number", "int": "an integer", "ints": "integers separated by '/'"}[kind]
-        raise ValueError(f"regulariser {name!r}: {key}={raw!r} is not {expected}") from None
+        raise ValueError(f"regulariser {name!r}: {key}={raw!r} is not {expected}.") from None
 
 
 def parse_regularizer_spec(spec: str) -> RegularizerSpec:
@@ -172,11 +172,11 @@ def parse_regularizer_spec(spec: str) -> RegularizerSpec:
         key, sep, value = item.partition("=")
         key = key.strip().lower().replace("-", "_")
         if not sep or not value.strip():
-            raise ValueError(f"regulariser {name!r}: {item!r} is not key=value")
+            raise ValueError(f"regulariser {name!r}: {item!r} is not key=value.")
         if key not in known:
-            raise ValueError(f"regulariser {name!r} has no option {key!r}; options: {', '.join(known)}")
+            raise ValueError(f"regulariser {name!r} has no option {key!r}; options: {', '.join(known)}.")
         if key in options:
-            raise ValueError(f"regulariser {name!r}: option {key!r} given twice")
+            raise ValueError(f"regulariser {name!r}: option {key!r} given twice.")
         options[key] = _convert(name, key, known[key].kind, value)
     return RegularizerSpec(name, options)
 
@@ -205,7 +205,7 @@ def build_regularised_loss(model, base_loss, specs: Sequence[str], extra_terms=N
     names = [p.name for p in parsed]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ValueError(f"regulariser {duplicates[0]!r} given more than once; give it once with all its options")
+        raise ValueError(f"regulariser {duplicates[0]!r} given more than once; give it once with all its options.")
     terms = {regularizer_name(reg): reg for reg in (_build_one(model, spec) for spec in parsed)}
     clash = sorted(set(terms) & set(extra_terms or {}))
     if clash:

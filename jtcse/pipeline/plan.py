@@ -16,7 +16,7 @@ from typing import Any
 
 from jtcse.errors import JTCSEError, SettingError
 from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS, PipelineConfig, stage_error
-from jtcse.pipeline.stages import ENSEMBLE, EVAL, PROBE, STAGES, TRAINED, TWIN, WARMUP_A, WARMUP_B, Stage
+from jtcse.pipeline.stages import ENSEMBLE, STAGES, TRAINED, TWIN, WARMUP_A, WARMUP_B, Stage
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,10 @@ class Plan:
     @property
     def evaluated(self) -> tuple[Stage, ...]:
         """The stages whose models the eval stage scores."""
-        return tuple(stage for stage in self.stages if stage.evaluated)
+        return tuple(stage for stage in self.stages if stage.metadata.evaluated)
 
     def folder(self, stage: Stage) -> Path:
-        return self.output_dir / stage.folder
+        return self.output_dir / stage.metadata.folder
 
 
 def is_sentence_encoder(source) -> bool:
@@ -87,7 +87,7 @@ def make_plan(config: PipelineConfig, output_dir: str | Path, device: str | None
         weights=_weights(config, twin, with_start, choose),
         choose=choose,
         student=student,
-        teacher=output_dir / (ENSEMBLE if members else TWIN).folder,
+        teacher=output_dir / (ENSEMBLE if members else TWIN).metadata.folder,
         starting=starting_models(config.tower_a, config.start_b, student),
     )
     plan = replace(plan, stages=_stages(plan, config.until))
@@ -127,9 +127,11 @@ def _members(
     models named."""
     from jtcse.modeling.loading import describe_source, resolve_source
 
-    twin_folder = output_dir / TWIN.folder
+    twin_folder = output_dir / TWIN.metadata.folder
     towers = twin and config.ensemble.twin_towers
-    trained = [twin_folder] * (2 if towers else 1) if twin else [output_dir / s.folder for s in (WARMUP_A, WARMUP_B)]
+    trained = (
+        [twin_folder] * (2 if towers else 1) if twin else [output_dir / s.metadata.folder for s in (WARMUP_A, WARMUP_B)]
+    )
     extra = ([config.tower_a] if with_start else []) + list(config.ensemble.models)
     if not extra and twin:
         return (), (), len(trained)
@@ -158,11 +160,11 @@ def _check_probe(config: PipelineConfig) -> None:
 
 def _stages(plan: Plan, until: str) -> tuple[Stage, ...]:
     """The stages ``plan`` includes, up to the last one ``until`` names; one line naming the values this run
-    can stop after, and why a stage it lacks is off, otherwise."""
-    included = [stage for stage in STAGES if stage.include(plan)]
-    ends = {stage.until: i + 1 for i, stage in enumerate(included)}
+    can stop after, and why a stage it lacks is left out, otherwise."""
+    included = [stage for stage in STAGES if stage.left_out(plan) is None]
+    ends = {stage.metadata.until: i + 1 for i, stage in enumerate(included)}
     if until not in ends:
-        reasons = (stage.off_reason(plan) for stage in STAGES if stage.until == until)
+        reasons = (stage.left_out(plan) for stage in STAGES if stage.metadata.until == until)
         why = next((reason for reason in reasons if reason), "not a stage")
         raise JTCSEError(f"--until {until}: {why}; this run stops after one of {', '.join(ends)}.")
     return tuple(included[: ends[until]])
@@ -176,34 +178,28 @@ def _check_weights(plan: Plan, config: PipelineConfig) -> None:
         try:
             member_weights(plan.weights, len(plan.members))
         except SettingError as err:
-            raise stage_error(err, ENSEMBLE.table) from None
+            raise stage_error(err, ENSEMBLE.metadata.table) from None
     elif config.ensemble.weights is not None:
         raise SettingError(
             "{weights} were given without models to ensemble with ({with}).",
             {"weights": "ensemble weights", "with": "[ensemble] with"},
-            table=ENSEMBLE.table,
+            table=ENSEMBLE.metadata.table,
         )
 
 
 def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
-    """``plan`` with the files its stages read, each given and there (a file none reads is not required); the
-    selection files read and checked against the dev file."""
+    """``plan`` with the files its stages read, each given (each stage that needs one says so) and there (a file none
+    reads is not required); the selection files read and checked against the dev file."""
     from jtcse.training.selection import selection_sets
 
-    if config.dev_file is None and EVAL in plan.stages:
-        raise JTCSEError(
-            "the eval stage reports on a dev file: give --dev-file (dev_file, an STS-B-format file), or stop earlier "
-            "with --until."
-        )
-    for stage in plan.stages:
-        training = stage.training(config)
-        if training is not None:
-            try:
-                training.check_dev_file(config.dev_file)
-            except SettingError as err:
-                raise stage_error(err, stage.trains_with) from None
-    reads_dev = EVAL in plan.stages or any(stage.dev_file(config) for stage in plan.stages)
-    reads_selection = PROBE in plan.stages or plan.choose
+    dev_files = []
+    for stage in plan.stages:  # each stage that needs the dev file says so
+        try:
+            dev_files.append(stage.dev_file(config))
+        except SettingError as err:
+            raise stage_error(err, stage.trains_with) from None
+    reads_dev = any(dev_files)
+    reads_selection = any(stage.reads_selection(plan) for stage in plan.stages)
     files = [("dev file", reads_dev, config.dev_file)]
     files += [("selection file", reads_selection, path) for path in config.selection_files]
     for label, read, path in files:
@@ -221,7 +217,7 @@ def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
     """Read every file the planned stages read, as they will read it, so that a bad one costs nothing: the dev file
     and the selection files (STS-B format, a finite number for every score, scores to correlate with: not all
     one), the corpus (UTF-8, some sentences) and each warm-up's pairs file."""
-    from jtcse.corpus import read_corpus
+    from jtcse.corpus import read_texts
     from jtcse.evaluation.sts import check_correlatable, read_stsb_file
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
@@ -230,7 +226,7 @@ def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
     for path, pairs in plan.selection.items():  # (read by the plan: less the pairs the dev file has)
         check_correlatable(pairs, path)
     if config.corpus is not None:
-        read_corpus(config.corpus)
+        read_texts(config.corpus, config.text_column)
     for pairs_file in dict.fromkeys(path for path in (config.pairs_a, config.pairs_b) if path is not None):
         read_paraphrase_pairs(pairs_file)
 
@@ -241,13 +237,13 @@ def _check_cael_every(plan: Plan, config: PipelineConfig) -> None:
     from jtcse.modeling.build import cael_every_setting
     from jtcse.modeling.loading import layer_count
 
-    trains_twins = any(stage.trains_with == TWIN.table for stage in plan.stages)
+    trains_twins = any(stage.trains_with == TWIN.trains_with for stage in plan.stages)
     layers = layer_count(config.tower_a) if trains_twins and config.twin.cael_every else None
     if layers is not None:
         try:
             cael_every_setting(config.twin.cael_every, layers)
         except SettingError as err:
-            raise stage_error(err, TWIN.table) from None
+            raise stage_error(err, TWIN.trains_with) from None
 
 
 def starting_models(tower_a, tower_b, student) -> dict[str, Any]:

@@ -6,8 +6,8 @@ Each stage writes into its own folder; a rerun skips a stage whose folder holds 
 settings, refuses one that finished with others, and resumes one that was interrupted. One rule decides
 (:func:`jtcse.training.run_dir.finished_run`): a trainer's folder is judged by the trainer itself from its
 ``run_summary.json``, whoever ran it (the pipeline, or ``jtcse simcse`` by hand), and the stages the pipeline
-records itself (``Stage.record``) are judged the same way. Each trainer starts from fingerprints of the models it
-reads, so a retrained upstream stage never leaves a stale model downstream.
+records itself (:meth:`~jtcse.pipeline.stages.Stage.record`) are judged the same way. Each trainer starts from
+fingerprints of the models it reads, so a retrained upstream stage never leaves a stale model downstream.
 
 The run's folder is an output of ``jtcse pipeline`` (:class:`~jtcse.output_paths.FolderOutput`): never an input nor
 a folder holding one, its record (``jtcse_outputs.json``) lists the stage folders and the summaries; a file there
@@ -48,8 +48,8 @@ class PipelineRun:
         return self.plan.folder(stage)
 
     def stage_output(self, stage: Stage) -> FolderOutput:
-        """The folder of a stage the pipeline records (``Stage.record``), as an output of ``stage.made_by``."""
-        return FolderOutput(self.folder(stage), stage.made_by, earlier=_written_before_records)
+        """The folder of a stage the pipeline records (:meth:`Stage.record`), as an output of its ``made_by``."""
+        return FolderOutput(self.folder(stage), stage.metadata.made_by, earlier=_written_before_records)
 
     def execute(self, stage: Stage) -> dict[str, Any]:
         """Run ``stage`` unless its folder holds a finished run of the same settings; its summary row. An error
@@ -57,38 +57,39 @@ class PipelineRun:
         folder says what to do in a pipeline (remove the folder: the pipeline has no ``--overwrite``)."""
         from jtcse.training.run_dir import RERUN, finished_summary
 
-        folder = self.folder(stage)
+        folder, name = self.folder(stage), stage.metadata.name
         started = time.perf_counter()
-        self.output.add(stage.folder)  # entered in the run's record before it is written
+        self.output.add(stage.metadata.folder)  # entered in the run's record before it is written
         try:
-            if stage.record is None:  # the trainer judges its folder: the same finished run is returned as it is
+            record = stage.record(self)
+            if record is None:  # the trainer judges its folder: the same finished run is returned as it is
                 before = finished_summary(folder)
                 summary = stage.run(self, folder)
                 done = before is not None and before == summary
             else:
-                summary, done = self._recorded(stage, folder)
+                summary, done = self._recorded(stage, folder, record)
         except SettingError as err:
             again = {RERUN: f"remove {folder} to run the stage again"}
-            raise stage_error(err, stage.trains_with or stage.table).renamed(again.get) from None
-        self.summaries[stage.name] = summary
+            raise stage_error(err, stage.trains_with or stage.metadata.table).renamed(again.get) from None
+        self.summaries[name] = summary
         seconds = 0.0 if done else round(time.perf_counter() - started, 2)
         status = "skipped (done)" if done else "ran"
-        return {"stage": stage.name, "output": str(folder), "status": status, "seconds": seconds, "summary": summary}
+        return {"stage": name, "output": str(folder), "status": status, "seconds": seconds, "summary": summary}
 
-    def _recorded(self, stage: Stage, folder: Path) -> tuple[dict, bool]:
-        """``(summary, done)`` of a stage the pipeline records: its finished run of the same record, else the stage
-        run again (a folder missing a file its run wrote is not finished, and says so)."""
+    def _recorded(self, stage: Stage, folder: Path, record: dict[str, Any]) -> tuple[dict, bool]:
+        """``(summary, done)`` of a stage the pipeline records: its finished run of the same ``record``, else the
+        stage run again (a folder missing a file its run wrote is not finished, and says so)."""
         from jtcse.training.run_dir import RUN_SUMMARY_NAME, finished_run, unfinished_because
 
-        record = stage.record(self)
-        summary = finished_run(folder, record, model=stage.evaluated, rerun=stage.rerun)
+        meta = stage.metadata
+        summary = finished_run(folder, record, model=meta.evaluated, rerun=meta.rerun)
         if summary is not None:
             return summary, True
         if (damage := unfinished_because(folder)) is not None:
             logger.warning("%s is not a finished run: %s; running the stage again.", folder, damage)
         out = self.stage_output(stage)
         out.check()  # nothing there that jtcse did not write
-        summary = {"stage": stage.name, **stage.run(self, folder), "config": record}
+        summary = {"stage": meta.name, **stage.run(self, folder), "config": record}
         out.write_json(RUN_SUMMARY_NAME, summary)  # entered in the record (of the folder the stage may have replaced)
         return summary, False
 
@@ -102,7 +103,11 @@ def pipeline_output(output_dir: str | Path, config: PipelineConfig, recipe: dict
     files = [config.corpus, config.pairs_a, config.pairs_b, config.dev_file, *config.selection_files, *recipe_files]
     inputs = [*models, *files]
     return FolderOutput(
-        output_dir, MADE_BY, inputs=inputs, parts=[stage.folder for stage in STAGES], earlier=_written_before_records
+        output_dir,
+        MADE_BY,
+        inputs=inputs,
+        parts=[stage.metadata.folder for stage in STAGES],
+        earlier=_written_before_records,
     )
 
 
@@ -111,7 +116,8 @@ def _made_here(model: str | None, output_dir: str | Path) -> bool:
     if model is None:
         return False
     path = Path(model).expanduser().resolve()
-    return any(path.is_relative_to((Path(output_dir) / stage.folder).expanduser().resolve()) for stage in STAGES)
+    folders = (Path(output_dir) / stage.metadata.folder for stage in STAGES)
+    return any(path.is_relative_to(folder.expanduser().resolve()) for folder in folders)
 
 
 def _written_before_records(folder: Path) -> list[str] | None:
@@ -154,7 +160,7 @@ def run_pipeline(
         out.remove(SUMMARY_JSON, SUMMARY_MD)  # from now on the stage folders may hold other models than they say
         run = PipelineRun(config, plan, out, device)
         rows = [run.execute(stage) for stage in plan.stages]
-        table = summary_table(rows, plan.starting, run.summaries.get(EVAL.name, {}))
+        table = summary_table(rows, plan.starting, run.summaries.get(EVAL.metadata.name, {}))
         result = {
             "output_dir": str(plan.output_dir),
             "until": config.until,

@@ -2,8 +2,8 @@
 keys and one table a stage (``[warmup]``, ``[warmup_b]``, ``[probe]``, ``[twin]``, ``[ensemble]``, ``[distill]``).
 ``jtcse pipeline``'s options, recipe files and ``--dump-recipe`` are generated from it. The trained stages' tables are
 their trainers' own settings classes (:mod:`jtcse.training.settings`: the CPU recipe); the numbers the pipeline adds
-are here (:data:`ENSEMBLE_WEIGHTS`). Each stage's table is checked against the stages' (:mod:`jtcse.pipeline.stages`)
-when this module is imported.
+are here (:data:`ENSEMBLE_WEIGHTS`). Each table is a stage's (:mod:`jtcse.pipeline.stages`: its name, unless the stage
+says otherwise).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pydantic import model_validator
 from jtcse.devices import Precision
 from jtcse.errors import JTCSEError, SettingError
 from jtcse.modeling.loading import TOWER_POOLING_HELP, TOWER_POOLING_UNSET, Pooling
-from jtcse.pipeline.stages import UNTIL, WARMUP_A, check_tables
+from jtcse.pipeline.stages import UNTIL, WARMUP_A
 from jtcse.schema import Array, Layer, Positive, Settings, build, keys, section, sections, setting, to_mapping
 from jtcse.training.ensemble import Combine, Weights, combine_setting, weights_setting
-from jtcse.training.settings import DistillSettings, TwinSettings, WarmupSettings, seed_range
+from jtcse.training.settings import DistillSettings, ReportTo, TwinSettings, WarmupSettings, seed_range
 
 PipelineSeed = seed_range(1)
 """The pipeline's seed: warm-up II trains at seed + 1."""
@@ -30,12 +30,9 @@ PipelineSeed = seed_range(1)
 class DefaultWeights:
     """The default ensemble's weights when no selection file chooses them: ``warmups`` for (warm-up I, warm-up II,
     the starting model) without a twin, ``twin`` for (the twin, the starting model) with one, ``twin_towers`` for
-    (tower I, tower II, the starting model) with the twin's towers as members. Written by the twin-default driver
-    (``evaluation/drivers/twin_default.py``; a test keeps them equal to its results): ``twin`` and ``twin_towers``
-    the weight with the best mean Spearman over two selection files (STS-B train, SICK train; 3 seeds) on their
-    ensembles, ``warmups`` the weights of the best of today's members' students (3 seeds through ``jtcse
-    pipeline``, no selection file below the starting model) (``evaluation/DEFAULTS.md``, "The twin in the main
-    job")."""
+    (tower I, tower II, the starting model) with the twin's towers as members. Chosen on two selection files (STS-B
+    train, SICK train) by the study in ``evaluation/DEFAULTS.md`` ("The twin in the main job"), which says how and
+    what they score; a test keeps them equal to its results."""
 
     warmups: tuple[float, ...] = (1.25, 1.25, 1.0)
     twin: tuple[float, ...] = (1.25, 1.0)
@@ -64,16 +61,14 @@ class ProbeSettings(Settings):
     learning_rates: Array[Positive] = setting(
         (1e-5, 3e-5, 1e-4), "The twin learning rates the probe tries.", min_length=1
     )
-    max_steps: int = setting(100, "Steps of each probe twin.", ge=1)
+    max_steps: int = setting(100, "Steps of each probe twin.", ge=1, aliases=("steps",))
 
 
 class TwinStageSettings(TwinSettings):
     enabled: bool = setting(
         True,
-        "Train the JTCSE twin on the two warm-ups (twin/); the ensemble then holds the twin, else the warm-ups. On the "
-        "embedded MiniLM (3 seeds through jtcse pipeline) the twin's student scored 80.28 on the mean of STS-B train "
-        "and SICK train against 80.20 for the warm-ups' (1.43 times the CPU time: the twin adds ~14 CPU-minutes, "
-        "a GPU minutes); evaluation/DEFAULTS.md.",
+        "Train the JTCSE twin on the two warm-ups (twin/); the ensemble then holds the twin, else the warm-ups. What "
+        "it gains and costs on the embedded MiniLM: evaluation/DEFAULTS.md.",
         switch=True,
     )
 
@@ -119,11 +114,14 @@ class EnsembleSettings(Settings):
 
 class DistillStageSettings(DistillSettings):
     student: str | None = setting(
-        None, "The distillation student, kept with its own pooling.", unset="the model tower I started from (tower_a)"
+        None,
+        "The distillation student, kept with its own pooling.",
+        unset="the model tower I started from (tower_a)",
+        aliases=("--student",),
     )
 
 
-_SET_FOR_EVERY_STAGE = ("seed", "precision")
+_SET_FOR_EVERY_STAGE = ("seed", "precision", "report_to")
 
 
 class PipelineConfig(Settings):
@@ -145,7 +143,16 @@ class PipelineConfig(Settings):
         None, "Tower II's starting model (a twin's towers share an architecture and tokenizer).", unset="tower I's"
     )
     corpus: str | None = setting(
-        None, "UTF-8 text file, one sentence per line.", metavar="FILE", unset="the embedded stdlib prose"
+        None,
+        "The sentences: a UTF-8 text file (one sentence a line), .jsonl, .csv/.tsv (a header), .parquet, a "
+        "save_to_disk folder or hf:NAME[:CONFIG][:SPLIT].",
+        metavar="FILE",
+        unset="the embedded stdlib prose",
+    )
+    text_column: str | None = setting(
+        None,
+        "The corpus's text column, when it is a table or dataset.",
+        unset="text, sentence, sentence1, anchor or query, else its only string column",
     )
     pairs_a: str | None = setting(
         None,
@@ -180,6 +187,11 @@ class PipelineConfig(Settings):
         "Precision of every training stage: auto, fp32, fp16 (CUDA) or bf16.",
         unset="each stage's own",
     )
+    report_to: ReportTo = setting(
+        "none",
+        "Where every training stage reports its logs: none, tensorboard (event files in each stage's folder, "
+        "runs/), wandb or mlflow; each stage's run is named OUT/stage (e.g. OUT/twin).",
+    )
     until: Literal[UNTIL] = setting(UNTIL[-1], f"Last stage to run: {', '.join(UNTIL)}.")
     warmup: WarmupSettings = section(
         WarmupSettings(), "Each tower's SimCSE warm-up (tower_a/, tower_b/).", exclude=_SET_FOR_EVERY_STAGE
@@ -188,7 +200,7 @@ class PipelineConfig(Settings):
         WarmupSettings(),
         "What differs for tower II's warm-up (tower_b/): a key left out is [warmup]'s.",
         exclude=_SET_FOR_EVERY_STAGE,
-        base=WARMUP_A.table,
+        base=WARMUP_A.metadata.table,
     )
     probe: ProbeSettings = section(ProbeSettings(), "The twin's learning-rate probe (probe/).")
     twin: TwinStageSettings = section(TwinStageSettings(), "The JTCSE twin (twin/).", exclude=_SET_FOR_EVERY_STAGE)
@@ -211,13 +223,10 @@ class PipelineConfig(Settings):
         return to_mapping(self)
 
 
-check_tables(PipelineConfig)  # every stage's table is one of these sections, and every section a stage's
-
-
 def recipe_name(table: str | None) -> Callable[[str], str | None]:
     """How a recipe names a key of ``table`` (``[twin] cael_every``; a top-level key as it is; another ``None``)."""
     tables = sections(PipelineConfig)
-    own = keys(tables[table][0], tables[table][1].exclude) if table else {}
+    own = keys(tables[table].cls, tables[table].exclude) if table else {}
     top = keys(PipelineConfig)
     return lambda key: f"[{table}] {key}" if key in own else key if key in top else None
 

@@ -60,6 +60,7 @@ from jtcse.search.index import (
 from jtcse.search.lines import ROW_DTYPE, count_rows
 from jtcse.search.model_identity import resolve_model
 from jtcse.search.shards import Shard, ShardVectors, find_shards, iter_texts
+from jtcse.text_inputs import input_name, is_table
 
 _PARTS_FOLDER = ".ivf-parts"
 
@@ -134,7 +135,8 @@ def _write_texts(shards: list[Shard], index_dir: Path, rows: int) -> None:
     done = position = 0
     with (index_dir / TEXTS_FILE).open("wb") as out:
         for texts, lines in iter_texts(shards):
-            encoded = [(text + "\n").encode("utf-8") for text in texts]
+            # a table's text may hold line breaks: texts.txt keeps one row a line (its copy joins them with spaces)
+            encoded = [(text.replace("\n", " ") + "\n").encode("utf-8") for text in texts]
             lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
             if done + len(encoded) > rows:
                 break
@@ -266,10 +268,13 @@ def build_index(
     seed: int = 0,
     precision: str = "float32",
     rescore_multiplier: int = DEFAULT_RESCORE_MULTIPLIER,
+    text_column: str | None = None,
 ) -> SearchIndex:
-    """Encode ``input_path`` (one sentence per line) and write a searchable index directory.
+    """Encode ``input_path`` (one sentence per line, or a table or dataset by its ``text_column``:
+    :mod:`jtcse.text_inputs`) and write a searchable index directory.
 
-    Encoding goes to ``index_dir/embeddings.npy`` through :func:`encode_file` (``reuse=True``; ``device``, or
+    The index is built beside ``index_dir`` (``INDEX.tmp``) and swapped in when complete, so the old one stays until
+    then. Encoding goes to ``INDEX.tmp/embeddings.npy`` through :func:`encode_file` (``reuse=True``; ``device``, or
     ``devices``/``processes`` for several worker processes), so an interrupted build resumes and finished
     embeddings are not encoded again; that file is removed at the end unless ``keep_embeddings``.
     ``precision`` "int8"/"binary" quantizes the corpus (exact search; binary rescores ``rescore_multiplier × k``
@@ -278,13 +283,13 @@ def build_index(
     _check_options(precision, rescore_multiplier)
     started = time.perf_counter()
     input_path = Path(input_path)
-    if not input_path.is_file():
+    if not is_table(input_path) and not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
     out = index_output(index_dir, [input_path, model])
     out.check()  # before the model loads
     pooled = devices is not None or processes is not None
     model, identity = resolve_model(model, model_name, None if pooled else device)
-    _prepare(out, overwrite, lambda: count_rows(input_path))
+    _prepare(out, overwrite, lambda: count_rows(input_path, text_column))
     with _kept(out, resume=True), out.replacing(resume=True) as new:
         embeddings = new.path / EMBEDDINGS_FILE
         working = [path.name for path in output_files(embeddings)]
@@ -303,12 +308,13 @@ def build_index(
             reuse=True,
             devices=devices,
             processes=processes,
+            text_column=text_column,
         )
         _write_index(
             find_shards(embeddings),
             new,
             model=identity,
-            source=str(input_path.resolve()),
+            source=input_name(input_path),
             normalize=normalize,
             ivf_threshold=ivf_threshold,
             nlist=nlist,

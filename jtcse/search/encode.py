@@ -67,6 +67,7 @@ from jtcse.search.sinks import (
     parts_folder,
     rows_path_for,
 )
+from jtcse.text_inputs import is_table
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +119,11 @@ def encode_file(
     model_name: str | None = None,
     on_chunk: Callable[[int, int], None] | None = None,
     reuse: bool = False,
+    text_column: str | None = None,
 ) -> EncodeResult:
     """Encode every non-empty line of ``input_path`` into ``output_path`` (``.npy``, ``.parquet`` or a shards folder).
 
+    ``input_path`` may be a table or dataset (:mod:`jtcse.text_inputs`): row ``i`` is its row ``i``'s ``text_column``.
     ``model`` is a name/path or a loaded ``SentenceTransformer`` (then ``model_name`` is required).
     ``normalize`` makes every vector unit-length; ``fp16`` stores float16. An unfinished earlier run
     with the same settings is resumed; a finished output is only replaced with ``overwrite``.
@@ -154,11 +157,13 @@ def encode_file(
         from jtcse.search.ray_encode import check_request
 
         check_request(model, fmt, device, workers)
-    if not input_path.is_file():
+    if not is_table(input_path) and not input_path.is_file():
         raise JTCSEError(f"Input file not found: {input_path}")
+    if text_column is not None and not is_table(input_path):
+        raise JTCSEError(f"--text-column {text_column} names a column, but {input_path} is a text file.")
     out = encode_output(output, [input_path, model])
     identity = model_name_of(model, model_name)
-    wanted = run_settings(identity, model, input_path, output, fp16=fp16, normalize=normalize)
+    wanted = run_settings(identity, model, input_path, output, fp16=fp16, normalize=normalize, column=text_column)
 
     check_output(out, reuse)
     with output_lock(output):
@@ -264,7 +269,7 @@ def _encode(
 
     output = out.path
     meta_file = meta_path_for(output)
-    spans, counted = plan_chunks(input_path, chunk_size)
+    spans, counted = plan_chunks(input_path, chunk_size, meta.get("text_column"))
     if meta["rows"] is None:
         meta.update(rows=counted.rows, empty_lines=counted.empty_lines)
     elif meta["rows"] != counted.rows:

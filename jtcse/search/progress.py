@@ -32,7 +32,9 @@ logger = logging.getLogger(__name__)
 
 META_FORMAT = "jtcse-embeddings"
 META_VERSION = 2
-RESUME_KEYS = ("model", "model_content", "input", "input_content", "output_format", "dtype", "normalized")
+RESUME_KEYS = (
+    "model", "model_content", "input", "input_content", "text_column", "output_format", "dtype", "normalized"
+)  # fmt: skip
 """Settings that must agree for a run to continue a previous one (or to find it finished)."""
 _CONTENT = {"model_content": ("the model", "model"), "input_content": ("the input", "input")}
 
@@ -65,16 +67,22 @@ def read_meta(path: str | Path) -> dict:
         ) from None
 
 
-def run_settings(identity: str, model, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool):
-    """The settings a run must share with an earlier one to continue it or find it finished (:data:`RESUME_KEYS`)."""
+def run_settings(
+    identity: str, model, input_path, output: str | Path, *, fp16: bool, normalize: bool, column: str | None = None
+) -> dict:
+    """The settings a run must share with an earlier one to continue it or find it finished (:data:`RESUME_KEYS`); a
+    table's text column as chosen (:func:`jtcse.text_inputs.text_column`)."""
+    from jtcse.text_inputs import input_name, is_table, open_table, text_column
+
     source = identity if Path(identity).expanduser().exists() else model
     return {
         "model": identity,
         "model_content": fingerprint(
             source if isinstance(source, (str, os.PathLike)) else identity, ignore=WORKING_FOLDERS, missing_ok=True
         ),
-        "input": str(Path(input_path).resolve()),
+        "input": input_name(input_path),
         "input_content": fingerprint(input_path),
+        "text_column": text_column(open_table(input_path), column, input_path) if is_table(input_path) else None,
         "output_format": output_format(output),
         "dtype": "float16" if fp16 else "float32",
         "normalized": bool(normalize),

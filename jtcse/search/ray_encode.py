@@ -120,7 +120,10 @@ class ChunkEncoder:
         self.normalize = normalize
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        spans = [ChunkSpan(*(int(batch[name][i]) for name in _SPAN_FIELDS)) for i in range(len(batch["start_row"]))]
+        spans = [
+            ChunkSpan(*(batch[name][i] if name == "column" else int(batch[name][i]) for name in _SPAN_FIELDS))
+            for i in range(len(batch["start_row"]))
+        ]
         for span in spans:
             chunk = span.read(self.input)
             vectors = self.model.encode(

@@ -27,6 +27,7 @@ from jtcse.errors import JTCSEError
 from jtcse.output_paths import fingerprint
 from jtcse.search.lines import iter_chunks
 from jtcse.search.sinks import METADATA_KEY, SHARD_META_FILE, check_tiling, npy_layout, open_parquet, rows_path_for
+from jtcse.text_inputs import input_stat
 
 _TEXT_BLOCK = 8192
 
@@ -42,7 +43,8 @@ class Shard:
     model: str
     normalized: bool
     empty_lines: int = 0
-    source: Path | None = None  # npy: the text file it was encoded from
+    source: Path | None = None  # npy: the text file (or table) it was encoded from
+    column: str | None = None  # npy of a table: its text column
 
     def describe(self) -> str:
         norm = "normalised" if self.normalized else "not normalised"
@@ -68,13 +70,12 @@ def _finished(meta: dict, path: Path) -> dict:
     return meta
 
 
-def _same_input(source: Path, meta: dict) -> bool:
-    """Whether ``source`` is the file the progress file ``meta`` encoded: by content (:func:`fingerprint`; a jtcse
-    before that recorded its size and time)."""
+def _same_input(source: str, meta: dict) -> bool:
+    """Whether ``source`` (a file, a table, ``hf:NAME``) is the input the progress file ``meta`` encoded: by content
+    (:func:`fingerprint`; a jtcse before that recorded its size and time)."""
     if "input_content" in meta:
         return fingerprint(source) == meta["input_content"]
-    stat = source.stat()
-    return (stat.st_size, stat.st_mtime_ns) == (meta.get("input_size"), meta.get("input_mtime_ns"))
+    return input_stat(source) == (meta.get("input_size"), meta.get("input_mtime_ns"))
 
 
 def _npy_shard(path: Path) -> Shard:
@@ -86,13 +87,18 @@ def _npy_shard(path: Path) -> Shard:
     meta = _finished(_read_json(progress), path)
     shape = npy_layout(path)[1]
     source = Path(meta["input"])
-    if not source.is_file() or not _same_input(source, meta):
+    try:
+        stale = not _same_input(meta["input"], meta)
+    except (OSError, JTCSEError):  # gone
+        stale = True
+    if stale:
         raise JTCSEError(
             f"{path} holds no text and its input {source} is gone or changed since it was encoded; "
             "encode to .parquet or a shards folder (they keep the text), or encode the file again."
         )
+    empty = meta.get("empty_lines", 0)
     return Shard(
-        path, "npy", shape[0], shape[1], meta["model"], bool(meta["normalized"]), meta.get("empty_lines", 0), source
+        path, "npy", shape[0], shape[1], meta["model"], bool(meta["normalized"]), empty, source, meta.get("text_column")
     )
 
 
@@ -275,7 +281,7 @@ def iter_texts(shards: list[Shard]) -> Iterator[tuple[list[str], np.ndarray]]:
             continue
         table = np.load(rows_path_for(shard.path), mmap_mode="r")
         done = 0
-        for chunk in iter_chunks(shard.source, _TEXT_BLOCK):
+        for chunk in iter_chunks(shard.source, _TEXT_BLOCK, column=shard.column):
             lines = chunk.rows["line"]
             if not np.array_equal(lines, table["line"][done : done + len(lines)]):
                 raise JTCSEError(f"{shard.source} no longer matches {shard.path}; encode it again.")

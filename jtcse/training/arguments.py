@@ -1,7 +1,8 @@
 """The ``SentenceTransformerTrainingArguments`` of a training stage: precision, checkpoint and evaluation cadence.
 
 One set of arguments for every stage (:func:`build_training_args`): checkpoints in
-``<output_dir>/checkpoints`` (:mod:`jtcse.training.run_dir`), the dev file scored when there is one, the best
+``<output_dir>/checkpoints`` (:mod:`jtcse.training.run_dir`), logs reported where ``report_to`` says under the
+run's name (:func:`run_name`), the dev file scored when there is one, the best
 checkpoint by dev Spearman (:data:`DEV_METRIC`) kept when the stage's ``checkpoint`` is ``best-dev``, mixed
 precision by name (:func:`precision_flags`), and the settings that are trainer arguments as they are.
 """
@@ -12,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from jtcse.devices import check_precision, resolve_device
+from jtcse.errors import JTCSEError
 from jtcse.training import distributed
 from jtcse.training.run_dir import checkpoints_dir
-from jtcse.training.settings import TrainingSettings
+from jtcse.training.settings import REPORT_PACKAGES, TrainingSettings
 
 DEV_EVALUATOR_NAME = "sts-dev"
 DEV_METRIC = f"eval_{DEV_EVALUATOR_NAME}_spearman_cosine"
@@ -29,6 +31,23 @@ def precision_flags(precision: str, device: str | None = None) -> dict[str, bool
     """
     resolved = check_precision(precision, device)
     return {"fp16": resolved == "fp16", "bf16": resolved == "bf16"}
+
+
+def run_name(output_dir: str | Path) -> str:
+    """The run's name where it reports (``report_to``): its folder and the folder above, ``runs/jtcse`` or, for a
+    pipeline stage, ``OUT/warmup_a``."""
+    path = Path(output_dir).absolute()
+    return f"{path.parent.name}/{path.name}"
+
+
+def check_report_to(report_to: str) -> None:
+    """A ``report_to`` whose package is not installed is a one-line error naming what to install."""
+    import importlib.util
+
+    package = REPORT_PACKAGES.get(report_to)
+    if package is not None and importlib.util.find_spec(package) is None:
+        extra = " (or jtcse[tensorboard])" if report_to == "tensorboard" else ""
+        raise JTCSEError(f"--report-to {report_to} needs the {package} package: pip install {package}{extra}.")
 
 
 def build_training_args(
@@ -62,8 +81,9 @@ def build_training_args(
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
 
+    check_report_to(settings.report_to)
     device = resolve_device("cpu" if overrides.get("use_cpu") else device)
-    best = settings.checkpoint == "best-dev"
+    best = settings.kept_by_dev
     save_every = settings.eval_steps if has_dev or settings.save_steps is None else settings.save_steps
     kwargs: dict[str, Any] = dict(
         output_dir=str(checkpoints_dir(output_dir)),
@@ -75,7 +95,7 @@ def build_training_args(
         # with a dev file two, the best and the last: with a limit of 1 transformers deletes every checkpoint but
         # the best once training ends, and a finished run could not be trained further from its last step
         save_total_limit=2 if best else 1,
-        report_to="none",
+        run_name=run_name(output_dir),
         **precision_flags(settings.precision, device),
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),

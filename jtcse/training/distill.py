@@ -123,6 +123,7 @@ def distill(
     callbacks: Sequence[Any] = (),
     device: str | None = None,
     settings: DistillSettings | TrainingSettings | None = None,
+    text_column: str | None = None,
     **keys: Any,
 ) -> dict[str, Any]:
     """Train ``student`` to reproduce ``teacher``'s embeddings and save it to ``output_dir``.
@@ -135,7 +136,8 @@ def distill(
     ``mean``) replaces the student's pooling, as JTCSE-D's CLS towers want (changes listed in the summary);
     ``objective`` is one of :data:`~jtcse.training.settings.OBJECTIVES` (module docstring), and a per-vector
     objective with a teacher of another width trains through a projection that is not saved.
-    ``train_file``: one-sentence-a-line file, list of sentences, or ``None`` (embedded prose). Teacher
+    ``train_file``: one-sentence-a-line file, a table or dataset (its ``text_column``), list of sentences, or
+    ``None`` (embedded prose). Teacher
     embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) is scored
     every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint with the best dev Spearman is kept. An
     interrupted run resumes from its last trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
@@ -152,7 +154,7 @@ def distill(
     settings = resolve(DistillSettings(), settings, keys, "distill")  # checked: before anything is loaded
     training, objective, student_pooling = settings.training, settings.objective, settings.student_pooling
     training_device(device, training.precision)
-    sentences, data = read_training_sentences(train_file, "training corpus")
+    sentences, data = read_training_sentences(train_file, "training corpus", text_column)
     evaluator = dev_evaluator(dev_file, training, batch_size=training.batch_size)
 
     student_source = describe_source(student)

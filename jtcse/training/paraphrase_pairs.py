@@ -1,5 +1,7 @@
 """Reading a paraphrase-pairs file: UTF-8 TSV ``original<TAB>paraphrase``, one pair a line (a first line of column
-names, ``original<TAB>paraphrase``, is a header and skipped: :func:`jtcse.corpus.header_row`).
+names, ``original<TAB>paraphrase``, is a header and skipped: :func:`jtcse.corpus.header_row`); or a table or
+dataset (jsonl, csv, parquet, a saved dataset, ``hf:NAME``; a tsv with a header when columns are named:
+:mod:`jtcse.text_inputs`) by two columns.
 
 This is the format ``jtcse rtt`` writes (one file per pivot language); parsing and format errors belong to
 :mod:`jtcse.rtt.pairs`. What the warm-up adds: pairs whose paraphrase equals the original after
@@ -30,15 +32,38 @@ class ParaphrasePairs:
         return len(self.originals)
 
 
-def read_paraphrase_pairs(path: str | Path) -> ParaphrasePairs:
-    """Read ``path``; raise :class:`JTCSEError` for a missing/empty/malformed file or no usable pair."""
-    from jtcse.rtt.pairs import normalise_for_comparison, read_pairs_counted
+def _table_pairs(path: str | Path, columns: str | None) -> list[tuple[str, str]]:
+    """The pairs of a table or dataset (:mod:`jtcse.text_inputs`): ``columns`` ``"A,B"``, else the default pair."""
+    from jtcse.text_inputs import pair_columns, stream_table
 
-    read = read_pairs_counted(path, allow_empty_side=True)
+    dataset = stream_table(path, "pairs file")
+    first, second = pair_columns(dataset, columns, path)
+    pairs = []
+    for rows in dataset.select_columns([first, second]).iter(batch_size=4096):
+        pairs += [(a or "", b or "") for a, b in zip(rows[first], rows[second], strict=True)]
+    if not pairs:
+        raise JTCSEError(f"pairs file {path} is empty (no rows).")
+    return pairs
+
+
+def read_paraphrase_pairs(path: str | Path, columns: str | None = None) -> ParaphrasePairs:
+    """Read ``path`` (a TSV, or a table or dataset by its ``columns``); raise :class:`JTCSEError` for a
+    missing/empty/malformed file or no usable pair."""
+    from jtcse.rtt.pairs import normalise_for_comparison, read_pairs_counted
+    from jtcse.text_inputs import is_table
+
+    # a .tsv is the headerless original<TAB>paraphrase file jtcse rtt writes, unless columns are named
+    if is_table(path) and (columns is not None or Path(path).suffix.lower() != ".tsv"):
+        read_pairs, blank_lines = _table_pairs(path, columns), 0
+    elif columns is not None:
+        raise JTCSEError(f"--columns {columns} names columns, but {path} is a TSV of original<TAB>paraphrase lines.")
+    else:
+        read = read_pairs_counted(path, allow_empty_side=True)
+        read_pairs, blank_lines = read.pairs, read.blank_lines
     originals: list[str] = []
     paraphrases: list[str] = []
     identical = empty = 0
-    for original, paraphrase in read.pairs:
+    for original, paraphrase in read_pairs:
         original, paraphrase = original.strip(), paraphrase.strip()
         if not original or not paraphrase:
             empty += 1
@@ -58,5 +83,5 @@ def read_paraphrase_pairs(path: str | Path) -> ParaphrasePairs:
         str(path),
         dropped_identical=identical,
         dropped_empty=empty,
-        skipped_blank_lines=read.blank_lines,
+        skipped_blank_lines=blank_lines,
     )

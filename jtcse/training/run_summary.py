@@ -57,7 +57,7 @@ def run_summary(
         "seconds": round(progress.seconds, 2),
         "train_loss": progress.train_loss,
         **loss_history(history),
-        **_kept(trainer.state, s.checkpoint),
+        **_kept(trainer.state, s.kept_by_dev),
         "loss_terms": logged_terms(last_logged),
         "dev_file": stage.evaluator.path if stage.evaluator is not None else None,
         "final_dev_spearman": final_dev,
@@ -103,11 +103,11 @@ def loss_history(log_history: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _kept(state, checkpoint: str) -> dict[str, Any]:
-    """Which step the saved model is: the last, or with ``checkpoint="best-dev"`` the checkpoint the trainer
-    kept as best (``best_step`` and ``best_dev_spearman`` are then that checkpoint's, which only saved steps can
+def _kept(state, kept_by_dev: bool) -> dict[str, Any]:
+    """Which step the saved model is: the last, or when it is ``kept_by_dev`` the checkpoint the trainer kept as
+    best (``best_step`` and ``best_dev_spearman`` are then that checkpoint's, which only saved steps can
     be: a dev score of an unsaved step, e.g. before the first update, does not count)."""
-    if checkpoint != "best-dev":
+    if not kept_by_dev:
         return {"saved_step": state.global_step}
     if not state.best_model_checkpoint:  # no saved step was scored: the last step is kept, and no step is "best"
         return {"saved_step": state.global_step, "best_step": None, "best_dev_spearman": None}

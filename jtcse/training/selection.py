@@ -2,12 +2,11 @@
 reported.
 
 One rule (:func:`best_by_total`) makes every choice: the pipeline's twin learning-rate probe, its ensemble weights,
-and the defaults measured by the drivers in ``evaluation/drivers/`` (``evaluation/DEFAULTS.md``). It maximises the
-mean Spearman over the selection files; each file and each of its genres is reported, never a constraint. The one
-guard, no file below the starting model's score on it, is applied to the models that ship (a default's students,
-``floor``), not to a teacher on its way to one: an ensemble or a probe twin is distilled afterwards, and a student can
-gain on a file its teacher lost (``evaluation/DEFAULTS.md``: the warm-ups' ensemble at 1.25 loses 0.33 on SICK train,
-its student gains 0.27).
+and the defaults measured by the studies in ``evaluation/studies/``. It maximises the mean Spearman over the selection
+files; each file and each of its genres is reported, never a constraint. The one guard, no file below the starting
+model's score on it, is applied to the models that ship (a default's students, ``floor``), not to a teacher on its
+way to one: an ensemble or a probe twin is distilled afterwards, and a student can gain on a file its teacher lost
+(``evaluation/DEFAULTS.md`` has a case).
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ more than that means the selection file holds the reported data."""
 WEIGHT_GRID = (0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
 """The weights tried for the trained members of an ensemble with the starting model (whose weight is 1); the small
 ones leave room for the guard (no selection file below the start) where a file the trained members lose on caps it."""
-MEASURED_GRID = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
-"""The grid before the small weights joined it (issue 37): the earlier drivers' rows were chosen on it."""
 
 Key = TypeVar("Key", bound=Hashable)
 

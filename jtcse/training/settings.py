@@ -22,6 +22,7 @@ from pydantic import model_validator
 
 from jtcse.devices import Precision
 from jtcse.errors import SettingError
+from jtcse.losses.registry import regularizer_help
 from jtcse.modeling.loading import Pooling
 from jtcse.schema import Array, Positive, Settings, checked, get, group, keys, replace_keys, setting
 from jtcse.training.positives import Positives, part_problem
@@ -30,6 +31,10 @@ Checkpoint = Literal["last", "best-dev"]
 """Which model a stage keeps (``checkpoint``): its last step, or the checkpoint with the best dev-file Spearman."""
 CHECKPOINTS = dict(zip(typing.get_args(Checkpoint), ("last step", "best checkpoint by dev Spearman"), strict=True))
 """How a run summary says which model a stage kept (``saved_model``)."""
+ReportTo = Literal["none", "tensorboard", "wandb", "mlflow"]
+"""Where the Hugging Face Trainer reports a run's logs (its ``report_to``)."""
+REPORT_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+"""The package each ``report_to`` needs (``pip install`` it; ``jtcse[tensorboard]`` brings TensorBoard)."""
 Objective = Literal["mse", "mse-normalized", "cosine", "similarity"]
 """Distillation objectives (:mod:`jtcse.training.distill`)."""
 OBJECTIVES = typing.get_args(Objective)
@@ -81,14 +86,8 @@ def _regularizer(spec: str) -> str | None:
     try:
         parse_regularizer_spec(spec)
     except ValueError as err:
-        return f"is not a regulariser spec it can use: {err}"
+        return str(err)
     return None
-
-
-def _regularizer_help() -> str:
-    from jtcse.losses.registry import regularizer_help
-
-    return regularizer_help()
 
 
 RegularizerSpec = Annotated[str, checked(_regularizer)]
@@ -101,6 +100,7 @@ class TrainingSettings(Settings):
     max_steps: StepCount = setting(
         -1,
         "Stop after this many optimizer steps (-1: run the epochs).",
+        aliases=("steps",),
         extra=role(recorded=True, card=True, trainer_args=("max_steps",)),
     )
     epochs: Positive = setting(
@@ -111,6 +111,7 @@ class TrainingSettings(Settings):
     learning_rate: Positive = setting(
         5e-5,
         "AdamW learning rate.",
+        aliases=("lr",),
         extra=role(recorded=True, card=True, trainer_args=("learning_rate",)),
     )
     batch_size: int = setting(
@@ -166,6 +167,13 @@ class TrainingSettings(Settings):
         "Recompute layer activations in the backward pass: less GPU memory for ~30% more compute.",
         extra=role(trainer_args=("gradient_checkpointing",)),
     )
+    report_to: ReportTo = setting(
+        "none",
+        "Where the trainer reports the run's logs (loss, learning rate, dev scores): none, tensorboard (event files "
+        "in the run's folder, runs/), wandb or mlflow (their own settings, e.g. WANDB_PROJECT). The run is named "
+        "after its folder (a pipeline stage: OUT/stage).",
+        extra=role(trainer_args=("report_to",)),
+    )
     keep_checkpoints: bool = setting(
         False,
         "Keep the trainer checkpoints (best and last) after the final save, e.g. to train a finished run "
@@ -179,10 +187,15 @@ class TrainingSettings(Settings):
             arg: get(self, key) for key in keys(TrainingSettings).values() for arg in key.extra.get("trainer_args", ())
         }
 
+    @property
+    def kept_by_dev(self) -> bool:
+        """Whether the stage keeps its best checkpoint by dev Spearman (``checkpoint`` best-dev) rather than its last
+        step: the one place that reads ``checkpoint``."""
+        return self.checkpoint == "best-dev"
+
     def check_dev_file(self, dev_file: str | Path | None) -> None:
-        """The one rule of ``checkpoint``: best-dev keeps the checkpoint with the best dev Spearman, so it needs a
-        dev file (a :class:`~jtcse.errors.SettingError` naming both)."""
-        if dev_file is None and self.checkpoint == "best-dev":
+        """A stage :attr:`kept_by_dev` needs a dev file (a :class:`~jtcse.errors.SettingError` naming both)."""
+        if dev_file is None and self.kept_by_dev:
             raise SettingError(
                 "{checkpoint} best-dev keeps the checkpoint with the best dev Spearman, so it needs a dev file "
                 "({dev_file}); or keep the last step ({checkpoint} last).",
@@ -190,9 +203,9 @@ class TrainingSettings(Settings):
             )
 
     def kept_by(self, dev_file: str | Path | None) -> str | Path | None:
-        """``dev_file`` when the stage keeps its best checkpoint by it (``checkpoint`` best-dev), else ``None``: a
+        """``dev_file`` when the stage keeps its best checkpoint by it (:attr:`kept_by_dev`), else ``None``: a
         stage that keeps its last step need not score one while it trains."""
-        return dev_file if self.checkpoint == "best-dev" else None
+        return dev_file if self.kept_by_dev else None
 
 
 class ContrastiveSettings(Settings):
@@ -202,7 +215,7 @@ class ContrastiveSettings(Settings):
     temperature: Positive = setting(0.05, "InfoNCE temperature τ (scale 1/τ).", extra=role(recorded=True, card=True))
     regularizers: Array[RegularizerSpec] = setting(
         (),
-        _regularizer_help,
+        regularizer_help(),
         flag="regularizer",
         repeat=True,
         metavar="SPEC",
@@ -302,12 +315,14 @@ class DistillSettings(Settings):
         "similarity",
         "Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, mse-normalized "
         "or mse (vectors; a training-only projection when widths differ).",
+        aliases=("--objective",),  # the pipeline's [distill] objective once had no prefix
         extra=role(recorded=True, card=True),
     )
     student_pooling: Pooling | None = setting(
         None,
         "Replace the student's pooling by cls or mean.",
         unset="the student's own",
+        aliases=("--student-pooling",),
         extra=role(recorded=True, card=True),
     )
     teacher_batch_size: int = setting(128, "Batch size of the one-off teacher encoding.", ge=1)

@@ -83,6 +83,8 @@ def train_simcse(
     callbacks: Sequence[Any] = (),
     device: str | None = None,
     settings: WarmupSettings | TrainingSettings | None = None,
+    text_column: str | None = None,
+    pair_columns: str | None = None,
     **keys: Any,
 ) -> dict[str, Any]:
     """Warm up one tower with SimCSE and save it to ``output_dir``.
@@ -91,9 +93,11 @@ def train_simcse(
     ``None``: the model's own, :func:`jtcse.modeling.loading.load_tower`): the model's own pooling is kept
     with all its modules (``Normalize`` ...); another one replaces what follows its Transformer, and a model
     pooling otherwise (weighted mean, last token ...) must be given one. The summary lists the changes.
-    ``corpus``: a one-sentence-a-line file, a list of sentences, or ``None`` (the embedded prose corpus,
-    unless ``pairs_file`` is given, in which case the pairs alone are the training data).
-    ``pairs_file``: ``original<TAB>paraphrase`` TSV; identical pairs are counted and dropped.
+    ``corpus``: a one-sentence-a-line file, a table or dataset (:mod:`jtcse.text_inputs`; its ``text_column``), a
+    list of sentences, or ``None`` (the embedded prose corpus, unless ``pairs_file`` is given, in which case the
+    pairs alone are the training data).
+    ``pairs_file``: ``original<TAB>paraphrase`` TSV, or a table of pairs (its ``pair_columns``, ``"A,B"``);
+    identical pairs are counted and dropped.
     ``dev_file``: STS-B-format file, scored every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint
     with the best dev Spearman is kept.
     How long and how it trains: ``settings`` (a :class:`~jtcse.training.settings.WarmupSettings`, or just its
@@ -122,10 +126,11 @@ def train_simcse(
     training_device(device, training.precision)
     check_mini_batch_size(terms.mini_batch_size, terms.regularizers, extra_losses)
 
-    sentences, data = (None, {}) if corpus is None and pairs_file is not None else read_training_sentences(corpus)
+    no_corpus = corpus is None and pairs_file is not None
+    sentences, data = (None, {}) if no_corpus else read_training_sentences(corpus, text_column=text_column)
     if sentences is not None:
         sentences = corpus_part(sentences, settings.corpus_part)
-    pairs = read_paraphrase_pairs(pairs_file) if pairs_file is not None else None
+    pairs = read_paraphrase_pairs(pairs_file, pair_columns) if pairs_file is not None else None
     anchors, positives, counts = simcse_rows(sentences, pairs, settings.positives, training.seed)
     require_negatives(len(anchors), "SimCSE")
     data.update(

@@ -179,7 +179,7 @@ def run_trainer(run: TrainerRun) -> dict[str, Any]:
     """
     args = _training_args(run)
     with write_failures(run.output_dir):
-        processes.run_on_main(lambda: open_output_dir(run.plan))
+        processes.run_on_main(lambda: _open(run))
         try:
             trainer, progress = _train(run, args)
         except BaseException:
@@ -218,6 +218,29 @@ def write_failures(output_dir: Path):
             raise JTCSEError(f"{output_dir}: a checkpoint or the model could not be written ({why}). {kept}") from None
 
 
+TENSORBOARD_DIR = "runs"
+"""TensorBoard's event files, in the run's folder (``report_to`` tensorboard): ``runs/<time>_<host>/`` a run."""
+
+
+def _open(run: TrainerRun) -> None:
+    """Open the output directory (:func:`open_output_dir`), entering TensorBoard's folder in its record when the run
+    reports there."""
+    open_output_dir(run.plan)
+    if run.settings.report_to == "tensorboard":
+        run.plan.output.add(TENSORBOARD_DIR)
+
+
+def _log_into_run_folder(trainer, run: TrainerRun) -> None:
+    """TensorBoard writes into the run's folder (``runs/<time>_<host>``, the trainer's own naming), not into
+    ``checkpoints/`` (the trainer's ``output_dir``, deleted at the end)."""
+    from transformers.integrations import TensorBoardCallback
+    from transformers.integrations.integration_utils import default_logdir
+
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TensorBoardCallback) and callback.logging_dir is None:  # $TENSORBOARD_LOGGING_DIR wins
+            callback.logging_dir = str(Path(run.output_dir) / TENSORBOARD_DIR / Path(default_logdir()).name)
+
+
 def nan_guard(loss, learning_rate: float, output_dir: str | Path):
     """A :class:`~jtcse.training.nan_guard.NonFiniteLossGuard` on ``loss`` whose error tells the user what to try."""
     from jtcse.training.nan_guard import NonFiniteLossGuard
@@ -250,6 +273,7 @@ def _train(run: TrainerRun, args):
         evaluator=run.evaluator,
         callbacks=[guard, progress, *run.callbacks],
     )
+    _log_into_run_folder(trainer, run)
     try:
         if run.plan.at_end and run.resume_from is not None:
             _finish_from_checkpoint(trainer, run.resume_from, run.settings)
@@ -272,7 +296,7 @@ def _finish_from_checkpoint(trainer, checkpoint: str | Path, settings: TrainingS
 
     trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_FILE))
     best = trainer.state.best_model_checkpoint
-    use_best = settings.checkpoint == "best-dev" and best is not None and Path(best).is_dir()
+    use_best = settings.kept_by_dev and best is not None and Path(best).is_dir()
     trainer._load_from_checkpoint(best if use_best else str(checkpoint))  # sentence-transformers' own loader
 
 

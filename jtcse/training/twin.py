@@ -53,6 +53,7 @@ def train_twin(
     overwrite: bool = False,
     callbacks: Sequence[Any] = (),
     settings: TwinSettings | TrainingSettings | None = None,
+    text_column: str | None = None,
     **keys: Any,
 ) -> dict[str, Any]:
     """Train a JTCSE twin and write it to ``output_dir``; returns the run summary (also ``run_summary.json``).
@@ -61,7 +62,8 @@ def train_twin(
     :class:`~jtcse.training.settings.TrainingSettings`) and/or its keys as keywords (``batch_size=32,
     max_steps=100, cael_every=0, ictm_weight=0.5`` ...), on top of ``TwinSettings()`` (the CPU recipe); a dev
     file is scored every ``eval_steps``, and with ``checkpoint="best-dev"`` the best checkpoint by it is kept.
-    ``tower_a``/``tower_b`` None: the embedded MiniLM; ``corpus`` None: the standard library's prose.
+    ``tower_a``/``tower_b`` None: the embedded MiniLM; ``corpus`` None: the standard library's prose (a table or
+    dataset: its ``text_column``, :mod:`jtcse.text_inputs`).
     ``cael_every`` 0 trains without cross-attention (TNCSE). ``pooling`` (``cls`` | ``mean``; ``None``: the towers' own, see
     :func:`jtcse.modeling.build.build_twin`) pools each tower for ``encode`` and for every loss term.
     ``extra_losses``: ``{name: fn(outputs) -> scalar}`` on the twin's
@@ -90,7 +92,7 @@ def train_twin(
     training_device(device, training.precision)
     check_mini_batch_size(terms.mini_batch_size, terms.regularizers, extra_losses)
     output_dir = Path(output_dir)
-    sentences, data = read_training_sentences(corpus)  # before the heavy imports: bad files fail fast
+    sentences, data = read_training_sentences(corpus, text_column=text_column)  # before the heavy imports
     require_negatives(len(sentences), "a JTCSE twin")
     evaluator = dev_evaluator(dev_file, training)
     plan = start_run(

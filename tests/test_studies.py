@@ -1,0 +1,311 @@
+"""The studies (evaluation/studies/*.toml, evaluation/README.md): every committed report rebuilt from its committed
+rows byte for byte, the pipeline's default weights held to the twin-default study's choice, the study file's
+templates and choice rules on hand-computable cases, and the one runner end to end on a tiny study."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+STUDIES = sorted((REPO / "evaluation" / "studies").glob("*.toml"))
+
+
+def test_concat_cosine_is_the_cosine_of_the_weighted_concat_of_unit_vectors():
+    from jtcse.training.selection import concat_cosine
+
+    rng = np.random.default_rng(0)
+    members = [rng.normal(size=(2, 5, width)) for width in (3, 4, 6)]  # (side of the pair, pair, width)
+    unit = [m / np.linalg.norm(m, axis=-1, keepdims=True) for m in members]
+    weights = [1.0, 0.5, 2.0]
+    concat = np.concatenate([w * u for w, u in zip(weights, unit, strict=True)], axis=-1)
+    expected = (concat[0] * concat[1]).sum(-1) / np.linalg.norm(concat[0], axis=-1) / np.linalg.norm(concat[1], axis=-1)
+    own = [(u[0] * u[1]).sum(-1) for u in unit]
+    np.testing.assert_allclose(concat_cosine(own, weights), expected, rtol=1e-12)
+    np.testing.assert_allclose(concat_cosine(own[:1], [3.0]), own[0])  # one member: its own cosines
+    with pytest.raises(ValueError):
+        concat_cosine(own, weights[:2])
+
+
+def test_every_study_of_the_write_ups_is_there():
+    assert [p.stem for p in STUDIES] == ["default", "members", "repro", "twin_default", "ucd"]
+
+
+def _rebuilt(path: Path, tmp_path: Path, plots: bool) -> tuple[list[str], Path]:
+    """``--report-only --from-results`` of the study ``path`` into ``tmp_path``: the files written, the study's
+    results folder."""
+    from evaluation.report import publish
+    from evaluation.study import Scope, Study
+
+    study = Study(path)
+    committed, writeup = REPO / study.get("results"), REPO / study.get("writeup")
+    rows = json.loads((committed / "results.json").read_text(encoding="utf-8"))["rows"]
+    copy = tmp_path / "writeup.md"
+    copy.write_bytes(writeup.read_bytes())
+    publish(Scope(study, rows), tmp_path / "out", copy, plots=plots)
+    assert copy.read_bytes() == writeup.read_bytes()
+    return sorted(p.name for p in (tmp_path / "out").iterdir()), committed
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
+def test_a_report_rebuilt_from_the_committed_rows_is_the_committed_report(path, tmp_path):
+    """What ``--report-only --from-results`` writes from the rows in the study's ``results.json``: the same
+    ``results.json``, ``tables.md``, write-up tables (and the reproduction's CSV), byte for byte."""
+    built, committed = _rebuilt(path, tmp_path, plots=False)
+    assert {"results.json", "tables.md"} <= set(built)
+    for name in built:
+        assert (tmp_path / "out" / name).read_bytes() == (committed / name).read_bytes(), name
+
+
+@pytest.mark.slow
+def test_the_reproductions_plots_rebuilt_from_the_committed_rows_are_the_committed_plots(tmp_path):
+    built, committed = _rebuilt(REPO / "evaluation" / "studies" / "repro.toml", tmp_path, plots=True)
+    plots = [name for name in built if name.endswith(".png")]
+    assert plots == ["alignment_uniformity.png", "cls_energy.png", "sts_dev_rows.png"]
+    for name in plots:
+        assert (tmp_path / "out" / name).read_bytes() == (committed / name).read_bytes(), name
+
+
+def test_the_pipelines_default_weights_are_the_twin_default_studys_choice():
+    """``ENSEMBLE_WEIGHTS`` (what ``jtcse pipeline`` uses without a selection file) holds what the twin-default study
+    chose from its committed rows (each variant's weights, trained members first, the start last)."""
+    from dataclasses import asdict
+
+    from evaluation.studies.twin_default import chosen_weights
+    from evaluation.study import Scope, Study
+    from jtcse.pipeline.settings import ENSEMBLE_WEIGHTS
+
+    results = json.loads((REPO / "evaluation" / "twin_default" / "results.json").read_text(encoding="utf-8"))
+    study = Study(REPO / "evaluation" / "studies" / "twin_default.toml")
+    assert chosen_weights(Scope(study, results["rows"])) == results["ensemble_weights"]
+    held = {name: list(weights) for name, weights in asdict(ENSEMBLE_WEIGHTS).items()}
+    assert held == results["ensemble_weights"]
+
+
+def _study(tmp_path: Path, text: str, rows: dict | None = None):
+    from evaluation.study import Scope, Study
+
+    path = tmp_path / "study.toml"
+    path.write_text(text, encoding="utf-8")
+    return Scope(Study(path), rows or {})
+
+
+def test_a_template_is_a_value_where_it_stands_alone_and_text_where_it_does_not(tmp_path):
+    scope = _study(
+        tmp_path,
+        "[settings]\nseeds = [1, 2, 3]\nlrs = [1e-5, 3e-5]\ngrid = { base = {}, short = { max_steps = 25 } }\n"
+        'dev_pairs = "none"\n[define]\nargs = ["{grid[tag]}", { seed = "{seed}" }]\n'
+        '[imports]\nweights = "jtcse.training.selection.WEIGHT_GRID"\n',
+    )
+    from jtcse.training.selection import WEIGHT_GRID
+
+    assert scope.resolve("{weights}") is WEIGHT_GRID  # imported from jtcse, never typed in the study
+    names = {"tag": "short", "seed": 2}
+    assert scope.resolve("{lrs}") == [1e-5, 3e-5]  # alone: the value, typed
+    assert scope.resolve("twin_lr{lrs[1]:g}_s{seed}", names) == "twin_lr3e-05_s2"  # in text: formatted
+    assert scope.resolve("{grid[tag]}", names) == {"max_steps": 25}  # an index that is a name is its value
+    assert scope.resolve("{{seed}}") == "{seed}" and scope.study.settings["dev_pairs"] is None
+    from evaluation.study import merged
+
+    assert merged(scope.resolve("{args}", names)) == {"max_steps": 25, "seed": 2}
+    assert merged([[{"a": {"x": 1}}, {"a": {"y": 2}}], {"b": 3}]) == {"a": {"x": 1, "y": 2}, "b": 3}
+    with pytest.raises(KeyError):
+        scope.resolve("{nothing}")
+
+
+def test_an_entry_makes_one_row_a_seed_and_combination(tmp_path):
+    scope = _study(
+        tmp_path,
+        '[settings]\nseeds = [1, 2, 3]\n[[rows]]\nname = "twin_{tag}_s{seed}"\neach = { tag = ["a", "b"] }\n'
+        'from = ["w_s{seed}", "w_s{next}"]\n[[rows]]\nname = "w_s{seed}"\nseeds = "with_b"\n'
+        '[[rows]]\nname = "x_s{seed}"\nseeds = "rest"\nlet = { y = "{seed}" }\n',
+    )
+    twins, warmups, rest = (scope.expand(entry) for entry in scope.study.entries)
+    assert [r.name for r in twins] == ["twin_a_s1", "twin_b_s1", "twin_a_s2", "twin_b_s2", "twin_a_s3", "twin_b_s3"]
+    assert scope.value(twins[-1], "from") == ["w_s3", "w_s1"]  # the next seed, cyclically
+    assert [r.name for r in warmups] == ["w_s1", "w_s2", "w_s3", "w_s4"]  # every seed and seed + 1
+    assert [r.names["y"] for r in rest] == [2, 3]
+
+
+def _rows(totals: dict[str, list[float]], genres: dict[str, float] | None = None) -> dict[str, dict]:
+    return {
+        f"{key}_s{seed}": {"select_spearman": value, "select_genres": genres or {"g": value}}
+        for key, values in totals.items()
+        for seed, value in enumerate(values, start=1)
+    }
+
+
+CHOICE = """selection = ["select"]\nstart = "start"\n[settings]\nseeds = [1, 2, 3]\n[choices.best]
+among = "{option}_s{seed}"\neach = { option = ["base", "new"] }\n"""
+
+
+@pytest.mark.parametrize(
+    ("new", "rule", "chosen"),
+    [
+        ([0.811, 0.812, 0.811], "", "new"),  # the best mean
+        ([0.811, 0.812, 0.811], 'keep = "base"', "new"),  # differences 0.011, 0.012, 0.011: mean > 2 SE
+        ([0.83, 0.78, 0.81], 'keep = "base"', "base"),  # 0.03, -0.02, 0.01: mean 0.0067 < 2 SE 0.029
+        ([0.83, 0.78, 0.81], "", "new"),
+    ],
+)
+def test_a_choice_is_the_best_mean_and_with_keep_only_a_paired_win_over_twice_its_error(tmp_path, new, rule, chosen):
+    scope = _study(tmp_path, CHOICE + rule, _rows({"base": [0.8, 0.8, 0.8], "new": new}))
+    assert scope.lookup("best", {}) == chosen
+
+
+def test_the_paired_difference_and_its_standard_error_are_those_of_the_seeds_differences():
+    from evaluation.choices import paired_difference
+
+    rows = [{"a_spearman": a, "b_spearman": b} for a, b in ((0.5, 0.7), (0.6, 0.6), (0.7, 0.9))]
+    base = [{"a_spearman": 0.5, "b_spearman": 0.5}] * 3
+    mean, error = paired_difference(rows, base, ["a", "b"])  # totals 0.6, 0.6, 0.8 less 0.5: 0.1, 0.1, 0.3
+    assert mean == pytest.approx(0.5 / 3) and error == pytest.approx(np.std([0.1, 0.1, 0.3], ddof=1) / 3**0.5)
+
+
+def test_a_guarded_choice_keeps_to_the_options_losing_no_genre_to_the_start(tmp_path):
+    text = CHOICE
+    rows = {
+        **_rows({"base": [0.80, 0.80, 0.80]}, {"g": 0.6, "h": 0.9}),
+        **_rows({"new": [0.85, 0.85, 0.85]}, {"g": 0.4, "h": 0.95}),
+        "start": {"select_spearman": 0.7, "select_genres": {"g": 0.5, "h": 0.5}},
+    }
+    assert _study(tmp_path, text + 'rule = "genre_safe"', rows).lookup("best", {}) == "base"
+    assert _study(tmp_path, text + 'rule = "floor"', rows).lookup("best", {}) == "new"  # the floor is per split
+    text += 'rule = "genre_safe"\nmargin = 0.2'  # new's worst genre is 0.1 below the start's: within the margin
+    assert _study(tmp_path, text, rows).lookup("best", {}) == "new"
+
+
+def test_a_choice_waits_for_its_rows(tmp_path):
+    from evaluation.study import Waiting
+
+    scope = _study(tmp_path, CHOICE, _rows({"base": [0.8, 0.8, 0.8], "new": [0.9, 0.9]}))
+    with pytest.raises(Waiting, match="new_s3"):
+        scope.lookup("best", {})
+
+
+def test_a_report_only_run_without_rows_says_where_they_are_missing(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from evaluation.run import main
+
+    app = typer.Typer()
+    app.command()(main)
+    result = CliRunner().invoke(app, [str(STUDIES[0]), "--report-only", "--work", str(tmp_path)])
+    assert result.exit_code == 2 and f"Error: no row files in {tmp_path}/results" in result.output
+    assert not list(tmp_path.iterdir())
+
+
+TINY = """
+title = "A tiny study: two distillation objectives through jtcse pipeline, the warm-ups and the twin shared"
+start = "start"
+selection = ["sts"]
+
+[settings]
+seeds = [1, 2]
+corpus_lines = 40
+eval_max_seq_length = 16
+
+[define]
+tower = "TOWER"
+small = { max_steps = 2, batch_size = 4, max_seq_length = 16 }
+base = { tower_a = "{tower}", precision = "fp32", warmup = "{small}", twin = ["{small}", { mini_batch_size = 2 }], ensemble = { enabled = true }, distill = "{small}" }
+
+[splits]
+dev = { file = "dev.csv" }
+sts = { file = "selection.csv", without = "dev.csv" }
+
+[[rows]]
+name = "start"
+kind = "model"
+from = ["{tower}"]
+
+[[rows]]
+name = "base_s{seed}"
+kind = "pipeline"
+values = "{base}"
+
+[[rows]]
+name = "mse_s{seed}"
+kind = "pipeline"
+reuse = { tower_a = "base_s{seed}/tower_a", tower_b = "base_s{seed}/tower_b", twin = "base_s{seed}/twin" }
+values = ["{base}", { distill = { objective = "mse" } }]
+
+[[rows]]
+name = "teacher_s{seed}"
+kind = "pipeline_part"
+from = ["base_s{seed}"]
+args = { folder = "ensemble" }
+
+[choices.objective]
+among = "{objective}_s{seed}"
+each = { objective = ["base", "mse"] }
+keep = "base"
+
+[tables.students]
+title = "The students against the row to beat"
+rows = [{ label = "the start", row = "start" }, { label = "similarity", row = "base_s{seed}" }, { label = "mse", row = "mse_s{seed}" }]
+beat = "base_s{seed}"
+kept = { teacher = "teacher_s{seed}", start = "start" }
+"""
+
+
+@pytest.mark.slow
+def test_the_runner_trains_scores_resumes_and_reports_a_tiny_study(tmp_path, shared_data, tiny_bert):
+    """Pipeline rows with tiny towers and a few steps: the second objective's runs reuse the first's warm-ups and
+    twin (copied in, found done), every row is scored, the table holds the paired difference against the row to
+    beat and the share of the teacher's gain kept; a second run trains nothing and ``--report-only`` writes the
+    same report."""
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = (shared_data / "wiki12k.txt").read_text(encoding="utf-8").splitlines()[:60]
+    (data / "wiki12k.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for name, source, picks in (
+        ("dev.csv", "sts-dev.csv", (0, 700, 1200)),
+        ("selection.csv", "sts-train.csv", (0, 3000, 5000)),
+    ):
+        pairs = (shared_data / "stsbenchmark" / source).read_text(encoding="utf-8").splitlines()
+        (data / name).write_text("\n".join(line for i in picks for line in pairs[i : i + 10]) + "\n", encoding="utf-8")
+    study = tmp_path / "tiny.toml"
+    study.write_text(TINY.replace("TOWER", tiny_bert), encoding="utf-8")
+    work, out = tmp_path / "work", tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "evaluation.run",
+        str(study),
+        "--data",
+        str(data),
+        "--work",
+        str(work),
+        "-o",
+        str(out),
+    ]
+
+    first = subprocess.run(command + ["--threads", "1"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rows = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]
+    assert sorted(rows) == ["base_s1", "base_s2", "mse_s1", "mse_s2", "start", "teacher_s1", "teacher_s2"]
+    for name, row in rows.items():
+        assert set(row) >= {"dev_spearman", "sts_spearman", "sts_genres"}, name
+    summary = json.loads((work / "mse_s1" / "pipeline_summary.json").read_text(encoding="utf-8"))
+    status = {r["stage"]: r["status"] for r in summary["table"]}
+    assert status["warmup_a"] == status["twin"] == "skipped (done)" and status["distill"] == "ran"
+    assert rows["mse_s1"]["settings"]["distill"]["objective"] == "mse" and "distill" in rows["mse_s1"]["stage_seconds"]
+    tables = (out / "tables.md").read_text(encoding="utf-8")
+    assert "| similarity | 2 |" in tables and "+0.00 ± 0.00 |" in tables  # the row to beat against itself
+    assert json.loads((out / "results.json").read_text(encoding="utf-8"))["choices"]["objective"] in ("base", "mse")
+
+    files = {p: p.stat().st_mtime_ns for p in (work / "results").iterdir()}
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p: p.stat().st_mtime_ns for p in (work / "results").iterdir()} == files  # nothing made twice
+    shutil.copy(out / "tables.md", tmp_path / "first.md")
+    rebuilt = subprocess.run(command + ["--report-only"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert rebuilt.returncode == 0 and (out / "tables.md").read_bytes() == (tmp_path / "first.md").read_bytes()
