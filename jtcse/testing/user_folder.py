@@ -88,13 +88,13 @@ def read_json(path: Path, strict: bool = True) -> Any:
         return None
 
 
-_EXCEPTION = re.compile(r"^[\w.]*(Error|Exception|Interrupt)\b")
+_EXCEPTION = re.compile(r"^[\w.]+(Error|Exception|Interrupt)\b")
 """The last line of a traceback: the exception's name, then its message."""
 
 
 def _not_code(line: str) -> bool:
     """A line that is not a traceback's (its ``Error:`` may follow a progress bar on the same line)."""
-    return not line.startswith((" ", "Traceback")) and not _EXCEPTION.match(line)
+    return not line.startswith(("  File ", "    ", "Traceback")) and not _EXCEPTION.match(line)
 
 
 def _limit_file_size(limit: int):
