@@ -489,7 +489,7 @@ class Sweep(UserFiles):
                "sick_header.txt": "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n" + self.sick_text,
                "stsb_header.csv": "genre\tfilename\tyear\tid\tscore\tsentence1\tsentence2\n" + dev,
                "same.csv": "".join("\t".join([*f[:6], f[5] + "\n"]) for f in cells),
-               "pairs.tsv": "original\tparaphrase\n" + "".join(f"{p}\t{p.upper()}\n" for p in pairs),
+               "pairs.tsv": "original\tparaphrase\n" + "".join(f"{p}\tIn other words: {p}\n" for p in pairs),
                "cls.csv": "text,label,split\n" + "".join(f"{t},{i % 2}{'.0' * (i < 16)},{split(i)}\n" for i, t in enumerate(text)),
                "one.csv": "text,label,split\n" + "".join(f"{t},a,{split(i)}\n" for i, t in enumerate(text))},
         )  # fmt: skip

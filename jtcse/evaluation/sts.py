@@ -175,7 +175,7 @@ def check_correlatable(pairs: STSPairs, source: str | Path) -> None:
         what = "pairs a sentence with itself" if kinds == {"itself"} else "is the same pair"
         raise JTCSEError(
             f"{source}: each of its {len(pairs)} pairs {what}, so every model gives them all one cosine and no "
-            "Spearman can be computed on it (not a collapsed model: the file decides it); give a file of varied pairs."
+            "Spearman can be computed on it (the file decides it, whatever the model); give a file of varied pairs."
         )
 
 
