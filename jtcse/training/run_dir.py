@@ -174,7 +174,7 @@ def _changes(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[
     """``(text, keys)``: what differs, as a :class:`~jtcse.errors.SettingError` template naming each setting by its
     key (a command names it by its option), with the value it ran with and the one asked for now; the settings
     first (``with other settings (learning_rate 1e-05 -> 0.0001)``), then the inputs, whose fingerprints differ
-    (``from inputs that have changed since (teacher "files:..." -> "files:...")``: a file edited, a model trained
+    (``from inputs that have changed since (teacher "sha256:..." -> "sha256:...")``: a file edited, a model trained
     again)."""
     from jtcse.output_paths import is_fingerprint
 
