@@ -330,35 +330,38 @@ def test_eval_mteb_scores_an_ensemble_like_our_spearman(ensemble_dir, tmp_path):
 @pytest.mark.slow  # three model loads and an ensemble per weight
 @pytest.mark.parametrize("combine", ["concat", "sum"])
 def test_chosen_weights_score_as_the_ensemble_built_with_them(combine, spread_bert, tiny_bert, tmp_path, shared_data):
-    """choose_weights scored every weight as the ensemble built with it embeds (a concat: Σ w_i² cos_i / Σ w_i²; also
-    --ensemble-combine sum), on each selection file, and the start alone as the floor."""
+    """choose_weights scored every weight as the ensemble built with it scores (a concat, and --ensemble-combine sum),
+    on selection inputs of three kinds (two STS files, a classification file, retrieval-pairs), from each member's
+    vectors encoded once; the start alone is the floor."""
+    from helpers.mteb_tasks import write_classification
     from helpers.spread_towers import make_spread_tower
-    from scipy.stats import spearmanr
 
-    from jtcse.evaluation.sts import cosine_spearman, read_stsb_file
+    from jtcse.evaluation.selection_scoring import CachedEncoder, EnsembleEncoder, score_inputs
     from jtcse.modeling.build import build_ensemble
     from jtcse.modeling.loading import load_model
-    from jtcse.training.selection import best_by_total, choose_weights, ensemble_cosines
+    from jtcse.training.selection import best_by_total, choose_weights, selection_scores, selection_sets
 
     lines = (shared_data / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines()
     (tmp_path / "pairs.csv").write_text("\n".join(lines[:60]) + "\n", encoding="utf-8")
     (tmp_path / "more.csv").write_text("\n".join(lines[700:760]) + "\n", encoding="utf-8")
-    selections = {name: read_stsb_file(tmp_path / name) for name in ("pairs.csv", "more.csv")}
+    specs = [str(tmp_path / "pairs.csv"), str(tmp_path / "more.csv"), str(write_classification(tmp_path / "cls.jsonl")),
+             f"retrieval-pairs:{tmp_path / 'pairs.csv'}"]  # fmt: skip
+    selections = selection_sets(specs, None)
     members = [spread_bert, make_spread_tower(tmp_path / "spread_b", "bert", seed=6), tiny_bert]
     grid = (0.5, 1.0, 3.0)
     weights, scores, start = choose_weights(members, 2, selections, grid=grid, device="cpu", combine=combine)
     overall = {w: {name: s["all"] for name, s in files.items()} for w, files in scores.items()}
-    floor = {name: s["all"] for name, s in start.items()}
     assert list(scores) == list(grid) and weights == [best_by_total(overall)] * 2 + [1.0]  # a teacher: the mean
     loaded = [load_model(m, device="cpu") for m in members]
-    for name, pairs in selections.items():
-        assert floor[name] == pytest.approx(cosine_spearman(loaded[2], pairs), abs=1e-9)  # the start alone
-        for w in grid:
-            ensemble = build_ensemble(loaded, combine=combine, weights=[w, w, 1.0], device="cpu")
-            assert overall[w][name] == pytest.approx(cosine_spearman(ensemble, pairs), abs=1e-9), (name, w)
-    if combine == "sum":  # the concat formula would have chosen on other scores
-        pairs = selections["pairs.csv"]
-        units = [_unit(m.encode(s)) for m in loaded for s in (pairs.sentences1, pairs.sentences2)]
-        as_concat = ensemble_cosines(units[0::2], units[1::2], [[w, w, 1.0] for w in grid], "concat")
-        chosen_on = [overall[w]["pairs.csv"] for w in grid]
-        assert [spearmanr(c, pairs.scores).statistic for c in as_concat] != pytest.approx(chosen_on)
+
+    def flat(scores):  # {(input, "all" or genre): score}
+        return {(name, key): value for name, files in scores.items() for key, value in files.items()}
+
+    assert flat(start) == pytest.approx(flat(selection_scores(loaded[2], selections)), abs=1e-9)  # the start alone
+    for w in grid:
+        ensemble = build_ensemble(loaded, combine=combine, weights=[w, w, 1.0], device="cpu")
+        assert flat(scores[w]) == pytest.approx(flat(selection_scores(ensemble, selections)), abs=1e-6), w
+    if combine == "sum":  # the concat of the same vectors scores otherwise: the combination is the ensemble's
+        encoders = [CachedEncoder(model) for model in loaded]
+        as_concat = score_inputs(EnsembleEncoder(encoders, [3.0, 3.0, 1.0], "concat"), selections)
+        assert flat(as_concat) != pytest.approx(flat(scores[3.0]))

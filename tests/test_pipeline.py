@@ -333,9 +333,13 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     sts.write_text("\n".join(train[200:240]) + "\n", encoding="utf-8")  # none of these is a dev pair
     sick_lines = (shared_data / "sick" / "sick-train.csv").read_text(encoding="utf-8").splitlines()
     sick.write_text("\n".join(sick_lines[:40]) + "\n", encoding="utf-8")
+    questions = tmp_path / "trec.jsonl"  # a classification set: 60 TREC train questions, scored on half of them
+    rows = [json.loads(line) for line in (shared_data / "trec" / "train.jsonl").read_text("utf-8").splitlines()[:60]]
+    questions.write_text("".join(json.dumps({**row, "split": "train"}) + "\n" for row in rows), encoding="utf-8")
+    specs = [str(sts), str(sick), f"classification:{questions}", f"retrieval-pairs:{sick}"]
     settings = {"batch_size": 8, "max_steps": 2}
     common = dict(tower_a=tiny_bert, tower_b=tiny_bert_b, corpus=str(corpus_file), dev_file=str(dev),
-                  selection_files=[str(sts), str(sick)], warmup=settings,
+                  selection_files=specs, warmup=settings,
                   twin={"batch_size": 4, "max_steps": 2, "enabled": False}, distill=settings)  # fmt: skip
     result = run_pipeline(tmp_path / "recipe", config(**common))  # without the twin: the warm-ups and the start
     stages, out = result["stages"], tmp_path / "recipe"
@@ -344,12 +348,12 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     ]  # fmt: skip
     ens = stages["ensemble"]
     assert ens["members"] == [str(out / "tower_a"), str(out / "tower_b"), tiny_bert]
-    scores, start = ens["selection_spearman"], ens["start_selection_spearman"]
+    scores, start = ens["selection_scores"], ens["start_selection_scores"]
     assert list(scores) == [f"{w:g}" for w in WEIGHT_GRID]
-    assert all(set(files) == {str(sts), str(sick)} for files in scores.values())  # each file reported, per genre
+    assert all(list(files) == specs for files in scores.values())  # each input reported, an STS file per genre
     assert set(scores["1"][str(sts)]) == {"all", "main-captions"}  # these 40 pairs are captions
-    assert set(start[str(sick)]) == {"all", "sick"}
-    assert set(start) == {str(sts), str(sick)}  # the starting model's scores, for the report
+    assert set(start[str(sick)]) == {"all", "sick"} and set(start[specs[2]]) == {"all"}
+    assert list(start) == specs  # the starting model's scores, for the report
     best = float(_chosen_by_mean_over_files(scores))
     assert ens["weights"] == [best, best, 1.0]  # the start at 1, the warm-ups at the weight the rule chose
     assert stages["distill"]["model"]["teacher"] == str(out / "ensemble")
@@ -361,13 +365,32 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
         == {"start", "start_b", "warmup_a", "warmup_b", "ensemble", "distill"}
     )
     assert "| stage | main-captions ×100 (Δ vs start) |" in (out / "pipeline_summary.md").read_text()
+    evaluated = stages["eval"]  # every model on every selection input, the mean, and what the student keeps
+    assert set(evaluated["selection_scores"]) == set(genres) and list(evaluated["selection_scores"]["start"]) == specs
+    assert evaluated["selection_scores"]["ensemble"][str(sts)]["all"] == pytest.approx(
+        scores[f"{best:g}"][str(sts)]["all"]
+    )
+    assert evaluated["selection_inputs"][specs[2]] == {"kind": "classification", "metric": "accuracy"}
+    means = {label: sum(s["all"] for s in files.values()) / 4 for label, files in evaluated["selection_scores"].items()}
+    assert evaluated["selection_total"] == pytest.approx(means)
+    assert set(evaluated["selection_kept"]) == {"ensemble"} and set(
+        evaluated["selection_kept"]["ensemble"]["inputs"]
+    ) == set(specs)
+    table = {row["stage"]: row for row in result["table"]}
+    assert table["distill"]["selection_total"] == pytest.approx(means["distill"])
+    summary_md = (out / "pipeline_summary.md").read_text()
+    assert (
+        "| stage | sts.csv ×100 (Δ vs start) | sick.csv ×100 (Δ vs start) | classification:trec.jsonl ×100"
+        in summary_md
+    )
+    assert "| the student keeps, of the gain over the start of |" in summary_md
 
     common["twin"] = {**common["twin"], "enabled": True}
     probe = {"enabled": True, "learning_rates": [1e-5, 1e-3], "max_steps": 2}
     probed = run_pipeline(tmp_path / "twin", config(**common, until="twin", probe=probe))
     chose = probed["stages"]["probe"]
-    assert set(chose["selection_spearman"]) == {"1e-05", "0.001"}
-    lr = float(_chosen_by_mean_over_files(chose["selection_spearman"]))
+    assert set(chose["selection_scores"]) == {"1e-05", "0.001"}
+    lr = float(_chosen_by_mean_over_files(chose["selection_scores"]))
     assert chose["learning_rate"] == lr and probed["stages"]["twin"]["settings"]["learning_rate"] == lr
     assert probed["stages"]["twin"]["model"]["pooling"] == "cls"  # the towers' own
     # the same run on to the ensemble, the twin's towers as two members chosen on the selection files with the start
@@ -378,7 +401,7 @@ def test_default_recipe_weights_from_the_selection_files_and_the_twin_probe(
     ens = towers["stages"]["ensemble"]
     twin = tmp_path / "twin" / "twin"
     assert ens["members"] == [f"{twin}/tower_1", f"{twin}/tower_2", tiny_bert]
-    assert ens["weights"][2] == 1.0 and ens["weights"][0] == ens["weights"][1] and len(ens["selection_spearman"]) > 1
+    assert ens["weights"][2] == 1.0 and ens["weights"][0] == ens["weights"][1] and len(ens["selection_scores"]) > 1
     assert ens["dimension"] == 3 * 32
 
 

@@ -36,6 +36,7 @@ FILE_COLUMNS = {
 }
 BEIR_FILES = ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
 CLASSIFICATION_FILES = ("train.jsonl", "test.jsonl")
+CLASSIFICATION_SPLITS = ("train", "test")
 TASK_TYPES = ("retrieval", "classification", "pair-classification", "sts", "retrieval-pairs")
 #: mteb's task class of each mteb task type.
 TASK_CLASSES = {
@@ -308,29 +309,31 @@ def _labelled(path: Path, rows: list[tuple[int, dict]]) -> dict[str, list]:
     return {"text": column_values(path, rows, "text"), "label": column_values(path, rows, "label")}
 
 
-def classification_task(path: str | Path, name: str | None = None):
+def classification_task(path: str | Path, name: str | None = None, splits: tuple[str, ...] = CLASSIFICATION_SPLITS):
     """An MTEB classification task (``AbsTaskClassification``, its logistic regression on ``samples_per_label``
     training texts per label, ``n_experiments`` times): a folder of ``train.jsonl`` and ``test.jsonl``, or one file
     of ``text``, ``label``, ``split`` rows (other splits are ignored). Text labels become a ``datasets.ClassLabel``
-    (numbered in sorted order, as mteb numbers its tasks' labels)."""
+    (numbered in sorted order, as mteb numbers its tasks' labels). ``splits``: the splits read (choosing reads
+    ``("train",)`` alone and divides it, :func:`jtcse.evaluation.selection_scoring.train_split_only`)."""
     path = Path(path)
     if path.is_dir():
-        files = [path / name for name in CLASSIFICATION_FILES]
-        splits = {file.stem: _labelled(file, read_records(file)[1]) for file in files}
+        files = [path / f"{split}.jsonl" for split in splits]
+        columns = {file.stem: _labelled(file, read_records(file)[1]) for file in files}
     else:
         files = [path]
         _, rows = read_records(path)
-        by_split = {"train": [], "test": []}
+        by_split: dict[str, list] = {split: [] for split in splits}
         for (no, row), split in zip(rows, column_values(path, rows, "split"), strict=True):
-            by_split.setdefault(split, []).append((no, row))
-        splits = {split: _labelled(path, by_split[split]) for split in ("train", "test")}
-    empty = [split for split, columns in splits.items() if not columns["text"]]
+            if split in by_split:  # other splits are ignored
+                by_split[split].append((no, row))
+        columns = {split: _labelled(path, by_split[split]) for split in splits}
+    empty = [split for split, values in columns.items() if not values["text"]]
     if empty:
         raise JTCSEError(f"{path}: no {' or '.join(empty)} rows; classification trains on train and scores on test.")
-    labels = {label for columns in splits.values() for label in columns["label"]}
+    labels = {label for values in columns.values() for label in values["label"]}
     if len({type(label) for label in labels}) > 1:
         raise JTCSEError(f"{path}: the labels mix numbers and strings; use one kind.")
-    _check_classes(path, set(splits["train"]["label"]), set(splits["test"]["label"]))
+    _check_classes(path, *(set(columns[split]["label"]) if split in columns else set() for split in ("train", "test")))
     names = sorted(labels) if isinstance(next(iter(labels)), str) else None
     return make_task(
         name or default_task_name(path),
@@ -338,7 +341,8 @@ def classification_task(path: str | Path, name: str | None = None):
         _revision(*(file.read_bytes() for file in files)),
         "Classification",
         "accuracy",
-        lambda: _splits(splits, label_names=names),
+        lambda: _splits(columns, label_names=names),
+        _calculate_scores=_scores_of_gold_array,
     )
 
 
@@ -357,6 +361,15 @@ def _check_classes(path: Path, train: set, test: set) -> None:
             f"{path}: the test labels {shown(unseen)} never occur in train (its labels: {shown(train)}); write each "
             "label the same way in both splits (e.g. 0 and 1 in both, not 0.0 in one)."
         )
+
+
+def _scores_of_gold_array(self, y_test, y_pred):
+    """mteb's classification scores, the gold labels read out of the dataset once: a ``datasets`` column is read
+    item by item by each of the eight metrics in each experiment (two minutes of a TREC half on two busy cores)."""
+    import numpy as np
+    from mteb.abstasks.classification import AbsTaskClassification
+
+    return AbsTaskClassification._calculate_scores(self, np.asarray(y_test[:]), y_pred)
 
 
 def _splits(columns: dict[str, dict[str, list]], label_names: list[str] | None = None):

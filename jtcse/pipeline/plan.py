@@ -26,8 +26,9 @@ class Plan:
     the first ``start_index`` of them trained by this run; ``weights``: theirs (``None``: all 1) unless
     ``choose``: chosen on the selection file; ``stages``: those that run, in order; ``student``/``teacher``: of the
     distillation; ``starting``: the models the run started from (``{row label: model}``, the rows to beat);
-    ``dev_file`` / ``selection_files``: the files the stages read (``None`` / none: not read), the selection's pairs
-    in ``selection`` (``{file: pairs}``)."""
+    ``dev_file`` / ``selection_files``: the files the stages read (``None`` / none: not read; the selection inputs
+    by the probe, a choice of weights and the eval stage, which scores every model on them), read and checked in
+    ``selection`` (``{spec: input}``, :func:`~jtcse.training.selection.selection_sets`)."""
 
     output_dir: Path
     twin: bool
@@ -189,7 +190,8 @@ def _check_weights(plan: Plan, config: PipelineConfig) -> None:
 
 def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
     """``plan`` with the files its stages read, each given (each stage that needs one says so) and there (a file none
-    reads is not required); the selection files read and checked against the dev file."""
+    reads is not required); the selection inputs read and checked against the dev file (by the probe, a choice of
+    weights, and the eval stage: with weights given they are scored and reported, not chosen on)."""
     from jtcse.training.selection import selection_sets
 
     dev_files = []
@@ -200,11 +202,8 @@ def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
             raise stage_error(err, stage.trains_with) from None
     reads_dev = any(dev_files)
     reads_selection = any(stage.reads_selection(plan) for stage in plan.stages)
-    files = [("dev file", reads_dev, config.dev_file)]
-    files += [("selection file", reads_selection, path) for path in config.selection_files]
-    for label, read, path in files:
-        if read and path is not None and not Path(path).is_file():
-            raise JTCSEError(f"{label} not found: {path}")
+    if reads_dev and config.dev_file is not None and not Path(config.dev_file).is_file():
+        raise JTCSEError(f"dev file not found: {config.dev_file}")
     return replace(
         plan,
         dev_file=config.dev_file if reads_dev else None,
@@ -215,16 +214,15 @@ def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
 
 def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
     """Read every file the planned stages read, as they will read it, so that a bad one costs nothing: the dev file
-    and the selection files (STS-B format, a finite number for every score, scores to correlate with: not all
-    one), the corpus (UTF-8, some sentences) and each warm-up's pairs file."""
+    (STS-B format, a finite number for every score, scores to correlate with: not all one), the corpus (UTF-8,
+    some sentences) and each warm-up's pairs file. (The selection inputs are read and checked by
+    :func:`~jtcse.training.selection.selection_sets`, in :func:`_with_files`.)"""
     from jtcse.corpus import read_texts
     from jtcse.evaluation.sts import check_correlatable, read_stsb_file
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
     if plan.dev_file is not None:
         check_correlatable(read_stsb_file(plan.dev_file), plan.dev_file)
-    for path, pairs in plan.selection.items():  # (read by the plan: less the pairs the dev file has)
-        check_correlatable(pairs, path)
     if config.corpus is not None:
         read_texts(config.corpus, config.text_column)
     for pairs_file in dict.fromkeys(path for path in (config.pairs_a, config.pairs_b) if path is not None):

@@ -100,7 +100,10 @@ def pipeline_output(output_dir: str | Path, config: PipelineConfig, recipe: dict
     recipe_files = [recipe["path"], *recipe.get("extends", {})] if recipe else []
     models = [config.tower_a, config.start_b, *config.ensemble.models, config.distill.student]
     models = [model for model in models if not _made_here(model, output_dir)]  # e.g. --ensemble-with OUT/tower_a
-    files = [config.corpus, config.pairs_a, config.pairs_b, config.dev_file, *config.selection_files, *recipe_files]
+    from jtcse.evaluation.mteb_local_tasks import parse_task_spec
+
+    selection = [parse_task_spec(spec)[1] for spec in config.selection_files]  # TYPE:PATH reads PATH
+    files = [config.corpus, config.pairs_a, config.pairs_b, config.dev_file, *selection, *recipe_files]
     inputs = [*models, *files]
     return FolderOutput(
         output_dir,

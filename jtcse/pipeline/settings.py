@@ -172,13 +172,18 @@ class PipelineConfig(Settings):
     )
     selection_files: Array[str] = setting(
         (),
-        "STS-B-format labelled file to choose on, repeatable (e.g. STS-B train and SICK train): the ensemble's "
-        "weights, and with --probe the twin's learning rate, are those with the best mean Spearman over the files "
-        "(each file and genre is reported, with the starting model's). Pairs a file shares with the dev file are "
-        "left out; a file that largely is the dev file is refused.",
+        "Labelled data to choose on, repeatable, as eval mteb --local-task takes it (PATH or TYPE:PATH): an STS "
+        "file (Spearman, per genre too), a classification folder or file (accuracy of mteb's logistic regression, "
+        "scored on a stratified half of its train split, seed 42, and trained on the other half: its test split is "
+        "never read), a BEIR folder or retrieval-pairs:FILE (nDCG@10). The ensemble's weights, and with --probe the "
+        "twin's learning rate, are those with the best mean main score over the inputs (fractions, each input "
+        "counting equally); the eval stage reports every model's score on each, and with given weights they are "
+        "only reported. Pairs an STS file shares with the dev file are left out; a file that largely is the dev "
+        "file is refused. E.g. --selection-file sts-train-selection.csv --selection-file trec/ --selection-file "
+        "retrieval-pairs:sts-train-selection.csv.",
         flag="selection_file",
         repeat=True,
-        metavar="FILE",
+        metavar="INPUT",
     )
     pooling: Pooling | None = setting(None, TOWER_POOLING_HELP, unset=TOWER_POOLING_UNSET)
     seed: PipelineSeed = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")

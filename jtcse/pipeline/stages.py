@@ -200,8 +200,7 @@ class Probe(Stage):
         return True
 
     def run(self, r: PipelineRun, folder: Path) -> dict:
-        from jtcse.modeling.loading import load_model
-        from jtcse.training.selection import best_by_total, model_scores, overall
+        from jtcse.training.selection import best_by_total, overall, selection_scores
 
         probe, selection = r.config.probe, r.plan.selection
         scores = {}
@@ -209,19 +208,20 @@ class Probe(Stage):
             lr_folder = folder / f"lr_{lr:g}"
             r.stage_output(self).add(lr_folder.name)  # entered in the probe folder's record before it is written
             _train_twin(r, lr_folder, learning_rate=lr, max_steps=probe.max_steps, plot=False)
-            scores[f"{lr:g}"] = model_scores(load_model(lr_folder, role="encode", device=r.device), selection)
-        start = model_scores(load_model(r.config.tower_a, role="encode", device=r.device), selection)
+            scores[f"{lr:g}"] = selection_scores(lr_folder, selection, device=r.device)
+        start = selection_scores(r.config.tower_a, selection, device=r.device)
         best = best_by_total({lr: overall(s) for lr, s in scores.items()})
-        return {"selection_spearman": scores, "start_selection_spearman": start, "learning_rate": float(best)}
+        return {"selection_scores": scores, "start_selection_scores": start, "learning_rate": float(best)}
 
     def record(self, r: PipelineRun) -> dict[str, Any]:
         from jtcse.output_paths import fingerprint
         from jtcse.schema import to_mapping
+        from jtcse.training.selection import selection_fingerprint
 
         c = r.config
         twin = {k: v for k, v in to_mapping(c.twin).items() if k not in ("enabled", "learning_rate")}
         return {  # the files read by their content: one edited in place is another input
-            "selection_files": [fingerprint(path) for path in c.selection_files],
+            "selection_files": [selection_fingerprint(spec) for spec in c.selection_files],
             self.metadata.table: to_mapping(c.probe),
             TWIN.metadata.table: twin,
             "towers": _warmup_fingerprints(r),
@@ -281,13 +281,14 @@ class Ensemble(Stage):
             "members": list(plan.member_labels),
             "weights": model[0].weights,
             "combine": combine,
-            "selection_spearman": chosen,
-            "start_selection_spearman": start,
+            "selection_scores": chosen,
+            "start_selection_scores": start,
             "dimension": model.get_embedding_dimension(),
         }
 
     def record(self, r: PipelineRun) -> dict[str, Any]:
         from jtcse.output_paths import WORKING_FOLDERS, fingerprint
+        from jtcse.training.selection import selection_fingerprint
 
         c, plan = r.config, r.plan
         return {
@@ -295,7 +296,7 @@ class Ensemble(Stage):
             "twin_towers": c.ensemble.twin_towers,
             "weights": plan.weights,
             "combine": c.ensemble.combine,
-            "selection_files": [fingerprint(path) for path in c.selection_files] if plan.choose else [],
+            "selection_files": [selection_fingerprint(spec) for spec in c.selection_files] if plan.choose else [],
         }
 
 
@@ -325,11 +326,16 @@ class Distill(TrainedStage):
 class Eval(Stage):
     metadata = StageMetadata(
         name="eval",
-        description="dev Spearman, all pairs and per genre, of every model and of the starting model(s)",
+        description="dev Spearman (all pairs and per genre) of every model and of the starting model(s), and with "
+        "selection inputs each model's score on each, their mean and the share of its teachers' gain the student keeps",
         table=None,
         evaluated=False,
         rerun=True,
     )
+
+    def reads_selection(self, plan: Plan) -> bool:
+        """It reports every model's scores on the selection inputs given (none: nothing is read)."""
+        return True
 
     def dev_file(self, config: PipelineConfig) -> str | None:
         """It reports on the dev file, which must be given."""
@@ -352,7 +358,19 @@ class Eval(Stage):
             "dev_spearman_by_genre": {
                 label: {k: v for k, v in g.items() if k != ALL_GENRES} for label, g in genres.items()
             },
+            **(self._selection_report(r, models) if r.plan.selection else {}),
         }
+
+    @staticmethod
+    def _selection_report(r: PipelineRun, models: dict) -> dict:
+        """Every model's scores on the selection inputs, and the share of each teacher's gain (the twin's, the
+        ensemble's) over the start that the student keeps."""
+        from jtcse.pipeline.report import selection_report
+
+        evaluated = r.plan.evaluated
+        teachers = [stage.metadata.name for stage in (TWIN, ENSEMBLE) if stage in evaluated]
+        student = DISTILL.metadata.name if DISTILL in evaluated else None
+        return selection_report(r.plan.selection, models, r.device, student=student, teachers=teachers)
 
     def record(self, r: PipelineRun) -> dict[str, Any]:
         from jtcse.modeling.loading import describe_source
@@ -365,7 +383,12 @@ class Eval(Stage):
             fingerprint(m, ignore=WORKING_FOLDERS, missing_ok=True) or describe_source(m)
             for m in r.plan.starting.values()
         ]
-        return {"dev_file": fingerprint(r.config.dev_file), "models": models, "starting": starting}
+        record = {"dev_file": fingerprint(r.config.dev_file), "models": models, "starting": starting}
+        if r.plan.selection:  # (a run without selection inputs records what it always did)
+            from jtcse.training.selection import selection_fingerprint
+
+            record["selection_files"] = [selection_fingerprint(spec) for spec in r.plan.selection]
+        return record
 
 
 STAGES = (WarmupA(), WarmupB(), Probe(), Twin(), Ensemble(), Distill(), Eval())

@@ -1,18 +1,30 @@
-"""Choices made on labelled *selection* files (e.g. STS-B train and SICK train), never on the dev file that is
-reported.
+"""Choices made on labelled *selection* inputs (e.g. STS-B train, SICK train, TREC's train split, STS-B train read
+as retrieval), never on the dev file that is reported.
 
-One rule (:func:`best_by_total`) makes every choice: the pipeline's twin learning-rate probe, its ensemble weights,
-and the defaults measured by the studies in ``evaluation/studies/``. It maximises the mean Spearman over the selection
-files; each file and each of its genres is reported, never a constraint. The one guard, no file below the starting
-model's score on it, is applied to the models that ship (a default's students, ``floor``), not to a teacher on its
-way to one: an ensemble or a probe twin is distilled afterwards, and a student can gain on a file its teacher lost
-(``evaluation/DEFAULTS.md`` has a case).
+A selection input is anything ``jtcse eval mteb --local-task`` takes (``PATH`` or ``TYPE:PATH``: an STS file, a
+classification folder or file, a BEIR folder, ``retrieval-pairs:FILE``), scored by mteb's own evaluator
+(:mod:`jtcse.evaluation.selection_scoring`; a classification set on its train split alone). Each input's main score
+is a fraction (Spearman, accuracy, nDCG@10), and each input counts equally.
+
+One rule (:func:`best_by_total`) makes every choice among candidates scored once: the pipeline's twin learning-rate
+probe, its ensemble weights, and the defaults measured by the studies in ``evaluation/studies/``. It maximises the
+mean main score over the selection inputs; each input (and each genre of an STS file) is reported, never a
+constraint. The one guard, no input below the starting model's score on it, is applied to the models that ship (a
+default's students, ``floor``), not to a teacher on its way to one: an ensemble or a probe twin is distilled
+afterwards, and a student can gain on an input its teacher lost (``evaluation/DEFAULTS.md`` has a case).
+
+A default changes on paired evidence (:func:`paired_difference`, :func:`paired_choice`): a candidate and the row to
+beat scored at the same seeds, the candidate replacing the row when its mean paired difference on the selection
+total exceeds twice the paired standard error; otherwise the cheaper row stays. :func:`shares_kept` says how much of
+its teacher's gain over the start a student keeps.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,19 +39,22 @@ more than that means the selection file holds the reported data."""
 WEIGHT_GRID = (0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
 """The weights tried for the trained members of an ensemble with the starting model (whose weight is 1); the small
 ones leave room for the guard (no selection file below the start) where a file the trained members lose on caps it."""
+REPLACE_AT = 2.0
+"""How many paired standard errors a candidate's mean paired difference must exceed to replace the row to beat."""
 
 Key = TypeVar("Key", bound=Hashable)
 
 
 def total(scores: Mapping[str, float]) -> float:
-    """The mean Spearman over the selection files (``{file: Spearman}``): what every choice maximises."""
+    """The mean main score over the selection inputs (``{input: score}``, each a fraction): what every choice
+    maximises."""
     if not scores:
         raise ValueError("no selection scores to average.")
     return sum(scores.values()) / len(scores)
 
 
 def shortfall(scores: Mapping[str, float], floor: Mapping[str, float] | None) -> float:
-    """How far the worst file of ``scores`` falls below ``floor`` (the starting model's score on each file): 0 when
+    """How far the worst input of ``scores`` falls below ``floor`` (the starting model's score on each): 0 when
     none does."""
     if floor is None:
         return 0.0
@@ -47,8 +62,8 @@ def shortfall(scores: Mapping[str, float], floor: Mapping[str, float] | None) ->
 
 
 def best_by_total(candidates: Mapping[Key, Mapping[str, float]], floor: Mapping[str, float] | None = None) -> Key:
-    """The candidate (``{key: {file: Spearman}}``) with the highest mean over the selection files among those that
-    score at least ``floor`` (the starting model's score) on every file; when none does, the one whose worst file
+    """The candidate (``{key: {input: score}}``) with the highest mean over the selection inputs among those that
+    score at least ``floor`` (the starting model's score) on every input; when none does, the one whose worst input
     falls least below it. Ties go to the first candidate."""
     if not candidates:
         raise ValueError("no candidates to choose from.")
@@ -60,13 +75,14 @@ def best_by_total(candidates: Mapping[Key, Mapping[str, float]], floor: Mapping[
 
 
 def selection_pairs(selection_file, dev_file):
-    """The labelled pairs of ``selection_file`` to choose on (an :class:`~jtcse.evaluation.sts.STSPairs`), without
-    the pairs the dev file has too (in either order). A few shared pairs (at most :data:`MAX_SHARED_SELECTION`
-    of the file) are dropped with a warning; more is an error: a choice made on it would be made on what is
-    reported."""
+    """The labelled pairs of the STS file ``selection_file`` to choose on (an :class:`~jtcse.evaluation.sts.STSPairs`;
+    either layout, :func:`~jtcse.evaluation.selection_scoring.read_sts_file`), without the pairs the dev file has
+    too (in either order). A few shared pairs (at most :data:`MAX_SHARED_SELECTION` of the file) are dropped with a
+    warning; more is an error: a choice made on it would be made on what is reported."""
+    from jtcse.evaluation.selection_scoring import read_sts_file
     from jtcse.evaluation.sts import read_stsb_file, without_pairs_of
 
-    selection = read_stsb_file(selection_file)  # a missing or malformed file is its own one-line error
+    selection = read_sts_file(Path(selection_file))  # a missing or malformed file is its own one-line error
     if dev_file is None:
         return selection
     kept, shared = without_pairs_of(selection, read_stsb_file(dev_file))
@@ -94,50 +110,78 @@ def concat_cosine(cosines: Sequence, weights: Sequence[float]):
     return sum(w * w * c for w, c in zip(weights, cosines, strict=True)) / total
 
 
+def _check_not_dev(spec, path: Path, dev_file) -> None:
+    """A selection input other than an STS file must not be the dev file (by path, or a copy of its bytes)."""
+    if dev_file is None or not path.is_file():
+        return
+    dev = Path(dev_file)
+    if path.resolve() == dev.resolve() or (dev.is_file() and path.read_bytes() == dev.read_bytes()):
+        raise JTCSEError(f"the selection input {spec} is the dev file {dev_file}; choose on data that is not reported.")
+
+
+def selection_input(spec: str | Path, dev_file=None):
+    """One selection input (:class:`~jtcse.evaluation.selection_scoring.SelectionInput`) of ``PATH`` or
+    ``TYPE:PATH``, read and checked now: an STS file's pairs less the dev file's (:func:`selection_pairs`), scores
+    to correlate with (not all one); any
+    other kind, not the dev file, as its mteb task (a classification set's train split alone, divided:
+    :func:`~jtcse.evaluation.selection_scoring.train_split_only`)."""
+    from jtcse.evaluation.mteb_local_tasks import local_sts_task
+    from jtcse.evaluation.selection_scoring import SelectionInput, choosing_task, input_kind
+    from jtcse.evaluation.sts import check_correlatable
+
+    kind, path = input_kind(spec)
+    if kind == "sts":
+        pairs = selection_pairs(path, dev_file)
+        check_correlatable(pairs, spec)  # before mteb is imported: a bad file costs nothing
+        return SelectionInput(str(spec), kind, path, local_sts_task(path), pairs)
+    _check_not_dev(spec, path, dev_file)
+    return SelectionInput(str(spec), kind, path, choosing_task(kind, path))
+
+
 def selection_sets(selection_files: Sequence[str | Path], dev_file) -> dict[str, object]:
-    """``{file: pairs}`` of every selection file (:func:`selection_pairs`: less the pairs the dev file has too), each
-    read and checked now; a file given twice is an error."""
-    seen: dict[Path, str] = {}
-    for path in selection_files:
-        resolved = Path(path).resolve()
-        if resolved in seen:
-            raise JTCSEError(f"the selection file {path} is given twice (also as {seen[resolved]}); give each once.")
-        seen[resolved] = str(path)
-    return {str(path): selection_pairs(path, dev_file) for path in selection_files}
+    """``{spec: input}`` of every selection input (:func:`selection_input`), each read and checked now; one given
+    twice (the same kind of the same path) is an error."""
+    from jtcse.evaluation.selection_scoring import input_kind
+
+    seen: dict[tuple[str, Path], str] = {}
+    for spec in selection_files:
+        kind, path = input_kind(spec)
+        key = (kind, path.resolve())
+        if key in seen:
+            raise JTCSEError(f"the selection file {spec} is given twice (also as {seen[key]}); give each once.")
+        seen[key] = str(spec)
+    return {str(spec): selection_input(spec, dev_file) for spec in selection_files}
 
 
-def spearman_of(cosines, pairs) -> dict[str, float]:
-    """``{"all": Spearman, genre: Spearman ...}`` of ``cosines`` against the gold scores of ``pairs``."""
-    from jtcse.evaluation.sts import ALL_GENRES, spearman_by_genre
+def selection_fingerprint(spec: str | Path) -> str:
+    """``sha256:<16 hex digits>`` of a selection input's kind and content (:func:`jtcse.output_paths.fingerprint`, the
+    one fingerprint of every input: a file's bytes, a folder's files by name and content): how a stage records what
+    it chose or scored on, so an input edited in place is another input."""
+    import hashlib
 
-    genres = spearman_by_genre(cosines, pairs)
-    return {"all": genres.pop(ALL_GENRES), **genres}
+    from jtcse.evaluation.selection_scoring import input_kind
+    from jtcse.output_paths import fingerprint
 
-
-def encode_pairs(model, pairs):
-    """``(firsts, seconds)``: ``model``'s embeddings of each pair's two sentences (each distinct sentence once)."""
-    import numpy as np
-
-    from jtcse.evaluation.sts import encode_unique
-
-    table = encode_unique(model, pairs.sentences1 + pairs.sentences2)
-    return np.stack([table[s] for s in pairs.sentences1]), np.stack([table[s] for s in pairs.sentences2])
+    kind, path = input_kind(spec)
+    return "sha256:" + hashlib.sha256(f"{kind}\n{fingerprint(path)}".encode()).hexdigest()[:16]
 
 
-def model_scores(model, selections: Mapping[str, object]) -> dict[str, dict[str, float]]:
-    """``{file: {"all": Spearman, genre: ...}}`` of one ``model`` (a ``SentenceTransformer``) on the selection sets."""
-    import numpy as np
+def selection_scores(model, selections: Mapping[str, object], device=None) -> dict[str, dict[str, float]]:
+    """``{spec: {"all": main score, ...}}`` of one model on the selection inputs (:func:`selection_sets`): an STS
+    file's Spearman over all its pairs and per genre, any other input's main score (fractions); each text encoded
+    once. ``model``: a ``SentenceTransformer``, or a path or Hub name (``None``: the embedded MiniLM) loaded as
+    ``jtcse eval mteb`` loads it (at the checkpoint's own length), so the scores are its scores."""
+    from jtcse.evaluation.selection_scoring import CachedEncoder, score_inputs
+    from jtcse.modeling.loading import load_model
 
-    out = {}
-    for name, pairs in selections.items():
-        firsts, seconds = encode_pairs(model, pairs)
-        unit = [x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12) for x in (firsts, seconds)]
-        out[name] = spearman_of(np.einsum("pd,pd->p", *unit), pairs)
-    return out
+    if model is None or isinstance(model, (str, Path)):
+        model = load_model(model, role="encode", device=device)
+    return score_inputs(CachedEncoder(model), selections)
 
 
 def overall(scores: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """``{file: Spearman over all its pairs}`` of per-file, per-genre ``scores``: what :func:`best_by_total` reads."""
+    """``{input: main score}`` of per-input ``scores`` (``{input: {"all": ..., genre: ...}}``): what
+    :func:`best_by_total` reads."""
     return {name: genres["all"] for name, genres in scores.items()}
 
 
@@ -149,75 +193,104 @@ def choose_weights(
     device=None,
     combine: str = "concat",
 ):
-    """``(weights, {weight: {file: {"all": Spearman, genre: ...}}}, the start's {file: {...}})``: the weights of the
-    ``combine`` ensemble of ``members`` with the best mean over the selection sets (``{file: pairs}``,
+    """``(weights, {weight: {input: {"all": score, ...}}}, the start's {input: {...}})``: the weights of the
+    ``combine`` ensemble of ``members`` with the best mean over the selection inputs (``{spec: input}``,
     :func:`best_by_total`), the member at ``start_index`` (the starting model) at 1 and every other member at one
     common weight from ``grid``; the start alone is scored too, for the report.
 
-    Each member encodes each file's sentences once; every weight is then scored exactly as the ensemble embeds
-    (:func:`ensemble_cosines`), so the weight chosen is the one the ensemble saved with it scores best with.
+    Each member encodes each input's texts once; every weight is then scored from those vectors exactly as the
+    ensemble embeds (:class:`~jtcse.evaluation.selection_scoring.EnsembleEncoder`), so the weight chosen is the one
+    the ensemble saved with it scores best with.
     """
-    import numpy as np
-
+    from jtcse.evaluation.selection_scoring import CachedEncoder, EnsembleEncoder, score_inputs
     from jtcse.modeling.combine import check_combine
     from jtcse.modeling.loading import load_model
 
     check_combine(combine)
-    encoded = {name: ([], []) for name in selections}
-    for member in members:
-        model = load_model(member, role="encode", device=device)
-        for name, pairs in selections.items():
-            firsts, seconds = encode_pairs(model, pairs)
-            encoded[name][0].append(firsts)
-            encoded[name][1].append(seconds)
-    rows = [[1.0 if i == start_index else w for i in range(len(members))] for w in grid]
-    rows.append([1.0 if i == start_index else 0.0 for i in range(len(members))])  # the start alone, reported
-    scores: dict[float, dict] = {w: {} for w in grid}
-    start: dict[str, dict[str, float]] = {}
-    for name, pairs in selections.items():
-        cosines = ensemble_cosines(*encoded[name], np.array(rows), combine)
-        for w, cos in zip(grid, cosines, strict=False):
-            scores[w][name] = spearman_of(cos, pairs)
-        start[name] = spearman_of(cosines[-1], pairs)
+    encoders = [CachedEncoder(load_model(member, role="encode", device=device)) for member in members]
+    rows = {w: [1.0 if i == start_index else w for i in range(len(members))] for w in grid}
+    scores = {w: score_inputs(EnsembleEncoder(encoders, row, combine), selections) for w, row in rows.items()}
+    start = score_inputs(encoders[start_index], selections)  # the start alone, as it encodes: reported
     best = best_by_total({w: overall(s) for w, s in scores.items()})  # a teacher: the mean alone
-    return [1.0 if i == start_index else best for i in range(len(members))], scores, start
+    return rows[best], scores, start
 
 
-def ensemble_cosines(firsts: Sequence, seconds: Sequence, weights, combine: str):
-    """``(weight rows, pairs)`` cosines between the ensemble embeddings of each pair's two sentences, for every row
-    of ``weights`` (one weight per member), from the members' embeddings of the first and second sentences
-    (``firsts[i]``, ``seconds[i]``: member ``i``, one row per pair).
+# ---------------------------------------------------------------------------------------------------- paired rules
+@dataclass(frozen=True)
+class PairedDifference:
+    """A candidate's selection total minus the row to beat's, seed by seed: the ``mean`` of the ``n`` differences
+    and its ``stderr`` (their standard deviation, ddof=1, over sqrt(n); NaN from one seed, which decides nothing)."""
 
-    The ensemble (:class:`~jtcse.modeling.ensemble.Ensemble`) embeds a sentence from its members' unit vectors
-    ``n_i`` as ``Σ_i w_i n_i`` (sum) or ``[w_1 n_1, ..., w_k n_k]`` (concat). So with per-pair Gram terms
-    ``G_ij = n_i(a)·n_j(b)`` (and ``A``, ``B`` for ``a`` and ``b`` with themselves) the cosine is
-    ``wᵀGw / sqrt(wᵀAw · wᵀBw)``: every weight row scored at once, exactly. A concat's members fill their own
-    coordinates, so only its ``i = j`` terms count: it is :func:`concat_cosine` of the members' own cosines.
-    """
+    mean: float
+    stderr: float
+    n: int
+
+    @property
+    def beats(self) -> bool:
+        """The candidate beats the row: its mean exceeds :data:`REPLACE_AT` paired standard errors."""
+        return not math.isnan(self.stderr) and self.mean > REPLACE_AT * self.stderr
+
+    @property
+    def loses(self) -> bool:
+        """The row beats the candidate by the same rule."""
+        return not math.isnan(self.stderr) and -self.mean > REPLACE_AT * self.stderr
+
+
+def paired_difference(
+    candidate: Mapping[Hashable, Mapping[str, float]], row_to_beat: Mapping[Hashable, Mapping[str, float]]
+) -> PairedDifference:
+    """The paired difference of ``candidate`` over ``row_to_beat``, each ``{seed: {input: score}}`` scored at the
+    same seeds on the same inputs: per seed, :func:`total` of the candidate minus the row's."""
     import numpy as np
 
-    def unit(x):
-        x = np.asarray(x, dtype=np.float64)
-        norms = np.linalg.norm(x, axis=1, keepdims=True)
-        return x / np.where(norms == 0, 1, norms)  # a zero vector stays zero, as torch's normalize leaves it
+    if not row_to_beat or set(candidate) != set(row_to_beat):
+        raise ValueError(
+            f"a paired difference needs scores at the same seeds: the candidate has {sorted(candidate, key=str)}, "
+            f"the row to beat {sorted(row_to_beat, key=str)}."
+        )
+    for seed in row_to_beat:
+        if set(candidate[seed]) != set(row_to_beat[seed]):
+            raise ValueError(f"seed {seed!r}: the candidate and the row to beat were scored on other inputs.")
+    differences = np.array([total(candidate[seed]) - total(row_to_beat[seed]) for seed in row_to_beat])
+    n = len(differences)
+    stderr = float(differences.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+    return PairedDifference(float(differences.mean()), stderr, n)
 
-    firsts, seconds = [unit(x) for x in firsts], [unit(x) for x in seconds]
-    if combine == "concat":  # each member's own cosines are all it takes (concat_cosine)
-        own = [np.einsum("pd,pd->p", a, b) for a, b in zip(firsts, seconds, strict=True)]
-        return np.stack([concat_cosine(own, row) for row in np.asarray(weights, dtype=np.float64)])
-    widths = {x.shape[1] for x in firsts}
-    if len(widths) > 1:
-        raise JTCSEError(f"Members of widths {sorted(widths)} cannot be summed; use combine='concat' instead.")
-    count, rows = len(firsts), len(firsts[0])
-    terms = [(i, j) for i in range(count) for j in range(count)]
-    gram = np.zeros((3, count, count, rows))  # a·b, a·a, b·b per member pair (i, j) and sentence pair
-    for i, j in terms:
-        gram[:, i, j] = [
-            np.einsum("pd,pd->p", firsts[i], seconds[j]),
-            np.einsum("pd,pd->p", firsts[i], firsts[j]),
-            np.einsum("pd,pd->p", seconds[i], seconds[j]),
-        ]
-    weights = np.asarray(weights, dtype=np.float64)
-    cross, first, second = np.einsum("wi,gijp,wj->gwp", weights, gram, weights)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.nan_to_num(cross / np.sqrt(first * second))
+
+def paired_choice(
+    scores: Mapping[Key, Mapping[Hashable, Mapping[str, float]]],
+    candidate: Key,
+    row_to_beat: Key,
+    cost: Mapping[Key, float],
+) -> Key:
+    """The row that stays of ``candidate`` and ``row_to_beat`` (``scores``: ``{row: {seed: {input: score}}}``;
+    ``cost``: each row's cost, e.g. CPU seconds): the candidate when it beats the row by the paired rule
+    (:attr:`PairedDifference.beats`), the row when the row beats it so, otherwise the cheaper of the two (the row to
+    beat at an equal cost)."""
+    difference = paired_difference(scores[candidate], scores[row_to_beat])
+    if difference.beats:
+        return candidate
+    if difference.loses:
+        return row_to_beat
+    return candidate if cost[candidate] < cost[row_to_beat] else row_to_beat
+
+
+def share_kept(student: float, teacher: float, start: float) -> float | None:
+    """``(student − start) / (teacher − start)``: the share of its teacher's gain over the start a student keeps
+    (1: all of it; above 1: more; below 0: the student fell below the start). ``None`` where the teacher does not
+    gain (``teacher <= start``): there is no gain to keep, and the student's own difference is what to read."""
+    gain = teacher - start
+    return (student - start) / gain if gain > 0 else None
+
+
+def shares_kept(
+    student: Mapping[str, float], teacher: Mapping[str, float], start: Mapping[str, float]
+) -> dict[str, object]:
+    """:func:`share_kept` on each input and on the total (``{input: score}`` each, on the same inputs):
+    ``{"inputs": {input: share or None}, "total": share or None}``."""
+    if not set(student) == set(teacher) == set(start):
+        raise ValueError("the student, the teacher and the start must be scored on the same inputs.")
+    return {
+        "inputs": {name: share_kept(student[name], teacher[name], start[name]) for name in start},
+        "total": share_kept(total(student), total(teacher), total(start)),
+    }
