@@ -433,7 +433,7 @@ def _update_card(output_dir: str | Path, new: list, section, markers: tuple[str,
     text (:func:`_place_section` with ``markers``). Read-only checkpoints raise (see :func:`check_writable`)."""
     from huggingface_hub import ModelCard
 
-    from jtcse.locking import atomic_write_text
+    from jtcse.output_paths import write_text_in_place
 
     output_dir = check_writable(output_dir, card=True)
     path = output_dir / CARD_NAME
@@ -444,7 +444,7 @@ def _update_card(output_dir: str | Path, new: list, section, markers: tuple[str,
     if not card.data.model_name:
         card.data.model_name = output_dir.name
     text = _place_section(card.text, section(card.data.eval_results), *markers)
-    return atomic_write_text(path, f"---\n{card.data.to_yaml()}\n---\n{text}")
+    return write_text_in_place(output_dir, CARD_NAME, f"---\n{card.data.to_yaml()}\n---\n{text}")
 
 
 def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str = "") -> Path:

@@ -398,7 +398,9 @@ def test_a_damaged_or_missing_part_is_named_and_the_same_encode_mends_just_it(
 ):
     """A shard cut short made index build say "Parquet magic bytes not found in footer" (no file named); a deleted
     one made it say "run again", and the encode run again answered "already complete". Now the file is named
-    with what to do, and doing it re-encodes just the rows missing: the output is then byte for byte the first."""
+    with what to do, and doing it re-encodes just the rows missing: the output is then byte for byte the first. A file
+    cut short is no longer what jtcse wrote (issue 42): the encode refuses to replace it, naming it, until it is
+    deleted."""
     out = tmp_path / name
     encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
     files = (
@@ -409,9 +411,14 @@ def test_a_damaged_or_missing_part_is_named_and_the_same_encode_mends_just_it(
     first = {path.name: path.read_bytes() for path in files}
     damage(tmp_path / name / damaged if out.is_dir() else tmp_path / damaged)
     with pytest.raises(
-        JTCSEError, match=error + r".*; run the `jtcse encode` that wrote it again \(the same command\)"
+        JTCSEError, match=error + r".*; delete a damaged file, then run the `jtcse encode` that wrote it again"
     ):
         build_index_from_embeddings(out, tmp_path / "idx")
+    broken = tmp_path / name / damaged if out.is_dir() else tmp_path / damaged
+    if broken.exists():
+        with pytest.raises(JTCSEError, match=rf"{damaged} is not what jtcse encode wrote there: its content changed"):
+            encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
+        broken.unlink()
     mended = encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
     assert (mended.resumed_from, mended.chunks_encoded) == (kept, again)
     assert {path.name: path.read_bytes() for path in files} == first

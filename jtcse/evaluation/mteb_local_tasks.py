@@ -46,6 +46,8 @@ TASK_CLASSES = {
     "STS": "mteb.abstasks.sts.AbsTaskSTS",
 }
 _KNOWN_COLUMNS = {column for columns in FILE_COLUMNS.values() for column in columns}
+_READ_COLUMNS = _KNOWN_COLUMNS | {"_id", "title", "query-id", "corpus-id"}
+"""Every column a local task reads (a BEIR folder's files too)."""
 
 
 def read_records(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
@@ -70,6 +72,11 @@ def read_records(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
     tab = "\t" in lines[0][1]
     dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if tab else {"delimiter": ","}
     header, *body = [[field.strip() for field in next(csv.reader([line], **dialect))] for _, line in lines]
+    if not set(header) & _READ_COLUMNS:  # a header line names the columns: a data row is never taken for one
+        raise JTCSEError(
+            f"{path}: its first line ({lines[0][1][:60]!r}) names none of the columns a local task reads "
+            f"({', '.join(sorted(_KNOWN_COLUMNS))}); a table starts with a header line naming them."
+        )
     if not body:
         raise JTCSEError(f"{path} has a header but no rows.")
     rows = [(no, dict(zip(header, values, strict=False))) for (no, _), values in zip(lines[1:], body, strict=True)]
@@ -326,6 +333,7 @@ def classification_task(path: str | Path, name: str | None = None, splits: tuple
     labels = {label for values in columns.values() for label in values["label"]}
     if len({type(label) for label in labels}) > 1:
         raise JTCSEError(f"{path}: the labels mix numbers and strings; use one kind.")
+    _check_classes(path, *(set(columns[split]["label"]) if split in columns else set() for split in ("train", "test")))
     names = sorted(labels) if isinstance(next(iter(labels)), str) else None
     return make_task(
         name or default_task_name(path),
@@ -336,6 +344,23 @@ def classification_task(path: str | Path, name: str | None = None, splits: tuple
         lambda: _splits(columns, label_names=names),
         _calculate_scores=_scores_of_gold_array,
     )
+
+
+def _check_classes(path: Path, train: set, test: set) -> None:
+    """Refuse labels a classifier trained on ``train`` cannot score ``test`` with: a single class, or test labels
+    that train never has (``0.0``/``1.0`` in one split, ``0``/``1`` in the other)."""
+    shown = lambda labels: ", ".join(sorted(map(repr, labels))[:6])  # noqa: E731
+    if len(train) < 2:
+        raise JTCSEError(
+            f"{path}: every train row has the label {shown(train)}; a classifier learns to tell labels apart, so "
+            "train needs two labels at least."
+        )
+    unseen = test - train
+    if unseen:
+        raise JTCSEError(
+            f"{path}: the test labels {shown(unseen)} never occur in train (its labels: {shown(train)}); write each "
+            "label the same way in both splits (e.g. 0 and 1 in both, not 0.0 in one)."
+        )
 
 
 def _scores_of_gold_array(self, y_test, y_pred):

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 
-from jtcse.corpus import utf8_lines
+from jtcse.corpus import header_row, utf8_lines
 from jtcse.errors import JTCSEError
 
 
@@ -70,8 +70,13 @@ def scored_pairs(rows: Iterable[tuple[int, str, str, str]], score_file: str | Pa
     return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
 
 
+STSB_NUMBERS = (3, 4)
+"""Where an STS-B data line holds numbers: its id and its score."""
+
+
 def read_stsb_file(path: str | Path) -> STSPairs:
-    """Read an STS Benchmark file (tab-separated: genre, file, year, id, score, s1, s2[, source…]).
+    """Read an STS Benchmark file (tab-separated: genre, file, year, id, score, s1, s2[, source…]), with or without a
+    header line (a first line whose id and score are names: :func:`jtcse.corpus.header_row`).
 
     Extra trailing columns (licence/source fields present on some rows) are ignored; sentences are
     whitespace-normalised as SentEval reads them (:func:`normalize_whitespace`); the first column is kept
@@ -83,10 +88,15 @@ def read_stsb_file(path: str | Path) -> STSPairs:
     genres: list[str] = []
 
     def rows():
+        first = True
         for line_no, line in utf8_lines(path):
             if not line.strip():
                 continue
             fields = line.split("\t")
+            if first and header_row(fields, numbers=STSB_NUMBERS):
+                first = False
+                continue
+            first = False
             if len(fields) < 7:
                 raise JTCSEError(
                     f"{path}: line {line_no} has {len(fields)} tab-separated fields; an STS-B line has "
@@ -151,11 +161,21 @@ def cosine_spearman(model, pairs: STSPairs, batch_size: int = 64, show_progress_
 
 
 def check_correlatable(pairs: STSPairs, source: str | Path) -> None:
-    """A ``JTCSEError`` naming ``source`` when its pairs can have no Spearman: fewer than two, or one gold score."""
+    """A ``JTCSEError`` naming ``source`` when its pairs can have no Spearman, whatever the model: fewer than two, one
+    gold score, or pairs every model gives one cosine (each pair a sentence and itself, or one pair repeated). The
+    file alone decides it, so a trainer checks it before its first step."""
     if len(pairs) < 2 or np.ptp(pairs.scores) == 0:
         raise JTCSEError(
             f"{source}: every one of its {len(pairs)} pairs has the gold score {pairs.scores[0]:g}, so no Spearman "
             "can be computed on it; give a file with varied scores."
+        )
+    rows = zip(pair_keys(pairs), pairs.sentences1, pairs.sentences2, strict=True)
+    kinds = {"itself" if first == second else key for key, first, second in rows}
+    if len(kinds) == 1:
+        what = "pairs a sentence with itself" if kinds == {"itself"} else "is the same pair"
+        raise JTCSEError(
+            f"{source}: each of its {len(pairs)} pairs {what}, so every model gives them all one cosine and no "
+            "Spearman can be computed on it (the file decides it, whatever the model); give a file of varied pairs."
         )
 
 

@@ -165,9 +165,10 @@ def distill(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import describe_source, load_student
+    from jtcse.output_paths import WORKING_FOLDERS, fingerprint
     from jtcse.processes import is_main_process, main_process_first
     from jtcse.training.distributed import pooler_parameters
-    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint, sentences_digest, teacher_targets
+    from jtcse.training.teacher_cache import sentences_digest, teacher_targets
 
     settings = resolve(DistillSettings(), settings, keys, "distill")  # checked: before anything is loaded
     training, objective, student_pooling = settings.training, settings.objective, settings.student_pooling
@@ -184,10 +185,11 @@ def distill(
         output_dir,
         settings,
         {
-            "teacher": model_fingerprint(teacher),
-            "student": student_source,
+            "teacher": fingerprint(teacher, ignore=WORKING_FOLDERS, what="teacher model"),
+            # by content: another model saved at the student's path is another input (the embedded one: by name)
+            "student": fingerprint(student, ignore=WORKING_FOLDERS, missing_ok=True) or student_source,
             "data": sentences_digest(sentences)[:16],
-            "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
+            "dev_file": fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
         inputs=[teacher, student, train_file, dev_file],
         resume=resume,

@@ -154,19 +154,16 @@ def selection_sets(selection_files: Sequence[str | Path], dev_file) -> dict[str,
 
 
 def selection_fingerprint(spec: str | Path) -> str:
-    """``sha256:<16 hex digits>`` of a selection input's kind and content (a folder: each file's path in it and its
-    :func:`~jtcse.training.teacher_cache.file_fingerprint`): how a stage records what it chose or scored on, so an
-    input edited in place is another input."""
+    """``sha256:<16 hex digits>`` of a selection input's kind and content (:func:`jtcse.output_paths.fingerprint`, the
+    one fingerprint of every input: a file's bytes, a folder's files by name and content): how a stage records what
+    it chose or scored on, so an input edited in place is another input."""
     import hashlib
 
     from jtcse.evaluation.selection_scoring import input_kind
-    from jtcse.training.teacher_cache import file_fingerprint
+    from jtcse.output_paths import fingerprint
 
     kind, path = input_kind(spec)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    names = [p.relative_to(path).as_posix() if path.is_dir() else "" for p in files]
-    parts = [kind, *(f"{name}:{file_fingerprint(p)}" for name, p in zip(names, files, strict=True))]
-    return "sha256:" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return "sha256:" + hashlib.sha256(f"{kind}\n{fingerprint(path)}".encode()).hexdigest()[:16]
 
 
 def selection_scores(model, selections: Mapping[str, object], device=None) -> dict[str, dict[str, float]]:
