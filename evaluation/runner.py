@@ -175,9 +175,12 @@ class Runner:
             return saved is None or row.entry["adds"] in saved
         return saved is not None and len(self.scored(saved)) in (0, len(self.study.splits))
 
-    def run(self) -> None:
-        """Every entry in the file's order: its rows not done yet made (those waiting on others said and skipped)."""
+    def run(self, dry: bool = False) -> None:
+        """Every entry in the file's order: its rows not done yet made (those waiting on others said and skipped;
+        ``dry``: each said, nothing made). Before each entry the row files other processes of the study saved
+        meanwhile are read in, so that one making ``--rows confirm`` finds the levers another one has made since."""
         for entry in self.study.entries:
+            self.rows.update(read_rows(self.work))
             try:
                 rows = self.scope.expand(entry)
             except Waiting as waiting:
@@ -185,6 +188,9 @@ class Runner:
                 continue
             for row in rows:
                 if self.wanted(row) and not self.done(row):
+                    if dry:
+                        print(f"[{self.study.name}] would make {row.name}", flush=True)
+                        continue
                     try:
                         self.hook(row)(self, row)
                     except Waiting as waiting:
