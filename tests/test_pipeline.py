@@ -128,13 +128,15 @@ def test_full_pipeline_runs_and_reruns_as_skips_and_never_keeps_a_stale_model(
     with pytest.raises(JTCSEError, match=r"twin already holds a finished run, with other settings \(\[twin\] "
                                          r"learning_rate 1e-05 -> 0.0001\)"):  # fmt: skip
         run_pipeline(tmp_path / "recipe", config(**{**values, "twin": {**tiny, "learning_rate": 1e-4}}))
-    # warm-up I trained again (its folder removed): the twin trained on the old tower I is not kept
+    # warm-up I trained again (its folder removed) to other weights: the twin trained on the old tower I is not
+    # kept. The same settings would train the same bytes, and a tower compared by content would rightly be kept.
     import shutil
 
     shutil.rmtree(tmp_path / "recipe" / "tower_a")
+    retrained = {**values, "warmup": {**tiny, "learning_rate": 1e-3}, "warmup_b": {"learning_rate": 3e-5}}
     with pytest.raises(JTCSEError, match=r"twin already holds a finished run, from inputs that have changed since "
                                          r"\(towers "):  # fmt: skip
-        run_pipeline(tmp_path / "recipe", config(**values))
+        run_pipeline(tmp_path / "recipe", config(**retrained))
 
 
 @pytest.mark.slow
