@@ -43,9 +43,6 @@ class Runner:
     ``rows`` (name or stage globs) restrict what this process makes, so that several share a study."""
 
     def __init__(self, study: Study, work: Path, data: Path, threads: int, seeds=(), rows=()):
-        import torch
-
-        torch.set_num_threads(threads)
         self.study, self.work, self.data, self.threads = study, work, data, threads
         self.settings, self.wanted_seeds, self.wanted_rows = study.settings, set(seeds), list(rows)
         (work / "results").mkdir(parents=True, exist_ok=True)
@@ -179,6 +176,10 @@ class Runner:
         """Every entry in the file's order: its rows not done yet made (those waiting on others said and skipped;
         ``dry``: each said, nothing made). Before each entry the row files other processes of the study saved
         meanwhile are read in, so that one making ``--rows confirm`` finds the levers another one has made since."""
+        if not dry:
+            import torch
+
+            torch.set_num_threads(self.threads)
         for entry in self.study.entries:
             self.rows.update(read_rows(self.work))
             try:
