@@ -14,6 +14,7 @@ from typing import Any
 from evaluation import kinds
 from evaluation.scoring import main_score
 from evaluation.study import Row, Scope, Study, Waiting
+from jtcse.locking import atomic_write_text
 
 
 def read_rows(work: Path) -> dict[str, dict]:
@@ -68,7 +69,7 @@ class Runner:
         """The training corpus, the first ``corpus_lines`` lines of the corpus file (``lines``: fewer of them)."""
         path = self.work / ("corpus.txt" if lines is None else f"corpus_{lines}.txt")
         if not path.exists():
-            path.write_text("\n".join(self.corpus_lines()[: lines or self.settings["corpus_lines"]]) + "\n", "utf-8")
+            atomic_write_text(path, "\n".join(self.corpus_lines()[: lines or self.settings["corpus_lines"]]) + "\n")
         return path
 
     def diag_sentences(self) -> list[str]:
@@ -125,7 +126,8 @@ class Runner:
         """Row ``row`` saved: its name, the threads, its entry's ``record`` fields, then ``record``."""
         record = {k: v for k, v in record.items() if k not in ("name", "threads")}
         saved = {"name": row.name, "threads": self.threads, **self.value(row, "record", {}), **record}
-        (self.work / "results" / f"{row.name}.json").write_text(json.dumps(saved, indent=2, default=str), "utf-8")
+        # whole or not at all: another process of the study reads the row files before each entry
+        atomic_write_text(self.work / "results" / f"{row.name}.json", json.dumps(saved, indent=2, default=str))
         self.rows[row.name] = saved
         scores = {s: main_score(saved, s) for s in self.study.splits if s in self.scored(saved)}
         print(f"[{self.study.name}] {row.name}: " + ", ".join(f"{s} {v:.4f}" for s, v in scores.items()), flush=True)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from jtcse.locking import atomic_write_text
+
 
 def main_score(row: dict, split: str) -> float:
     """A row's main score on ``split``: an STS split's Spearman, any other's ``<split>_score``."""
@@ -32,7 +34,7 @@ def _first_lines(path: Path, out: Path, limit: int) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for file in files:
         lines = file.read_text(encoding="utf-8").splitlines(keepends=True)[:limit]
-        (out / file.name).write_text("".join(lines), encoding="utf-8")
+        atomic_write_text(out / file.name, "".join(lines))  # another process of the study may read it
     return out if path.is_dir() else out / path.name
 
 
