@@ -128,8 +128,8 @@ def is_sts_table(spec: str | Path) -> bool:
     """Whether an STS input is a table or dataset (:func:`jtcse.text_inputs.is_table`: ``.jsonl``, ``.csv``/``.tsv``
     with a header, ``.parquet``, a ``save_to_disk`` folder, ``hf:NAME``) rather than an STS-B text file. A ``.csv`` or
     ``.tsv`` file whose first line has the 7 tab-separated fields of an STS-B line (the STS Benchmark ships its
-    files as ``sts-*.csv``) stays an STS-B file, unless that line names the columns of a table
-    (:data:`STS_TABLE_COLUMNS`)."""
+    files as ``sts-*.csv``) stays an STS-B file, read as it always was (its header line too), unless that line names
+    the columns of a table (:data:`STS_TABLE_COLUMNS`) elsewhere than an STS-B line holds them."""
     from jtcse.text_inputs import is_table
 
     if not is_table(spec):
@@ -138,8 +138,11 @@ def is_sts_table(spec: str | Path) -> bool:
     if path.suffix.lower() not in (".csv", ".tsv") or not path.is_file():
         return True
     first = next((line for _, line in utf8_lines(path) if line.strip()), "")
-    fields = {field.strip() for field in first.split("\t")}
-    return len(first.split("\t")) < 7 or any(set(names) <= fields for names in STS_TABLE_COLUMNS)
+    fields = [field.strip() for field in first.split("\t")]
+    if len(fields) < 7:
+        return True
+    names = next((names for names in STS_TABLE_COLUMNS if set(names) <= set(fields)), None)
+    return names is not None and (fields[5], fields[6], fields[4]) != names
 
 
 def read_sts_table(spec: str | Path, normalize: bool = True) -> STSPairs:
@@ -147,13 +150,13 @@ def read_sts_table(spec: str | Path, normalize: bool = True) -> STSPairs:
     :data:`STS_TABLE_COLUMNS` (and :data:`GENRE_COLUMN`, when it has one), read as an STS-B file is
     (:func:`scored_pairs`: sentences whitespace-normalised unless ``normalize`` is false, a score that is not a
     number an error naming its row). A table without those columns is one error line naming the columns it has."""
-    from jtcse.text_inputs import checked_texts, columns_of, open_table
+    from jtcse.text_inputs import checked_texts, columns_of, listed_columns, open_table
 
     dataset = open_table(spec, "STS file")
     columns = columns_of(dataset)
     names = next((names for names in STS_TABLE_COLUMNS if set(names) <= set(columns)), None)
     if names is None:
-        found = ", ".join(f"{name} ({dtype})" for name, dtype in columns.items()) or "none"
+        found = listed_columns(columns)
         wanted = " or ".join(", ".join(names) for names in STS_TABLE_COLUMNS)
         raise JTCSEError(f"{spec}: an STS table needs the columns {wanted}; its columns are {found}.")
     values = {name: dataset.data.column(name).to_pylist() for name in names}
