@@ -5,7 +5,7 @@
 | a BEIR folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv`` | ``retrieval`` | ``AbsTaskRetrieval`` | nDCG@10 |
 | ``text``, ``label``, ``split`` rows (train and test), or a folder of ``train.jsonl`` and ``test.jsonl`` | ``classification`` | ``AbsTaskClassification`` | accuracy |
 | ``sentence1``, ``sentence2``, ``label`` (0/1) rows | ``pair-classification`` | ``AbsTaskPairClassification`` | max AP |
-| ``sentence1``, ``sentence2``, ``score`` rows, or an STS-B file | ``sts`` | ``AbsTaskSTS`` | cosine Spearman |
+| ``sentence1``, ``sentence2``, ``score`` rows (also a ``.parquet``, ``save_to_disk`` folder or ``hf:NAME``), or an STS-B file | ``sts`` | ``AbsTaskSTS`` | cosine Spearman |
 | an STS file read as retrieval (:func:`stsb_retrieval_task`) | ``retrieval-pairs`` | ``AbsTaskRetrieval`` | nDCG@10 |
 
 Rows are JSON lines or a tab- or comma-separated table with a header. :func:`local_task` takes ``PATH`` (the type
