@@ -61,6 +61,14 @@ def is_table(spec: str | Path | None) -> bool:
     return path.suffix.lower() in TABLE_FILES
 
 
+def is_dataset(spec: str | Path | None) -> bool:
+    """Whether ``spec`` is a table only ``datasets`` reads (a ``.parquet`` file, a saved dataset, ``hf:NAME``), not
+    a text file (``.jsonl``, ``.csv``, ``.tsv``: text a reader of lines may read too)."""
+    return is_table(spec) and (
+        str(spec).startswith(HF_PREFIX) or Path(spec).is_dir() or Path(spec).suffix == ".parquet"
+    )
+
+
 def table_files(spec: str | Path) -> list[Path]:
     """The files a table is read from (its content fingerprint, its size and age): the file itself, a saved
     dataset's files, or the Arrow files of an ``hf:`` dataset in the cache."""

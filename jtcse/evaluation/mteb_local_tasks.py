@@ -27,6 +27,8 @@ from pathlib import Path
 
 from jtcse.corpus import utf8_lines
 from jtcse.errors import JTCSEError
+from jtcse.output_paths import fingerprint
+from jtcse.text_inputs import is_dataset
 
 #: The columns that tell a file's task type (a file fitting two types needs ``TYPE:PATH``).
 FILE_COLUMNS = {
@@ -109,19 +111,10 @@ def _header_columns(path: Path) -> set[str] | None:
     return columns if _KNOWN_COLUMNS & columns else None
 
 
-def is_dataset_table(path: str | Path) -> bool:
-    """Whether ``path`` is a table only ``datasets`` reads (:mod:`jtcse.text_inputs`: a ``.parquet`` file, a
-    ``save_to_disk`` folder, ``hf:NAME``), not a text file or folder of them (:func:`read_records`). Such a table is
-    an STS task (:func:`jtcse.evaluation.sts.read_sts_table`)."""
-    from jtcse.text_inputs import is_table
-
-    return is_table(path) and (str(path).startswith("hf:") or Path(path).is_dir() or Path(path).suffix == ".parquet")
-
-
 def infer_task_type(path: Path) -> str:
     """The task type of ``path`` from its layout (see the module table)."""
-    if is_dataset_table(path):
-        return "sts"  # the one kind read from a dataset: its columns are checked as it is read
+    if is_dataset(path):  # a .parquet, a saved dataset, hf:NAME: the one kind read from them (columns checked then)
+        return "sts"
     if not path.exists():
         raise JTCSEError(f"local MTEB task not found: {path}")
     if path.is_dir():
@@ -220,8 +213,6 @@ def default_task_name(path: str | Path, suffix: str = "") -> str:
 
 def _content(path: Path) -> bytes:
     """What a task's revision hashes of one input: a file's bytes, a dataset's content fingerprint."""
-    from jtcse.output_paths import fingerprint
-
     return path.read_bytes() if path.is_file() else fingerprint(path).encode()
 
 
@@ -265,8 +256,8 @@ def make_task(name: str, path: Path, revision: str, task_type: str, main_score: 
 
 def read_sts_pairs(path: Path) -> tuple[list[str], list[str], list[float]]:
     """Sentence pairs and scores of an STS file: rows with ``sentence1``, ``sentence2``, ``score`` (a table with a
-    header, or JSON lines; or a dataset, :func:`is_dataset_table`), or an STS-B file."""
-    if is_dataset_table(path):
+    header, or JSON lines; or a dataset, :func:`jtcse.text_inputs.is_dataset`), or an STS-B file."""
+    if is_dataset(path):
         from jtcse.evaluation.sts import read_sts_table
 
         pairs = read_sts_table(path, normalize=False)  # sentences as written, as mteb reads them

@@ -127,9 +127,9 @@ GENRE_COLUMN = "genre"
 def is_sts_table(spec: str | Path) -> bool:
     """Whether an STS input is a table or dataset (:func:`jtcse.text_inputs.is_table`: ``.jsonl``, ``.csv``/``.tsv``
     with a header, ``.parquet``, a ``save_to_disk`` folder, ``hf:NAME``) rather than an STS-B text file. A ``.csv`` or
-    ``.tsv`` file whose first line has the 7 tab-separated fields of an STS-B line (the STS Benchmark ships its
-    files as ``sts-*.csv``) stays an STS-B file, read as it always was (its header line too), unless that line names
-    the columns of a table (:data:`STS_TABLE_COLUMNS`) elsewhere than an STS-B line holds them."""
+    ``.tsv`` file is a table only when its first line is a header naming the columns of one (:data:`STS_TABLE_COLUMNS`,
+    split at tabs or else commas) other than at the places an STS-B line holds them; any other stays an STS-B file
+    (the STS Benchmark ships its tab-separated files as ``sts-*.csv``), read as it always was."""
     from jtcse.text_inputs import is_table
 
     if not is_table(spec):
@@ -138,11 +138,9 @@ def is_sts_table(spec: str | Path) -> bool:
     if path.suffix.lower() not in (".csv", ".tsv") or not path.is_file():
         return True
     first = next((line for _, line in utf8_lines(path) if line.strip()), "")
-    fields = [field.strip() for field in first.split("\t")]
-    if len(fields) < 7:
-        return True
+    fields = [field.strip().strip('"') for field in first.split("\t" if "\t" in first else ",")]
     names = next((names for names in STS_TABLE_COLUMNS if set(names) <= set(fields)), None)
-    return names is not None and (fields[5], fields[6], fields[4]) != names
+    return names is not None and (fields[5:7] + fields[4:5]) != list(names)
 
 
 def read_sts_table(spec: str | Path, normalize: bool = True) -> STSPairs:
