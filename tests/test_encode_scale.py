@@ -173,6 +173,27 @@ def test_ray_ensemble_to_one_parquet_file(ray_local, ensemble_dir, corpus, tmp_p
 
 @pytest.mark.slow  # Ray actors import torch
 @ON_ONE_RAY
+def test_ray_reads_an_hf_dataset_as_one_process_does(ray_local, tiny_bert, tmp_path):
+    """Ray actors read a table or dataset through jtcse.text_inputs as one process does (row ``i``: its row ``i``),
+    an ``hf:`` name too: each actor opens it by name (not as a path)."""
+    from datasets import Dataset
+
+    (tmp_path / "hub").mkdir()
+    Dataset.from_dict({"id": list(range(29)), "text": SENTENCES}).to_parquet(tmp_path / "hub" / "train.parquet")
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"{sentence}\n" for sentence in SENTENCES), encoding="utf-8")
+    expected, _ = one_process(tiny_bert, text, tmp_path / "one.npy")
+    out = tmp_path / "hf.parquet"
+    result = encode_file(tiny_bert, f"hf:{tmp_path / 'hub'}", out, chunk_size=8, engine=RayEngine(actors=1),
+                         show_progress=False)  # fmt: skip
+    assert (result.rows, result.chunks_encoded) == (29, 4)
+    vectors, table = read_table(out)
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    assert table.column("text").to_pylist() == SENTENCES
+
+
+@pytest.mark.slow  # Ray actors import torch
+@ON_ONE_RAY
 def test_ray_keeps_the_parts_an_interrupted_run_wrote(ray_local, tiny_bert, corpus, tmp_path):
     out = tmp_path / "shards"
 

@@ -5,7 +5,7 @@
 | a BEIR folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv`` | ``retrieval`` | ``AbsTaskRetrieval`` | nDCG@10 |
 | ``text``, ``label``, ``split`` rows (train and test), or a folder of ``train.jsonl`` and ``test.jsonl`` | ``classification`` | ``AbsTaskClassification`` | accuracy |
 | ``sentence1``, ``sentence2``, ``label`` (0/1) rows | ``pair-classification`` | ``AbsTaskPairClassification`` | max AP |
-| ``sentence1``, ``sentence2``, ``score`` rows, or an STS-B file | ``sts`` | ``AbsTaskSTS`` | cosine Spearman |
+| ``sentence1``, ``sentence2``, ``score`` rows (also a ``.parquet``, ``save_to_disk`` folder or ``hf:NAME``), or an STS-B file | ``sts`` | ``AbsTaskSTS`` | cosine Spearman |
 | an STS file read as retrieval (:func:`stsb_retrieval_task`) | ``retrieval-pairs`` | ``AbsTaskRetrieval`` | nDCG@10 |
 
 Rows are JSON lines or a tab- or comma-separated table with a header. :func:`local_task` takes ``PATH`` (the type
@@ -27,6 +27,8 @@ from pathlib import Path
 
 from jtcse.corpus import utf8_lines
 from jtcse.errors import JTCSEError
+from jtcse.output_paths import fingerprint
+from jtcse.text_inputs import is_dataset
 
 #: The columns that tell a file's task type (a file fitting two types needs ``TYPE:PATH``).
 FILE_COLUMNS = {
@@ -111,6 +113,8 @@ def _header_columns(path: Path) -> set[str] | None:
 
 def infer_task_type(path: Path) -> str:
     """The task type of ``path`` from its layout (see the module table)."""
+    if is_dataset(path):  # a .parquet, a saved dataset, hf:NAME: the one kind read from them (columns checked then)
+        return "sts"
     if not path.exists():
         raise JTCSEError(f"local MTEB task not found: {path}")
     if path.is_dir():
@@ -169,6 +173,8 @@ def parse_task_spec(spec: str | Path) -> tuple[str | None, Path]:
     """``TYPE:PATH`` → ``(TYPE, PATH)``; a plain path → ``(None, PATH)``; a leading ``NAME=`` is dropped
     (:func:`split_task_name`)."""
     spec = split_task_name(spec)[1]
+    if str(spec).startswith("hf:"):  # a dataset's name (jtcse.text_inputs), not a type
+        return None, Path(spec)
     kind, sep, rest = str(spec).partition(":")
     if sep and kind in TASK_TYPES:
         return kind, Path(rest)
@@ -203,6 +209,11 @@ def default_task_name(path: str | Path, suffix: str = "") -> str:
     chosen = parts[:2] if moved_up and len(parts) > 1 and _SUBSET.fullmatch(parts[0]) else parts[:1]
     name = "_".join(reversed(chosen))
     return "Local_" + (re.sub(r"[^0-9A-Za-z_.-]+", "_", name) or "task") + suffix
+
+
+def _content(path: Path) -> bytes:
+    """What a task's revision hashes of one input: a file's bytes, a dataset's content fingerprint."""
+    return path.read_bytes() if path.is_file() else fingerprint(path).encode()
 
 
 def _revision(*parts: bytes) -> str:
@@ -245,7 +256,12 @@ def make_task(name: str, path: Path, revision: str, task_type: str, main_score: 
 
 def read_sts_pairs(path: Path) -> tuple[list[str], list[str], list[float]]:
     """Sentence pairs and scores of an STS file: rows with ``sentence1``, ``sentence2``, ``score`` (a table with a
-    header, or JSON lines), or an STS-B file."""
+    header, or JSON lines; or a dataset, :func:`jtcse.text_inputs.is_dataset`), or an STS-B file."""
+    if is_dataset(path):
+        from jtcse.evaluation.sts import read_sts_table
+
+        pairs = read_sts_table(path, normalize=False)  # sentences as written, as mteb reads them
+        return pairs.sentences1, pairs.sentences2, [float(s) for s in pairs.scores]
     if _header_columns(path) is None:
         from jtcse.evaluation.sts import read_stsb_file
 
@@ -270,7 +286,7 @@ def local_sts_task(path: str | Path, name: str | None = None):
     return make_task(
         name or default_task_name(path),
         path,
-        _revision(path.read_bytes()),
+        _revision(_content(path)),
         "STS",
         "cosine_spearman",
         lambda: _splits({"test": columns}),
@@ -297,7 +313,7 @@ def pair_classification_task(path: str | Path, name: str | None = None):
     return make_task(
         name or default_task_name(path),
         path,
-        _revision(path.read_bytes()),
+        _revision(_content(path)),
         "PairClassification",
         "max_ap",
         lambda: _splits({"test": columns}),
@@ -474,7 +490,7 @@ def stsb_retrieval_task(path: str | Path, min_score: float = 4.0, name: str | No
     return make_task(
         name or default_task_name(path, "_retrieval"),
         path,
-        _revision(path.read_bytes(), repr(float(min_score)).encode()),
+        _revision(_content(path), repr(float(min_score)).encode()),
         "Retrieval",
         "ndcg_at_10",
         lambda: {"default": {"test": _retrieval_split(corpus, queries, qrels)}},

@@ -13,10 +13,10 @@ def dev_scores(dev_file, models: dict[str, Any], device=None) -> dict[str, dict]
     """Dev Spearman per genre and over all pairs (:func:`~jtcse.evaluation.sts.genre_spearman`) of each of
     ``models`` (``{row label: model}``: the starting models as they are, with their own pooling, and the models the
     stages built)."""
-    from jtcse.evaluation.sts import genre_spearman, read_stsb_file
+    from jtcse.evaluation.sts import genre_spearman, read_sts_input
     from jtcse.modeling.loading import load_model
 
-    pairs = read_stsb_file(dev_file)
+    pairs = read_sts_input(dev_file)
     return {
         label: genre_spearman(load_model(model, role="encode", device=device), pairs) for label, model in models.items()
     }

@@ -341,7 +341,7 @@ class Eval(Stage):
         """It reports on the dev file, which must be given."""
         if config.dev_file is None:
             raise JTCSEError(
-                "the eval stage reports on a dev file: give --dev-file (dev_file, an STS-B-format file), or stop "
+                "the eval stage reports on a dev file: give --dev-file (dev_file, an STS-B file or table), or stop "
                 "earlier with --until."
             )
         return config.dev_file

@@ -157,7 +157,7 @@ def distill(
     that is not saved; ``passage_sentences`` joins that many consecutive corpus lines into each text.
     ``train_file``: one-sentence-a-line file, a table or dataset (its ``text_column``), list of sentences, or
     ``None`` (embedded prose). Teacher
-    embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) is scored
+    embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS pairs, :func:`~jtcse.evaluation.sts.read_sts_input`) is scored
     every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint with the best dev Spearman is kept. An
     interrupted run resumes from its last trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
     precision before anything loads (:func:`~jtcse.training.trainer_run.training_device`); the teacher encodes there too.

@@ -98,7 +98,7 @@ def train_simcse(
     pairs alone are the training data).
     ``pairs_file``: ``original<TAB>paraphrase`` TSV, or a table of pairs (its ``pair_columns``, ``"A,B"``);
     identical pairs are counted and dropped.
-    ``dev_file``: STS-B-format file, scored every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint
+    ``dev_file``: STS pairs (an STS-B file or a table, :func:`~jtcse.evaluation.sts.read_sts_input`), scored every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint
     with the best dev Spearman is kept.
     How long and how it trains: ``settings`` (a :class:`~jtcse.training.settings.WarmupSettings`, or just its
     :class:`~jtcse.training.settings.TrainingSettings`) and/or its keys as keywords (``batch_size=32,
