@@ -5,7 +5,7 @@ study's ``selection`` splits of each split's mean over the seeds (:func:`jtcse.t
 the pipeline's rule); ``floor`` keeps to the options with no split below the study's ``start`` row, ``genre_safe``
 to those whose every selection genre, in every seed, is at least the start's less ``margin``. With ``keep``, the
 option named there stays unless the winner beats it on the same seeds by more than twice the standard error of the
-paired differences (:func:`paired_difference`). A study module may define rules of its own under new names.
+paired differences (:func:`paired`). A study module may define rules of its own under new names.
 """
 
 from __future__ import annotations
@@ -14,36 +14,32 @@ import statistics
 import sys
 from collections.abc import Hashable, Mapping
 
+from evaluation.scoring import main_score
 from evaluation.study import Scope, Waiting
-from jtcse.training.selection import best_by_total
+from jtcse.training.selection import PairedDifference, best_by_total, paired_difference
 
 
 def means(rows: list[dict], splits: list[str]) -> dict[str, float]:
-    """Each split's Spearman, the mean over ``rows``."""
-    return {split: statistics.fmean(row[f"{split}_spearman"] for row in rows) for split in splits}
+    """Each split's main score, the mean over ``rows``."""
+    return {split: statistics.fmean(main_score(row, split) for row in rows) for split in splits}
 
 
 def total(row: dict, splits: list[str]) -> float:
-    """A row's mean Spearman over ``splits``."""
-    return statistics.fmean(row[f"{split}_spearman"] for split in splits)
+    """A row's mean main score over ``splits``."""
+    return statistics.fmean(main_score(row, split) for split in splits)
 
 
 def worst_genre(rows: list[dict], start: dict, splits: list[str]) -> float:
-    """How far the worst genre of the ``splits``, in the worst of ``rows``, lies above the start's (below: < 0)."""
-    return min(
-        row[f"{split}_genres"][genre] - value
-        for row in rows
-        for split in splits
-        for genre, value in start[f"{split}_genres"].items()
-    )
+    """How far the worst genre of the ``splits`` (an STS split's genres; another split is one), in the worst of
+    ``rows``, lies above the start's (below: < 0)."""
+    genres = lambda row, split: row.get(f"{split}_genres", {"all": main_score(row, split)})  # noqa: E731
+    return min(genres(r, s)[genre] - value for r in rows for s in splits for genre, value in genres(start, s).items())
 
 
-def paired_difference(rows: list[dict], base: list[dict], splits: list[str]) -> tuple[float, float]:
-    """``(mean, standard error)`` of the per-seed differences of the selection total, ``rows`` less ``base`` (the
-    same seeds in the same order); the error is 0 for one seed."""
-    diffs = [total(a, splits) - total(b, splits) for a, b in zip(rows, base, strict=True)]
-    error = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
-    return statistics.fmean(diffs), error
+def paired(rows: list[dict], base: list[dict], splits: list[str]) -> PairedDifference:
+    """The paired difference of the selection total, ``rows`` less ``base`` (the same seeds in the same order):
+    :func:`jtcse.training.selection.paired_difference` (its standard error NaN for one seed)."""
+    return paired_difference(*({i: means([r], splits) for i, r in enumerate(side)} for side in (rows, base)))
 
 
 def best(options: Mapping[Hashable, list[dict]], scope: Scope, spec: Mapping) -> Hashable:
@@ -86,8 +82,7 @@ def choose(options: Mapping[Hashable, list[dict]], scope: Scope, spec: Mapping) 
     kept = spec.get("keep")
     if kept is None or chosen == kept:
         return chosen
-    mean, error = paired_difference(options[chosen], options[kept], scope.study.selection)
-    return chosen if mean > 2 * error else kept
+    return chosen if paired(options[chosen], options[kept], scope.study.selection).beats else kept
 
 
 def choice(scope: Scope, name: str):

@@ -172,28 +172,35 @@ def ensemble_folder(runner, row: Row, weights=None) -> Path:
 def pipeline(runner, row: Row) -> None:
     """``jtcse pipeline`` (the library call) of ``values`` in the row's folder, the folders of ``reuse`` (``{stage
     folder: row}``, or ``ROW/FOLDER``) copied in first with their files' times, so that the pipeline finds those
-    stages done; its student scored, with the seconds of each stage it ran."""
+    stages done; its student scored, with the seconds of each stage it ran (``stage_seconds``) and of each its
+    student needs (``pipeline_seconds``: those it reused from the rows it reused them from). Its ``values`` see
+    ``folder`` (the row's) and ``inputs`` (each split as a ``--selection-file`` spec)."""
     from jtcse.pipeline.run import run_pipeline
     from jtcse.pipeline.settings import PipelineConfig
-    from jtcse.pipeline.stages import DISTILL
+    from jtcse.pipeline.stages import DISTILL, STAGES
 
-    out = runner.work / row.name
+    out, reused = runner.work / row.name, {}
     for folder, source in runner.value(row, "reuse", {}).items():
-        path = runner.work / source if "/" in source else runner.folder(source)
+        made = runner.rows.get(source.split("/")[0])  # a row is reused once it is made
+        path = runner.work / source if "/" in source and made else runner.folder(source.split("/")[0])
         if not path.is_dir():
             raise Waiting(f"{path} to reuse")
         if not (out / folder).exists():
             shutil.copytree(path, out / folder, ignore=shutil.ignore_patterns("checkpoints"))
-    names = {**row.names, "folder": str(out)}
+        stage = next(s.metadata.name for s in STAGES if s.metadata.folder == folder)
+        reused[stage] = made.get("pipeline_seconds", {}).get(stage, made.get("train_seconds"))
+    names = {**row.names, "folder": str(out), "inputs": runner.scorer.specs}
     values = {"corpus": str(runner.corpus()), "seed": row.names.get("seed", 42), "until": DISTILL.metadata.until}
     config = PipelineConfig.from_values({**values, **runner.value(Row(row.name, row.entry, names), "values", {})})
 
     def run() -> dict:
         return run_pipeline(out, config, device="cpu")["stages"][DISTILL.metadata.name]
 
-    def seconds() -> dict:
+    def seconds() -> dict:  # (a rerun that finds every stage done keeps the seconds of the run that made them)
         summary = json.loads((out / "pipeline_summary.json").read_text(encoding="utf-8"))
-        return {"stage_seconds": {r["stage"]: r["seconds"] for r in summary["table"] if r["status"] == "ran"}}
+        ran = {r["stage"]: r["seconds"] for r in summary["table"] if r["status"] == "ran"}
+        ran = {**runner.rows[row.name].get("stage_seconds", {}), **ran}
+        return {"stage_seconds": ran, "pipeline_seconds": {**reused, **ran}}
 
     runner.trained(row, run, settings=config.values(), after=seconds)
 
@@ -205,12 +212,20 @@ def pipeline_folder(runner, row: Row) -> Path:
 
 
 def pipeline_part(runner, row: Row) -> None:
-    """A folder of a pipeline row (``from``: the row, ``args.folder``: e.g. its ensemble) scored as a model."""
-    runner.score(row, lambda: _model(pipeline_part_folder(runner, row)))
+    """A folder of a pipeline row (``from``: the row, ``args.folder``: e.g. its ensemble) scored as a model, with the
+    seconds of the row's stages it needs (``pipeline_seconds``: those up to its folder's)."""
+    from jtcse.pipeline.stages import STAGES
+
+    folder = pipeline_part_folder(runner, row)
+    order = [s.metadata.name for s in STAGES]
+    last = next(s.metadata.name for s in STAGES if s.metadata.folder == folder.name)
+    spent = runner.rows[folder.parent.name].get("pipeline_seconds", {})
+    needed = {stage: v for stage, v in spent.items() if order.index(stage) <= order.index(last)}
+    runner.score(row, lambda: _model(folder), pipeline_seconds=needed)
 
 
 def pipeline_part_folder(runner, row: Row) -> Path:
-    return runner.work / runner.value(row, "from")[0] / runner.value(row, "args")["folder"]
+    return runner.folder(runner.value(row, "from")[0]).parent / runner.value(row, "args")["folder"]
 
 
 # ---------------------------------------------------------------------------------------------------- measurements

@@ -6,12 +6,15 @@ write-ups print them: Spearman ×100, mean ± sample std over the seeds."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from pathlib import Path
 
-from evaluation.choices import means, paired_difference, total
+from evaluation.choices import means, paired, total
+from evaluation.scoring import main_score
 from evaluation.study import Scope, Waiting
+from jtcse.training.selection import share_kept
 
 
 def mean_std(values: list[float]) -> tuple[float, float | None]:
@@ -70,36 +73,75 @@ def chosen(scope: Scope, name: str):
         return None
 
 
+def number(row: dict, dotted: str) -> float | None:
+    """A row's number at ``dotted`` (``stage_seconds.twin``; a table: the sum of its numbers); ``None`` without."""
+    for key in dotted.split("."):
+        row = row.get(key) if isinstance(row, dict) else None
+    values = list(row.values()) if isinstance(row, dict) else [row]
+    return sum(values) if values and None not in values else None
+
+
+def _mean(rows: list[dict], field: str) -> float | None:
+    values = [number(row, field) for row in rows]
+    return statistics.fmean(values) if values and None not in values else None
+
+
+def _line(scope: Scope, spec: dict, line: dict, names: dict, has: dict) -> list[str] | None:
+    """The cells of one line of :func:`scores_table` (``names``: its ``each`` values; ``has``: the table has a
+    ``beat`` / ``kept`` column); ``None`` without rows."""
+    study, splits = scope.study, list(spec.get("splits", scope.study.splits))
+    found = seeded(scope, line["row"], names)
+    if not found:
+        return None
+    cells = [scope.resolve(line["label"], names), str(len(found))]
+    cells += [mean_std_text([main_score(r, s) for r in found]) for s in splits]
+    cells.append(mean_std_text([total(r, study.selection) for r in found]))
+    beat, kept, pairs = line.get("beat", spec.get("beat")), line.get("kept", spec.get("kept")), []
+    if beat:  # the same seeds of the row and of the row to beat (a row without seeds against each)
+        rows, bases = scope.seeded(line["row"], names), scope.seeded(beat, names)
+        rows, bases = rows * (len(bases) if len(rows) == 1 else 1), bases * (len(rows) if len(bases) == 1 else 1)
+        pairs = [(scope.rows[n], scope.rows[b]) for n, b in zip(rows, bases, strict=True) if {n, b} <= set(scope.rows)]
+        difference = paired(*map(list, zip(*pairs, strict=True)), study.selection) if pairs else None
+        error = "" if difference is None or math.isnan(difference.stderr) else f" ± {100 * difference.stderr:.2f}"
+        cells.append(f"{100 * difference.mean:+.2f}{error}" if difference else "–")
+    elif has["beat"]:
+        cells.append("–")
+    if kept:
+        teacher, start = (seeded(scope, kept[k], names) for k in ("teacher", "start"))
+        totals = [statistics.fmean(means(rows, study.selection).values()) for rows in (found, teacher, start) if rows]
+        share = share_kept(*totals) if len(totals) == 3 else None
+        cells.append("–" if share is None else f"{share:.0%}")
+    elif has["kept"]:
+        cells.append("–")
+    for _, field, *ratio in spec.get("columns", []):  # a field's mean, or its ratio to the row to beat's
+        mean = _mean([a for a, _ in pairs] if ratio else found, field)
+        base = _mean([b for _, b in pairs], field) if ratio else 1.0
+        cells.append("–" if mean is None or not base else f"{mean / base:.2f}" if ratio else f"{mean:.0f}")
+    return cells
+
+
 def scores_table(scope: Scope, spec: dict) -> str:
-    """A ``[[tables]]`` entry: for each of its ``rows`` (``label`` and ``row``, a pattern over the seeds), the seeds
-    found, each split's mean ± std, the mean over the selection splits, and with ``beat`` (a row pattern) the paired
-    difference of that mean against it over the same seeds ± its standard error; with ``kept`` (``teacher`` and
-    ``start`` patterns) the share of the teacher's gain over the start on that mean that the row keeps."""
-    study, splits, beat = scope.study, list(spec.get("splits", scope.study.splits)), spec.get("beat")
-    header = ["model", "seeds", *splits, "selection mean"]
-    header += [f"Δ vs {beat} ± SE"] * bool(beat) + ["share of the teacher's gain kept"] * ("kept" in spec)
+    """A ``[[tables]]`` entry: for each of its ``rows`` (``label`` and ``row``, a pattern over the seeds; ``each``:
+    one line a combination of its values), the seeds found, each split's mean ± std (``splits``, by their
+    ``label``), the mean over the selection splits; with ``beat`` (a row pattern, the table's or the line's own) the
+    paired difference of that mean against it over the same seeds ± its standard error; with ``kept`` (``teacher``
+    and ``start`` patterns) the share of the teacher's gain over the start on that mean that the row keeps
+    (:func:`jtcse.training.selection.share_kept`); ``columns`` (``[header, field]``) a field's mean (:func:`number`),
+    ``[header, field, "ratio"]`` its ratio to the row to beat's. A line waiting on a choice is left out."""
+    study, splits = scope.study, list(spec.get("splits", scope.study.splits))
+    has = {key: key in spec or any(key in line for line in spec["rows"]) for key in ("beat", "kept")}
+    header = ["model", "seeds", *(study.splits[s].get("label", s) for s in splits), "selection mean"]
+    header += ["Δ vs the row to beat ± SE"] * has["beat"] + ["share of the teacher's gain kept"] * has["kept"]
+    header += [column[0] for column in spec.get("columns", [])]
     lines = []
     for line in spec["rows"]:
-        found = seeded(scope, line["row"])
-        if not found:
-            continue
-        cells = [line["label"], str(len(found)), *(mean_std_text([r[f"{s}_spearman"] for r in found]) for s in splits)]
-        cells.append(mean_std_text([total(r, study.selection) for r in found]))
-        if beat:
-            bases = scope.seeded(beat)
-            names = scope.seeded(line["row"]) * (len(bases) if "{seed" not in line["row"] else 1)
-            pairs = [
-                (scope.rows[n], scope.rows[b]) for n, b in zip(names, bases, strict=True) if {n, b} <= set(scope.rows)
-            ]
-            diff, error = paired_difference(*map(list, zip(*pairs, strict=True)), study.selection) if pairs else (0, 0)
-            cells.append(f"{100 * diff:+.2f} ± {100 * error:.2f}" if pairs else "–")
-        if "kept" in spec:
-            teacher, start = (seeded(scope, spec["kept"][k]) for k in ("teacher", "start"))
-            gain = [statistics.fmean(means(rows, study.selection).values()) for rows in (found, teacher, start)]
-            kept = teacher and start and gain[1] != gain[2]
-            cells.append(f"{(gain[0] - gain[2]) / (gain[1] - gain[2]):.0%}" if kept else "–")
-        lines.append(cells)
-    return table(spec["title"], header, lines, spec.get("note", ""))
+        for names in scope.combos(line.get("each", {}), {}):
+            try:
+                cells = _line(scope, spec, line, names, has)
+            except Waiting:
+                continue
+            lines += [cells] if cells else []
+    return table(scope.resolve(spec["title"]), header, lines, spec.get("note", ""))
 
 
 def build(scope: Scope) -> tuple[dict, str]:

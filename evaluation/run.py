@@ -18,7 +18,7 @@ def main(
     studies: list[Path] = typer.Argument(..., help="Study files (evaluation/studies/NAME.toml), run in turn."),
     quick: bool = typer.Option(
         False,
-        help="The study's [quick] settings: a smoke run of every row in "
+        help="The study's quick settings (its quick table): a smoke run of every row in "
         "runs/NAME_quick, its report in runs/NAME_quick/report (the write-up left alone).",
     ),
     report_only: bool = typer.Option(
@@ -28,8 +28,14 @@ def main(
     from_results: bool = typer.Option(
         False, help="Rebuild from the rows recorded in the study's results.json instead (a checkout has no runs/)."
     ),
-    rows: str = typer.Option("", help="Make only these rows: comma-separated globs over row names and stages."),
+    rows: str = typer.Option(
+        "",
+        help="Make only these rows: comma-separated globs over row names and stages (default_s1,fp32_s1; levers).",
+    ),
     seeds: str = typer.Option("", help="Make only the rows of these seeds (comma-separated): others make the rest."),
+    dry_run: bool = typer.Option(
+        False, help="Train nothing: list the rows this run would make (not made yet, of --rows and --seeds)."
+    ),
     threads: int = typer.Option(None, help="torch CPU threads (default: OMP_NUM_THREADS, else the study's)."),
     data: Path = typer.Option(REPO.parent / "shared" / "data", help="Folder of the files the study names."),
     work: Path = typer.Option(None, help="Checkpoints and row files (default runs/NAME[_quick])."),
@@ -55,8 +61,10 @@ def main(
             threads = threads or int(os.environ.get("OMP_NUM_THREADS", study.get("threads", 2)))
             listed = [int(s) for s in seeds.split(",") if s], [r for r in rows.split(",") if r]
             runner = Runner(study, folder, data, threads, *listed)
-            runner.run()
-            found = runner.rows
+            runner.run(dry_run)
+            if dry_run:
+                continue
+            found = read_rows(folder)  # every row there, this process's and others' (as --report-only reads them)
         print(publish(Scope(study, found), out, writeup), end="")
         print(f"[{study.name}] {len(found)} rows: report in {out}" + (f" and {writeup}" if writeup else ""))
 

@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import kinds
+from evaluation.scoring import main_score
 from evaluation.study import Row, Scope, Study, Waiting
+from jtcse.locking import atomic_write_text
 
 
 def read_rows(work: Path) -> dict[str, dict]:
     """Every row file in ``<work>/results``, by row name (in name order)."""
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((work / "results").glob("*.json"))}
+    files = sorted((work / "results").glob("*.json"), key=lambda p: p.stem)
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in files}
 
 
 def training_record(folder: Path, run: Callable[[], dict]) -> dict:
@@ -41,9 +44,6 @@ class Runner:
     ``rows`` (name or stage globs) restrict what this process makes, so that several share a study."""
 
     def __init__(self, study: Study, work: Path, data: Path, threads: int, seeds=(), rows=()):
-        import torch
-
-        torch.set_num_threads(threads)
         self.study, self.work, self.data, self.threads = study, work, data, threads
         self.settings, self.wanted_seeds, self.wanted_rows = study.settings, set(seeds), list(rows)
         (work / "results").mkdir(parents=True, exist_ok=True)
@@ -69,7 +69,7 @@ class Runner:
         """The training corpus, the first ``corpus_lines`` lines of the corpus file (``lines``: fewer of them)."""
         path = self.work / ("corpus.txt" if lines is None else f"corpus_{lines}.txt")
         if not path.exists():
-            path.write_text("\n".join(self.corpus_lines()[: lines or self.settings["corpus_lines"]]) + "\n", "utf-8")
+            atomic_write_text(path, "\n".join(self.corpus_lines()[: lines or self.settings["corpus_lines"]]) + "\n")
         return path
 
     def diag_sentences(self) -> list[str]:
@@ -124,23 +124,35 @@ class Runner:
 
     def save(self, row: Row, record: dict) -> dict:
         """Row ``row`` saved: its name, the threads, its entry's ``record`` fields, then ``record``."""
+        record = {k: v for k, v in record.items() if k not in ("name", "threads")}
         saved = {"name": row.name, "threads": self.threads, **self.value(row, "record", {}), **record}
-        (self.work / "results" / f"{row.name}.json").write_text(json.dumps(saved, indent=2, default=str), "utf-8")
+        # whole or not at all: another process of the study reads the row files before each entry
+        atomic_write_text(self.work / "results" / f"{row.name}.json", json.dumps(saved, indent=2, default=str))
         self.rows[row.name] = saved
-        print(
-            f"[{self.study.name}] {row.name}: "
-            + ", ".join(f"{s} {saved.get(f'{s}_spearman')}" for s in self.study.splits)
-        )
+        scores = {s: main_score(saved, s) for s in self.study.splits if s in self.scored(saved)}
+        print(f"[{self.study.name}] {row.name}: " + ", ".join(f"{s} {v:.4f}" for s, v in scores.items()), flush=True)
         return saved
+
+    def scored(self, saved: dict) -> list[str]:
+        """The splits of the study a saved row has its score on."""
+        return [s for s in self.study.splits if f"{s}_spearman" in saved or f"{s}_score" in saved]
 
     def update(self, name: str, **fields) -> None:
         """Fields added to the saved row ``name``."""
         row = self.find(name)
-        self.save(row, {k: v for k, v in {**self.rows[name], **fields}.items() if k not in ("name", "threads")})
+        self.save(row, {**self.rows[name], **fields})
 
     def score(self, row: Row, load: Callable, **record) -> dict:
-        """Row ``row`` scored on every split (the model ``load`` returns) and saved with ``record``."""
-        return self.save(row, {**record, **self.scorer.score(row.name, load())})
+        """Row ``row`` saved with ``record`` and scored (the model ``load`` returns) on each split its file lacks,
+        saved after each: a split is scored once, whenever the row is made again."""
+        saved = {**self.rows.get(row.name, {}), **record}
+        missing = [s for s in self.study.splits if s not in self.scored(saved)]
+        encoder = self.scorer.encoder(load()) if missing else None
+        for split in missing:
+            fields = self.scorer.score(row.name, encoder, split)
+            seconds = round(saved.get("eval_seconds", 0) + fields.pop("seconds"), 2)
+            saved = self.save(row, {**saved, **fields, "eval_seconds": seconds})
+        return saved if missing else self.save(row, saved)
 
     def trained(self, row: Row, run: Callable[[], dict], after: Callable[[], dict] | None = None, **record) -> dict:
         """Row ``row``: trained into its folder once (:func:`training_record`), scored, ``after()``'s fields added."""
@@ -155,15 +167,23 @@ class Runner:
         return seed_ok and (not self.wanted_rows or any(fnmatch.fnmatch(k, g) for k in keys for g in self.wanted_rows))
 
     def done(self, row: Row) -> bool:
-        """Whether ``row`` is made (an entry that ``adds`` a field to a row: whether it has it, or no such row)."""
+        """Whether ``row`` is made: saved, with a score on every split when it has one (an entry that ``adds`` a
+        field to a row: whether it has it, or no such row)."""
         saved = self.rows.get(row.name)
         if "adds" in row.entry:
             return saved is None or row.entry["adds"] in saved
-        return saved is not None
+        return saved is not None and len(self.scored(saved)) in (0, len(self.study.splits))
 
-    def run(self) -> None:
-        """Every entry in the file's order: its rows not done yet made (those waiting on others said and skipped)."""
+    def run(self, dry: bool = False) -> None:
+        """Every entry in the file's order: its rows not done yet made (those waiting on others said and skipped;
+        ``dry``: each said, nothing made). Before each entry the row files other processes of the study saved
+        meanwhile are read in, so that one making ``--rows confirm`` finds the levers another one has made since."""
+        if not dry:
+            import torch
+
+            torch.set_num_threads(self.threads)
         for entry in self.study.entries:
+            self.rows.update(read_rows(self.work))
             try:
                 rows = self.scope.expand(entry)
             except Waiting as waiting:
@@ -171,6 +191,9 @@ class Runner:
                 continue
             for row in rows:
                 if self.wanted(row) and not self.done(row):
+                    if dry:
+                        print(f"[{self.study.name}] would make {row.name}", flush=True)
+                        continue
                     try:
                         self.hook(row)(self, row)
                     except Waiting as waiting:

@@ -67,7 +67,9 @@ class _Formatter(string.Formatter):
     def __init__(self, scope: Scope, names: dict):
         self.scope, self.names = scope, names
 
-    def value(self, field: str) -> Any:
+    def value(self, field: str, keys_only: bool = False) -> Any:
+        """``field``'s value; ``keys_only``: a table's keys, its values left as they are (templates that may name
+        what is not there yet)."""
         head = re.match(r"[^\[]*", field)[0]
         value, raw = self.scope.raw(head, self.names)
         for key in _INDEX.findall(field[len(head) :]):
@@ -76,6 +78,8 @@ class _Formatter(string.Formatter):
             except KeyError:
                 key = int(key) if key.lstrip("-").isdigit() else key
             value = value[key]
+        if keys_only and isinstance(value, dict):
+            return list(value)
         return self.scope.resolve(value, self.names) if raw else value
 
     def get_field(self, field_name, args, kwargs):
@@ -173,10 +177,13 @@ class Scope:
         return names
 
     def combos(self, each: dict, names: dict) -> list[dict]:
-        """Every combination of the ``each`` variables' values (a table's keys; repeats dropped), in order."""
+        """Every combination of the ``each`` variables' values (a table's keys, its values left unresolved: they
+        may name what only a row has; repeats dropped), in order."""
         values = []
         for items in each.values():
-            values.append(list(dict.fromkeys(self.resolve(items, names))))
+            whole = _WHOLE.fullmatch(items) if isinstance(items, str) else None
+            found = _Formatter(self, {"first": self.study.seeds[0], **names}).value(whole[1], True) if whole else None
+            values.append(list(dict.fromkeys(found if whole else self.resolve(items, names))))
         return [dict(zip(each, combo, strict=True)) for combo in itertools.product(*values)]
 
     def seeds_of(self, entry: dict) -> list[int | None]:

@@ -244,7 +244,8 @@ def export_model(
         if out.path.is_dir() and any(out.path.iterdir()) and not overwrite:
             raise JTCSEError(f"{out.path} holds an earlier export; pass --overwrite to replace it.")
         check_backend(format)
-        with out.replacing() as tmp:
+        with out.replacing() as new:
+            tmp = new.path
             _convert(source, tmp, format, quantize, sentences)
             record = {
                 "source": str(source.resolve()),

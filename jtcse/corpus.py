@@ -1,10 +1,11 @@
 """Reading corpora: plain text (one sentence per line) with clear errors for bad files, or a table or dataset
-(:mod:`jtcse.text_inputs`) by one column (:func:`read_texts`); and the distinct sentences a trainer trains on
-(:func:`read_training_sentences`)."""
+(:mod:`jtcse.text_inputs`) by one column (:func:`read_texts`); the distinct sentences a trainer trains on
+(:func:`read_training_sentences`), and those joined into passages (:func:`passages`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,35 @@ def utf8_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     with Path(path).open("rb") as handle:
         for line_no, raw in enumerate(handle, start=1):
             yield line_no, decode_line(raw, path, line_no).rstrip("\r\n")
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_ .-]*")
+PAIR_COLUMNS = frozenset(
+    ["original", "paraphrase", "sentence1", "sentence2", "sentence_a", "sentence_b", "anchor", "positive", "text",
+     "text1", "text2", "source", "target", "query", "document"]
+)  # fmt: skip
+"""Column names a header line of a table of sentence pairs uses (what no pair of sentences is)."""
+
+
+def header_row(fields: Sequence[str], *, numbers: Sequence[int] = (), names: Iterable[str] = ()) -> bool:
+    """Whether the first row of a table (its ``fields``) is a header line rather than data, the one detection of
+    every reader of tables (STS-B, SICK, pairs, local MTEB tables): each field at ``numbers`` (where a data row
+    holds a number: an id, a score) holds a name (a word, not a number, nor ``n/a``-like text), or each field is
+    one of the column ``names`` (a table without numbers). A data row is never taken for one: a first row with a
+    bad score (``n/a``) stays a row, to be refused as one."""
+    cells = [field.strip() for field in fields]
+    if numbers:
+        return all(i < len(cells) and _is_name(cells[i]) for i in numbers)
+    known = {name.lower() for name in names}
+    return bool(known) and bool(cells) and all(cell.lower() in known for cell in cells)
+
+
+def _is_name(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return bool(_WORD.fullmatch(cell)) and any(c.isalpha() for c in cell)
+    return False
 
 
 def read_corpus(path: str | Path) -> Corpus:
@@ -132,3 +162,11 @@ def read_training_sentences(
         "sentences": len(sentences),
     }
     return sentences, counts
+
+
+def passages(sentences: Sequence[str], size: int) -> list[str]:
+    """``sentences`` joined ``size`` at a time in their order, a space apart, into passages (the last one may hold
+    fewer); ``size`` 1 leaves them as they are."""
+    if size < 1:
+        raise ValueError(f"a passage holds at least one sentence, not {size}.")
+    return [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]

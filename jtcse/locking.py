@@ -9,8 +9,10 @@ and folders alike — while it writes. Beside rather than inside, so that a fold
 The lock is an OS lock (``flock``, taken through the ``filelock`` package): the kernel drops it
 the moment its process dies, however it dies, so a lock can never outlive its holder. The file
 holds the holder's PID, host, start time and command line, which is what a second process names in
-its one-line refusal. A clean exit deletes the file; a file that is found *unlocked* but still
-filled in was left by a process that was killed, and is taken over with a warning naming it.
+its one-line refusal, behind the marker ``"written_by": "jtcse"``. A clean exit deletes the file; a file that is
+found *unlocked* but still filled in by jtcse was left by a process that was killed, and is taken over with a
+warning naming it. A file there that jtcse did not write (no such record in it) is never taken over nor deleted:
+the command is refused in one line.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -53,6 +54,11 @@ class OutputLockedError(JTCSEError):
 def lock_path_for(output: str | Path) -> Path:
     """``<output>.lock``, beside the output (absolute, so two spellings of one path share a lock)."""
     output = Path(output).expanduser().absolute()
+    if not output.name:
+        raise JTCSEError(
+            f"{output} is the root folder; jtcse writes an output of its own (files, folders, a lock beside it): give "
+            "a new folder or file, e.g. -o runs/out."
+        )
     return output.with_name(output.name + LOCK_SUFFIX)
 
 
@@ -87,13 +93,51 @@ def _command_line() -> str:
     return " ".join(["jtcse" if program in ("__main__.py", "jtcse") else program, *sys.argv[1:]])
 
 
+def is_jtcse_lock(path: str | Path) -> bool:
+    """Whether the file ``path`` is a lock file jtcse wrote: its holder record (``"written_by": "jtcse"``, or the
+    PID, host, start and output of a jtcse before that key)."""
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        return False
+    return _marked(_read_holder(path))
+
+
+def _marked(holder: dict) -> bool:
+    return holder.get("written_by") == "jtcse" or {"pid", "host", "started", "output"} <= set(holder)
+
+
+def _not_a_lock(output: Path, path: Path, what: str) -> JTCSEError:
+    path = output.with_name(output.name + LOCK_SUFFIX)  # as the user named the output
+    return JTCSEError(
+        f"{path} is in the way: it is where jtcse keeps the lock of {output}, and {what}, so jtcse neither takes it "
+        "over nor deletes it. Move it away, or give another -o/--output."
+    )
+
+
+def _check_lock_file(output: Path, path: Path) -> tuple[int, int] | None:
+    """Refuse a lock path that is a link, a folder or a file jtcse did not write; ``(st_dev, st_ino)`` of the file
+    there (``None``: none is)."""
+    if path.is_symlink():
+        raise _not_a_lock(output, path, f"it is a link (to {os.readlink(path)})")
+    if not path.exists():
+        return None
+    if not path.is_file():
+        raise _not_a_lock(output, path, "it is a folder, not a lock file")
+    stat = path.stat()
+    if stat.st_size and not is_jtcse_lock(path):
+        raise _not_a_lock(output, path, "jtcse did not write it (it holds no jtcse lock record)")
+    return stat.st_dev, stat.st_ino
+
+
 @contextmanager
 def output_lock(output: str | Path) -> Iterator[Path]:
     """Hold the exclusive lock on ``output`` (a file or a folder, existing or not) for the block.
 
     Yields the lock file's path. Raises :class:`OutputLockedError` (a one-line ``JTCSEError``
     naming the holder's PID) at once, without waiting, when another process — or another
-    ``output_lock`` in this one — holds it. Usage, for any command that writes ``out``::
+    ``output_lock`` in this one — holds it. A file at the lock's path that jtcse did not write (no holder record
+    of jtcse's in it; an empty one left before this process came) is refused in one line and left as it is; one
+    that a killed jtcse left is taken over with a warning naming it. Usage, for any command that writes ``out``::
 
         with output_lock(out):
             ...  # write out
@@ -106,8 +150,11 @@ def output_lock(output: str | Path) -> Iterator[Path]:
         if path.parent.exists():
             raise JTCSEError(f"Cannot write {output}: {path.parent} is a file, not a folder.")
         path.parent.mkdir(parents=True, exist_ok=True)
+    there_before = _check_lock_file(output, path)
     left_behind: dict = {}
+    foreign: list[str] = []
     me = {
+        "written_by": "jtcse",
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.time(),
@@ -116,7 +163,12 @@ def output_lock(output: str | Path) -> Iterator[Path]:
     }
 
     def claim(fd: int) -> None:  # runs with the OS lock held
-        left_behind.update(_read_holder(fd))
+        stat = os.fstat(fd)
+        holder = _read_holder(fd) if stat.st_size else {}
+        if (stat.st_size and not _marked(holder)) or (not stat.st_size and there_before == (stat.st_dev, stat.st_ino)):
+            foreign.append("jtcse did not write it (it holds no jtcse lock record)")
+            return  # not ours: left as it is
+        left_behind.update(holder)
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, (json.dumps(me) + "\n").encode("utf-8"))
@@ -132,6 +184,9 @@ def output_lock(output: str | Path) -> Iterator[Path]:
         ) from None
     except OSError as err:
         raise JTCSEError(f"Cannot lock {output} ({path}): {err.strerror or err}") from None
+    if foreign:
+        lock.release()
+        raise _not_a_lock(output, path, foreign[0])
     if left_behind:
         logger.warning(
             "Taking over the lock on %s left by %s, which ended without releasing it (killed?).",
@@ -194,29 +249,6 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-@contextmanager
-def atomic_folder(path: str | Path) -> Iterator[Path]:
-    """A fresh sibling folder of ``path`` to fill; on success it replaces ``path`` (a folder already there is
-    removed first), on an exception it is removed and ``path`` is left as it was.
-
-    Its name is fixed (``<name>.tmp``), so call it under the output's lock (:func:`output_lock`): a leftover
-    from a killed earlier attempt is cleared before the new one starts::
-
-        with output_lock(out), atomic_folder(out) as tmp:
-            model.save(str(tmp))
-    """
-    path = Path(path)
-    tmp = path.with_name(f"{path.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        yield tmp
-        if path.exists():
-            shutil.rmtree(path)
-        tmp.replace(path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -1,19 +1,18 @@
 """README.md model cards for the checkpoints jtcse writes, built on sentence-transformers' card machinery.
 
-:class:`JTCSEModelCardData` extends ``SentenceTransformerModelCardData`` (front matter, architecture,
-versions, the similarity matrix of the usage snippet) with what a jtcse checkpoint must say: what the
-model is (twin, warm-up tower, distilled student, ensemble), its towers or teacher, the pooling, the
-recipe, the data counts, the dev Spearman history, the citations and, once ``jtcse eval sts
---update-card`` ran, the SentEval STS table (a ``model-index`` entry and a Markdown table).
+:class:`JTCSEModelCardData` extends ``SentenceTransformerModelCardData`` (front matter, architecture, versions, the
+similarity matrix of the usage snippet) with what a jtcse checkpoint must say: what the model is (twin, warm-up
+tower, distilled student, ensemble), its towers or teacher, the pooling, the recipe, the data counts, the dev
+Spearman history, the citations and, once ``jtcse eval sts --update-card`` ran, the SentEval STS table (a
+``model-index`` entry and a Markdown table).
 
 * :func:`write_model_card` renders ``<output_dir>/README.md`` for a model and its :class:`CardFacts`;
   :func:`attach_card_data` gives a model the card it writes when it is saved.
 * :func:`update_card_sts` writes an STS table into an existing card, in place; :func:`update_card_mteb` the main
   scores of ``jtcse eval mteb``.
 
-The facts come from where the model was made: a training run's summary
-(:func:`jtcse.training.run_summary.facts_from_run_summary`), an ensemble's members
-(:func:`jtcse.training.ensemble.ensemble_card_facts`).
+The facts come from where the model was made: a training run's summary (``facts_from_run_summary`` in
+:mod:`jtcse.training.run_summary`), an ensemble's members (:func:`jtcse.training.ensemble.ensemble_card_facts`).
 """
 
 from __future__ import annotations
@@ -80,12 +79,14 @@ DISTILL_OBJECTIVES = {
 
 
 def distilled_recipe(objective: str | None) -> str:
-    """The recipe of a student distilled with ``objective`` (one of :data:`DISTILL_OBJECTIVES`; ``None``: unknown)."""
-    if objective not in DISTILL_OBJECTIVES:
+    """The recipe of a student distilled with ``objective`` (of :data:`DISTILL_OBJECTIVES`, or a sum: ``a+b``)."""
+    terms = str(objective).split("+")
+    if not all(term in DISTILL_OBJECTIVES for term in terms):
         return RECIPES["distilled"]
+    what = " + ".join(f"`{t}` ({DISTILL_OBJECTIVES[t]})" for t in terms) if terms[1:] else DISTILL_OBJECTIVES[terms[0]]
     return (
         f"Embedding distillation: on unlabeled sentences the student learns to reproduce the teacher with the "
-        f"`{objective}` objective: {DISTILL_OBJECTIVES[objective]}. The teacher's embeddings are computed once and "
+        f"`{objective}` objective: {what}. The teacher's embeddings are computed once and "
         "cached. The student keeps its own architecture, pooling and width."
     )
 
@@ -432,7 +433,7 @@ def _update_card(output_dir: str | Path, new: list, section, markers: tuple[str,
     text (:func:`_place_section` with ``markers``). Read-only checkpoints raise (see :func:`check_writable`)."""
     from huggingface_hub import ModelCard
 
-    from jtcse.locking import atomic_write_text
+    from jtcse.output_paths import write_text_in_place
 
     output_dir = check_writable(output_dir, card=True)
     path = output_dir / CARD_NAME
@@ -443,7 +444,7 @@ def _update_card(output_dir: str | Path, new: list, section, markers: tuple[str,
     if not card.data.model_name:
         card.data.model_name = output_dir.name
     text = _place_section(card.text, section(card.data.eval_results), *markers)
-    return atomic_write_text(path, f"---\n{card.data.to_yaml()}\n---\n{text}")
+    return write_text_in_place(output_dir, CARD_NAME, f"---\n{card.data.to_yaml()}\n---\n{text}")
 
 
 def update_card_sts(output_dir: str | Path, results: dict[str, float], note: str = "") -> Path:

@@ -39,6 +39,12 @@ HF_PREFIX = "hf:"
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "anchor", "query")
 #: The pair columns when none are named: the first of these a table has.
 PAIR_COLUMNS = (("sentence1", "sentence2"), ("anchor", "positive"), ("original", "paraphrase"))
+#: What an STS input (a dev or selection file, :func:`jtcse.evaluation.sts.read_sts_input`) may be, as help texts say it.
+STS_INPUTS = (
+    "an STS-B file (tab-separated genre, file, year, id, score, sentence1, sentence2: sts-dev.csv) or a table or "
+    "dataset with sentence1, sentence2, score columns (and genre, if any): .jsonl, .csv/.tsv, .parquet, a "
+    "save_to_disk folder or hf:NAME[:CONFIG][:SPLIT]"
+)
 _SAVED_DATASET = ("state.json", "dataset_dict.json")  # what Dataset / DatasetDict.save_to_disk write
 
 
@@ -53,6 +59,14 @@ def is_table(spec: str | Path | None) -> bool:
     if path.is_dir():
         return any((path / name).is_file() for name in _SAVED_DATASET)
     return path.suffix.lower() in TABLE_FILES
+
+
+def is_dataset(spec: str | Path | None) -> bool:
+    """Whether ``spec`` is a table only ``datasets`` reads (a ``.parquet`` file, a saved dataset, ``hf:NAME``), not
+    a text file (``.jsonl``, ``.csv``, ``.tsv``: text a reader of lines may read too)."""
+    return is_table(spec) and (
+        str(spec).startswith(HF_PREFIX) or Path(spec).is_dir() or Path(spec).suffix == ".parquet"
+    )
 
 
 def table_files(spec: str | Path) -> list[Path]:
@@ -153,7 +167,7 @@ def text_column(dataset, requested: str | None, spec: str | Path, option: str = 
     columns = columns_of(dataset)
     if requested is not None:
         if requested not in columns:
-            raise JTCSEError(f"{spec} has no column {requested!r}; its columns are {_listed(columns)}.")
+            raise JTCSEError(f"{spec} has no column {requested!r}; its columns are {listed_columns(columns)}.")
         return requested
     found = next((name for name in TEXT_COLUMNS if name in columns), None)
     strings = [name for name, dtype in columns.items() if dtype in ("string", "large_string")]
@@ -161,7 +175,7 @@ def text_column(dataset, requested: str | None, spec: str | Path, option: str = 
         found = strings[0]
     if found is None:
         raise JTCSEError(
-            f"{spec}: which column holds the text? Its columns are {_listed(columns)}; name one with {option} "
+            f"{spec}: which column holds the text? Its columns are {listed_columns(columns)}; name one with {option} "
             f"(without it: the first of {', '.join(TEXT_COLUMNS)}, or the only string column)."
         )
     return found
@@ -178,19 +192,20 @@ def pair_columns(dataset, requested: str | None, spec: str | Path) -> tuple[str,
             )
         missing = [name for name in names if name not in columns]
         if missing:
-            raise JTCSEError(f"{spec} has no column {missing[0]!r}; its columns are {_listed(columns)}.")
+            raise JTCSEError(f"{spec} has no column {missing[0]!r}; its columns are {listed_columns(columns)}.")
         return names  # type: ignore[return-value]
     found = next((pair for pair in PAIR_COLUMNS if set(pair) <= set(columns)), None)
     if found is None:
         defaults = "; ".join(",".join(pair) for pair in PAIR_COLUMNS)
         raise JTCSEError(
-            f"{spec}: which two columns hold the pairs? Its columns are {_listed(columns)}; name them with "
+            f"{spec}: which two columns hold the pairs? Its columns are {listed_columns(columns)}; name them with "
             f"--columns A,B (without it: {defaults})."
         )
     return found
 
 
-def _listed(columns: dict[str, str]) -> str:
+def listed_columns(columns: dict[str, str]) -> str:
+    """``{column: type}`` as an error names them: ``a (string), b (int64)``."""
     return ", ".join(f"{name} ({dtype})" for name, dtype in columns.items()) or "none"
 
 

@@ -1,38 +1,33 @@
-"""Issue 38's sweep ("Every output owned"): each of its cases 1-12 run as a user would, against any checkout.
+"""The outputs sweeps: each case of issue 38 ("Every output owned", cases 1-12) and of issue 42 ("Owned by content,
+confined to its folder", cases 1-8) run as a user would, against any checkout.
 
-    python scripts/sweep_outputs.py --checkout PATH [--json OUT.json]
+    python scripts/sweep_outputs.py --checkout PATH [--issue 38|42] [--json OUT.json]
     python scripts/sweep_outputs.py --combine BEFORE.json AFTER.json     # one before / after table, runs nothing
 
 Run from the repository root. Each case runs ``python -m jtcse ...`` (``PYTHONPATH=PATH``, offline, one thread)
-in a fresh temporary folder of my files: tiny towers (``jtcse.testing.towers`` of this checkout), 12 lines of the
-STS-B dev file, 64 of wiki12k.txt; 1-4 steps, batch 4, length 16. A row records the commands, exit codes, one
-``Error:`` line or a traceback, the sha256 of my files before and after, what a stale case reported, an outcome
-and a verdict: ``bad`` for a file of mine replaced or deleted, a traceback, a stale result reported as done, a check
-after a stage trained, a message saying the wrong thing. Writes nowhere but its temporary folder and --json.
+in a fresh temporary folder of my files (:mod:`jtcse.testing.user_folder`): tiny towers (``jtcse.testing.towers``
+of this checkout), 12 lines of the STS-B dev file and of SICK train, 64 of wiki12k.txt; 1-4 steps, batch 4,
+length 16. A row records the commands, exit codes, one ``Error:`` line or a traceback, the sha256 of my files
+before and after, what a stale case reported, an outcome and a verdict: ``bad`` for a file of mine replaced or
+deleted, a traceback, a stale result reported as done, a check after a stage trained, a message saying the wrong
+thing, a failed write that cost the old output or left a manual step. Writes nowhere but its temporaries and --json.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import hashlib
+import io
 import json
 import os
-import shlex
 import shutil
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path("/work/shared/data")  # sts-dev.csv and wiki12k.txt, read only
-MY_BYTES = b"a file of mine: jtcse must never replace or delete it\n"
+sys.path.insert(0, str(REPO))  # the sweep's own tools (towers, the user's folder) are this checkout's
+from jtcse.testing.user_folder import Case, Row, UserFiles, main, quote, read_json, said, sha256  # noqa: E402
+
+DATA = Path("/work/shared/data")  # sts-dev.csv, SICK_train.txt and wiki12k.txt, read only
 TRAIN = "--batch-size 4 --max-seq-length 16 --logging-steps 1"
 TINY = f"--max-steps 1 {TRAIN}"
 PIPELINE = "pipeline --tower-a model --tower-b model_b --corpus corpus.txt --batch-size 4 --warmup-max-steps 1 "
@@ -43,126 +38,7 @@ RECIPES = {"extends.toml": "extends = 'nowhere.toml'\n", "bom.toml": "\ufeffseed
 NOTES = {"extends.toml": "extends a file that is not there", "bom.toml": "saved with a BOM", "X": "X: a model of mine",
          "fields.csv": "its line 4 has 6 fields", "na.csv": "its line 4's score is `n/a`", "seed.toml": "seed = -1",
          "flat.csv": "every score 3.0: no Spearman", "nan.csv": "its line 3's score is `nan`"}  # fmt: skip
-VERDICT = {"bad": "**bad**", "ok": "ok"}  # as the tables show it
 INPUTS = {"model", "model_b", "corpus.txt", "dev.csv", "manifest.toml"}  # my files given as inputs: no note
-
-
-@dataclass
-class Call:
-    """A command as run: how stderr ended (clean, one Error: line, traceback, other), in words, and its key line."""
-
-    command: str
-    rc: int
-    stderr_kind: str
-    said: str
-    message: str
-    seconds: float
-    stderr: str = field(repr=False)
-
-
-@dataclass
-class Row:
-    """One row of the table and what stands behind it."""
-
-    case: str
-    what: str
-    outcome: str
-    verdict: str
-    lost: list[str]  # the files of mine replaced or deleted
-    reported: dict
-    calls: list[Call]
-
-
-class SetupFailed(Exception):
-    """A command that sets a case up (a first run) failed: the case is reported bad, the sweep goes on."""
-
-
-def quote(message: str, width: int = 100) -> str:
-    """An error line for the table: without ``Error:``, cut to ``width`` characters."""
-    text = message.removeprefix("Error: ")
-    return f"“{text if len(text) <= width else text[: width - 1] + '…'}”"
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def not_json(constant: str):
-    raise ValueError(f"{constant} is not JSON")
-
-
-def read_json(path: Path, strict: bool = True) -> dict | None:
-    """``path`` as JSON; None when missing or not JSON (``strict``: a bare NaN is not, as to any reader but Python)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"), **({"parse_constant": not_json} if strict else {}))
-    except (OSError, ValueError):
-        return None
-
-
-class Case:
-    """A fresh folder where the user keeps files of theirs, runs jtcse and looks afterwards."""
-
-    def __init__(self, sweep: Sweep, case: str, mine: str = ""):
-        self.sweep, self.case = sweep, case
-        self.dir = Path(tempfile.mkdtemp(prefix=f"case{case}-", dir=sweep.root))
-        self.calls: list[Call] = []
-        self.mine_paths: list[Path] = []
-        self._frozen: dict[str, str] = {}
-        for rel in mine.split():
-            self.mine(rel)
-
-    def mine(self, rel: str, data: bytes | str | None = None) -> None:
-        """A file of mine at ``rel``: a tower (model, model_b, X), my dev file, corpus, manifest or a recipe by its
-        name, else a few bytes of mine."""
-        path, sweep = self.dir / rel, self.sweep
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if data is None and rel in ("model", "model_b", "X"):
-            shutil.copytree(sweep.towers["b" if rel == "model_b" else "a"], path)
-        else:
-            data = sweep.files.get(rel, MY_BYTES) if data is None else data
-            path.write_bytes(data.encode() if isinstance(data, str) else data)
-        self.mine_paths.append(path)
-
-    def freeze(self) -> None:
-        """Every file of mine as it is now (after my own edits): what jtcse must leave as it is."""
-        paths = [p for root in self.mine_paths for p in (sorted(root.rglob("*")) if root.is_dir() else [root])]
-        self._frozen = {str(p.relative_to(self.dir)): sha256(p) for p in paths if p.is_file()}
-
-    def lost(self) -> list[str]:
-        """Each file of mine deleted or replaced since :meth:`freeze`, in words."""
-        now = {rel: sha256(self.dir / rel) for rel in self._frozen if (self.dir / rel).is_file()}
-        gone = [f"{rel} deleted" for rel in self._frozen if rel not in now]
-        changed = [rel for rel, digest in now.items() if digest != self._frozen[rel]]
-        return gone + [f"{rel} replaced{' by JSON' * bool(read_json(self.dir / rel))}" for rel in changed]
-
-    def jtcse(self, command: str, setup: bool = False) -> Call:
-        """``python -m jtcse COMMAND`` here, the checkout under test on PYTHONPATH; ``setup``: it must succeed."""
-        start = time.perf_counter()
-        argv = [sys.executable, "-m", "jtcse", *shlex.split(command)]
-        proc = subprocess.run(argv, cwd=self.dir, env=self.sweep.env, capture_output=True, text=True, timeout=900)
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        errors = [line for line in lines if line.startswith("Error")]
-        if "Traceback (most recent call last)" in proc.stderr:
-            kind, said, message = "traceback", f"traceback ({lines[-1].split(':')[0]})", lines[-1]
-        elif proc.returncode == 2 and len(errors) == 1:
-            kind, said, message = "one Error: line", "refused in one line", errors[0]
-        else:
-            kind = "clean" if proc.returncode == 0 else "other"
-            said, message = f"exit {proc.returncode}", errors[-1] if errors else ""
-        seconds = time.perf_counter() - start
-        call = Call(f"jtcse {command}", proc.returncode, kind, said, message, round(seconds, 2), proc.stderr)
-        self.calls.append(call)
-        if setup and proc.returncode != 0:
-            raise SetupFailed(self.row(f"set up by `{command}`", f"it failed: {call.said} {quote(message)}", False))
-        return call
-
-    def row(self, what: str, outcome: str, ok: bool, calls: list[Call] | None = None, **reported) -> Row:
-        """The row: ``ok`` holds only if no file of mine was lost and no call ended in a traceback."""
-        calls = self.calls if calls is None else calls
-        lost = self.lost() if self._frozen else []
-        outcome = f"{', '.join(lost)}; {outcome}" if lost else outcome
-        ok = ok and not lost and all(c.stderr_kind != "traceback" for c in calls)
-        return Row(self.case, what, outcome, "ok" if ok else "bad", lost, reported, calls)
 
 
 IS_INPUT = "is the input"
@@ -194,24 +70,8 @@ def shown(command: str) -> str:
     return f"`{command}`"
 
 
-def described(c: Case, command: str, note: str = "") -> str:
-    """What the user does: the command, with a note on the files of mine that are not the usual inputs."""
-    mine = [NOTES.get(p.name, f"{p.relative_to(c.dir)}: mine") for p in c.mine_paths if p.name not in INPUTS]
-    return shown(command) + (f" ({note or '; '.join(mine)})" if note or mine else "")
-
-
-def one_command(c: Case, command: str, needs: str = "", note: str = "") -> Row:
-    """One command over files of mine: ok when none of them changed and, refused, its line says ``needs``."""
-    c.freeze()
-    call = c.jtcse(command)
-    ok = needs in call.message
-    said = f"{call.said}: {quote(call.message)}" if call.message else call.said
-    outcome = said if ok or not call.message else f"{said}, not saying {needs!r}"
-    return c.row(described(c, command, note), outcome, ok)
-
-
 def one_commands(sweep: Sweep) -> list[Row]:
-    return [one_command(Case(sweep, case, mine), command, *needs) for case, mine, command, *needs in ONE_COMMAND]
+    return [Case(sweep, case, mine).one_command(command, *needs) for case, mine, command, *needs in ONE_COMMAND]
 
 
 def added_then_overwrite(sweep: Sweep) -> list[Row]:
@@ -226,7 +86,7 @@ def added_then_overwrite(sweep: Sweep) -> list[Row]:
         for rel in added.split():
             c.mine(rel)
         note = f"after a first run; I added {', '.join(added.split())}"
-        rows.append(one_command(c, f"{command} --overwrite", note=note))
+        rows.append(c.one_command(f"{command} --overwrite", note=note))
     return rows
 
 
@@ -326,7 +186,7 @@ def nan_score(sweep: Sweep) -> list[Row]:
         outcome = f"{call.said}, {'a word on NaN' if warned else 'no warning'}; run_summary.json "
         outcome += ("valid JSON; " if valid else "holds a bare NaN (not JSON); ") + str(kept)[1:-1].replace("'", "")
         ok = valid and warned
-    return [c.row(described(c, call.command[6:]), outcome, ok, **kept)]
+    return [c.row(c.described(call.command[6:]), outcome, ok, **kept)]
 
 
 def pipeline_fails_later(sweep: Sweep) -> list[Row]:
@@ -374,7 +234,7 @@ def refused_before_training(c: Case, command: str, note: str = "") -> Row:
     when = f"after {', '.join(trained)} trained" if trained else "before any stage trained"
     outcome = f"{call.said} {when}" if call.rc else f"exit 0 ({', '.join(trained)} trained), nothing refused"
     outcome = f"{outcome}: {quote(call.message)}" if call.message else outcome
-    return c.row(described(c, command, note), outcome, ok, trained=trained)
+    return c.row(c.described(command, note), outcome, ok, trained=trained)
 
 
 LATE = [  # case 11: a file of mine a stage reads, the command (into run), a note
@@ -397,103 +257,243 @@ def checked_late(sweep: Sweep) -> list[Row]:
     return [*rows, row]
 
 
-CASES = [one_commands, added_then_overwrite, trainers_rerun, pipeline_rerun, nan_score, pipeline_fails_later,
-         checked_late]  # fmt: skip
+CASES_38 = [one_commands, added_then_overwrite, trainers_rerun, pipeline_rerun, nan_score, pipeline_fails_later,
+            checked_late]  # fmt: skip
 
 
-class Sweep:
-    """The temporary root, the towers, my files, the environment of every command (no bytecode written)."""
+# --------------------------------------------------------------------------------------------- issue 42's cases
+ENCODE = "encode model -i corpus.txt --no-progress"
+INDEX = "index build model -i corpus.txt --no-progress"
+ENSEMBLE = "ensemble model model -o ens"
+
+
+def listing(record: Path, entry) -> None:
+    """``entry`` added to what ``record`` lists (a list of names before issue 42, a table of them after)."""
+    data = json.loads(record.read_text(encoding="utf-8"))
+    files = data.get("files") or []
+    table_of = isinstance(files, dict) and isinstance(entry, str)
+    data["files"] = {**files, entry: None} if table_of else [*files, entry]
+    record.write_text(json.dumps(data), encoding="utf-8")
+
+
+HOSTILE = [  # case 1: the command, its record, the entry I add to it, files of mine (ABS: an absolute path)
+    (f"{ENCODE} -o vecs", "vecs/_jtcse.json", "../victim.txt", "victim.txt"),
+    (f"{INDEX} -o idx", "idx/jtcse_outputs.json", "ABS/victim.txt", "victim.txt"),
+    (f"{INDEX} -o idx", "idx/jtcse_outputs.json", "../vdir", "vdir/keep.txt"),
+    (f"{INDEX} -o idx", "idx/jtcse_outputs.json", "../*.keep", "a.keep b.keep"),
+    (f"{ENCODE} -o vecs", "vecs/_jtcse.json", 42, "victim.txt"),
+    (f"{INDEX} -o idx", "idx/jtcse_outputs.json", "link/keep.txt", "vdir/keep.txt"),  # idx/link -> ../vdir
+]
+
+
+def hostile_records(sweep) -> list[Row]:
+    """Case 1: a record that lists what is outside its output (a colleague's run folder), then `--overwrite`."""
+    rows = []
+    for command, record, entry, mine in HOSTILE:
+        c = Case(sweep, "1", f"model corpus.txt {mine}")
+        c.jtcse(command, setup=True)
+        if entry == "link/keep.txt":
+            (c.dir / "idx" / "link").symlink_to("../vdir")
+        listing(c.dir / record, str(c.dir / "victim.txt") if entry == "ABS/victim.txt" else entry)
+        c.freeze()
+        call = c.jtcse(f"{command} --overwrite")
+        entry = json.dumps(entry).replace("ABS", "<the case folder>") + " (idx/link → ../vdir)" * ("link" in str(entry))
+        ok = call.stderr_kind == "one Error: line" and Path(record).name in call.message
+        rows.append(c.row(f"{shown(command)}; I add {entry} to {record}; again with `--overwrite`", said(call), ok))
+    return rows
+
+
+def temporaries_and_locks(sweep) -> list[Row]:
+    """Case 2: a temporary or lock of the name jtcse uses, that jtcse did not make."""
+    rows = []
+    for mine, command, note in [
+        ("model ens.tmp/notes.txt", ENSEMBLE, "ens.tmp/notes.txt"),
+        ("model mydir/notes.txt", ENSEMBLE, "ens.tmp: a link to my folder mydir"),
+        ("manifest.toml data.lock", "data fetch corpus --manifest manifest.toml --no-progress -o data", "data.lock"),
+        ("model corpus.txt v.npy.lock", f"{ENCODE} -o v.npy", "v.npy.lock"),
+    ]:
+        c = Case(sweep, "2", mine)
+        if "link" in note:
+            (c.dir / "ens.tmp").symlink_to("mydir")
+        row = c.one_command(command, note=note if "link" in note else f"{note}: mine")
+        added = sorted(set(os.listdir(c.dir / "mydir")) - {"notes.txt"}) if "link" in note else []
+        if added:  # written through the link into my folder
+            row.outcome, row.verdict = f"{len(added)} files written into my folder mydir; {row.outcome}", "bad"
+        rows.append(row)
+    return rows
+
+
+def inside_and_by_content(sweep) -> list[Row]:
+    """Cases 3 and 4: a file of mine inside a folder jtcse wrote or named like its temporaries; saved over its file."""
+    rows = []
+    for added in ("ens/member_1/notes.txt", "ens/README.md.tmp ens/member_1.tmp/notes.txt ens/modules.json.lock"):
+        c = Case(sweep, "3", "model")
+        c.jtcse(ENSEMBLE, setup=True)
+        for rel in added.split():
+            c.mine(rel)
+        note = f"after a first run; I added {', '.join(added.split())}"
+        rows.append(c.one_command(f"{ENSEMBLE} --overwrite", note=note))
+    for extra in ("", " --overwrite"):
+        c = Case(sweep, "4", "model corpus.txt")
+        c.jtcse(f"{ENCODE} -o out.npy", setup=True)
+        c.mine("out.npy", sweep.files["my.npy"])
+        note = "after a first run I saved my own array as out.npy"
+        rows.append(c.one_command(f"{ENCODE} -o out.npy{extra}", note=note))
+    return rows
+
+
+def replaced_models(sweep) -> list[Row]:
+    """Case 5: a model replaced at the same path is another input: never "nothing to do", never resumed across."""
+    rows = []
+    for mine, command, model in [
+        ("mymodel corpus.txt", f"simcse -m mymodel --corpus corpus.txt {TINY} -o run", "mymodel"),
+        ("model student corpus.txt", f"distill -t model -s student --corpus corpus.txt {TINY} -o run", "student"),
+    ]:
+        c = Case(sweep, "5", mine)
+        c.jtcse(command, setup=True)
+        c.replace_tower(model)
+        c.freeze()
+        call = c.jtcse(command)
+        done = "nothing to do" in call.stderr
+        outcome = f"“nothing to do” after {model} was replaced ({call.said})" if done else said(call)
+        ok = not done and call.stderr_kind == "one Error: line" and "changed" in call.message
+        rows.append(c.row(f"{shown(command)}; I save another model at {model}/; rerun", outcome, ok))
+    c = Case(sweep, "5", "mymodel corpus.txt")
+    encode = "encode mymodel -i corpus.txt --no-progress --chunk-size 16 -o v.npy"
+    c.jtcse(encode, JTCSE_CRASH_AT="encode-chunk:2")
+    c.replace_tower("mymodel")
+    c.freeze()
+    call = c.jtcse(encode)
+    mixed = "Resumed after row" in call.stderr
+    outcome = "“Resumed after row 32”: rows 0–31 of the old model, 32–63 of the new" if mixed else said(call)
+    ok = not mixed and call.stderr_kind == "one Error: line" and "changed" in call.message
+    rows.append(c.row(f"`{encode}` killed after 2 chunks; I save another model at mymodel/; rerun", outcome, ok))
+    return rows
+
+
+READ = [  # case 6: a file of mine, the command, where its output says how many pairs it read, how many it holds
+    ("sick.txt", "eval sts model --data-dir . --tasks SICKR --task-dir SICKR=sick.txt -o s.json",
+     ("s.json", "details", "SICKR", "n_pairs"), 12, "SICK, no header line"),
+    ("sick_header.txt", "eval sts model --data-dir . --tasks SICKR --task-dir SICKR=sick_header.txt -o s.json",
+     ("s.json", "details", "SICKR", "n_pairs"), 12, "SICK with its header line"),
+    ("stsb_header.csv", "eval sts model --stsb-file stsb_header.csv -o s.json", ("s.json", "pairs", "all"), 12,
+     "STS-B with a header line"),
+    ("pairs.tsv", f"simcse -m model --pairs pairs.tsv {TINY} -o run", ("run/run_summary.json", "data", "pairs_used"),
+     8, "`original<TAB>paraphrase` header, then 8 pairs"),
+]  # fmt: skip
+
+
+def readers(sweep) -> list[Row]:
+    """Case 6: files as users have them, with or without a header line: every data row read, no header as a row."""
+    rows = []
+    for mine, command, where, pairs, note in READ:
+        c = Case(sweep, "6", f"model {mine}")
+        c.freeze()
+        call = c.jtcse(command)
+        found = read_json(c.dir / where[0])
+        for key in where[1:]:
+            found = found.get(key) if isinstance(found, dict) else None
+        outcome = f"{said(call)}; {found} pairs read of {pairs}" if call.rc == 0 else said(call)
+        rows.append(c.row(c.described(command, note), outcome, call.rc == 0 and found == pairs, pairs=found))
+    return rows
+
+
+def failed_writes(sweep) -> list[Row]:
+    """Case 7: a write that fails midway (`ulimit -f`): one line, the old output kept, no manual step after."""
+    rows = []
+    for command, limit, note in [
+        (f"{ENCODE} -o v.npy", 4096, "4 KiB"),
+        (f"simcse -m model --corpus corpus.txt {TRAIN} --save-steps 1 --max-steps 2 -o run", 1 << 20, "1 MiB"),
+    ]:
+        c = Case(sweep, "7", "model corpus.txt")
+        c.freeze()
+        failed, again = c.jtcse(command, fsize=limit), c.jtcse(command)
+        outcome = f"{said(failed)}; then without the limit: {said(again)}"
+        ok = failed.stderr_kind == "one Error: line" and again.rc == 0
+        rows.append(c.row(f"{shown(command)} under `ulimit -f` ({note}), then the same command again", outcome, ok))
+    c = Case(sweep, "7", "model corpus.txt")
+    c.jtcse(f"{INDEX} -o idx", setup=True)
+    old = {p.name: sha256(p) for p in (c.dir / "idx").iterdir()}
+    c.freeze()
+    failed = c.jtcse(f"{INDEX} -o idx --overwrite", fsize=4096)
+    now = {p.name: sha256(p) for p in (c.dir / "idx").iterdir()} if (c.dir / "idx").is_dir() else {}
+    kept = "kept whole" if now == old else f"lost ({len(set(old) - set(now))} of its {len(old)} files gone)"
+    ok = failed.stderr_kind == "one Error: line" and now == old
+    what = f"{shown(INDEX + ' -o idx')}; then `--overwrite` under `ulimit -f` (4 KiB)"
+    rows.append(c.row(what, f"{said(failed)}; the old index {kept}", ok))
+    return rows
+
+
+MESSAGES = [  # case 8: files of mine, the command, what its one line must say, and must not, a note
+    ("model corpus.txt", f"{INDEX} -o /", "root", "empty name", ""),
+    ("model corpus.txt same.csv", f"simcse -m model --corpus corpus.txt {TRAIN} --dev-file same.csv --checkpoint "
+     "best-dev --eval-steps 1 --max-steps 2 -o run", "same.csv", "collapsed", "each pair a sentence and itself"),
+    ("model cls.csv", "eval mteb model --tasks '' --local-task cls.csv -o res", "label", "offline",
+     "train labels 0.0/1.0, test 0/1"),
+    ("model one.csv", "eval mteb model --tasks '' --local-task one.csv -o res", "label", "offline", "one class"),
+]  # fmt: skip
+EDITS = {"I append a line to corpus.txt": ("corpus.txt", "changed", "already complete"),
+         "I cut v.npy.json short": ("v.npy.json", "damaged", "did not write")}  # fmt: skip
+
+
+def messages(sweep) -> list[Row]:
+    """Case 8: each message says what is wrong and what to do (and a dev file is checked before training)."""
+    rows = []
+    for mine, command, needs, wrong, note in MESSAGES:
+        c = Case(sweep, "8", mine)
+        c.freeze()
+        call = c.jtcse(command)
+        trained = any((c.dir / "run").glob("**/*.safetensors"))
+        ok = call.stderr_kind == "one Error: line" and needs in call.message and wrong not in call.message
+        outcome = said(call) + (" (after training steps)" if trained else "")
+        rows.append(c.row(c.described(command, note), outcome, ok and not trained))
+    for edit, (name, needs, wrong) in EDITS.items():
+        c = Case(sweep, "8", "model corpus.txt")
+        c.jtcse(f"{ENCODE} -o v.npy", setup=True)
+        path = c.dir / name
+        data = path.read_bytes()
+        path.write_bytes(data + b"One more sentence of mine.\n" if name == "corpus.txt" else data[:100])
+        c.freeze()
+        call = c.jtcse(f"{ENCODE} -o v.npy")
+        ok = call.stderr_kind == "one Error: line" and needs in call.message and wrong not in call.message
+        rows.append(c.row(f"{shown(ENCODE + ' -o v.npy')}; {edit}; rerun", said(call), ok))
+    return rows
+
+
+CASES_42 = [hostile_records, temporaries_and_locks, inside_and_by_content, replaced_models, readers, failed_writes,
+            messages]  # fmt: skip
+
+
+class Sweep(UserFiles):
+    """The user's files of every case: issue 38's dev files and recipes, issue 42's tables and my own array."""
+
+    shown, notes, inputs = staticmethod(shown), NOTES, INPUTS
 
     def __init__(self, checkout: Path, root: Path, server_url: str):
-        self.root = root
-        sys.path.insert(0, str(REPO))  # the towers' maker of this checkout
-        from jtcse.testing.towers import make_tiny_tower  # 4 layers, hidden 32, a real tokenizer
+        import numpy as np
 
-        self.towers = {name: Path(make_tiny_tower(root / name, seed=seed)) for seed, name in enumerate("ab")}
-        lines = (DATA / "stsbenchmark" / "sts-dev.csv").read_text(encoding="utf-8").splitlines(keepends=True)
-        self.dev_text = "".join(lines[::125][:12])  # 12 pairs across the genres and the score range
-        wiki = [line for line in (DATA / "wiki12k.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
-        self.corpus_text = "".join(f"{line}\n" for line in wiki[:64])
-        (root / "served").mkdir()
-        (root / "served" / "corpus.txt").write_text(self.corpus_text, encoding="utf-8")
-        digest = hashlib.sha256(self.corpus_text.encode()).hexdigest()
-        manifest = (f'schema = 1\n[datasets.corpus]\nsummary = "a corpus"\n[[datasets.corpus.files]]\n'
-                    f'name = "corpus.txt"\nurl = "{server_url}/corpus.txt"\nsha256 = "{digest}"\n')  # fmt: skip
-        dev = self.dev_text.splitlines(keepends=True)
-        self.files = {"dev.csv": self.dev_text, "corpus.txt": self.corpus_text, "manifest.toml": manifest, **RECIPES,
-                      "fields.csv": "".join([*dev[:3], "\t".join(dev[3].split("\t")[:6]) + "\n", *dev[4:]]),
-                      "na.csv": rescored(self.dev_text, lambda i, s: "n/a" if i == 3 else s),
-                      "flat.csv": rescored(self.dev_text, lambda i, s: "3.000"),
-                      "nan.csv": rescored(self.dev_text, lambda i, s: "nan" if i == 2 else s)}  # fmt: skip
-        self.env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
-                    "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                    "TOKENIZERS_PARALLELISM": "false", "NO_PROXY": "127.0.0.1,localhost", "JTCSE_DEBUG": "0"}  # fmt: skip
-
-
-class Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-
-def run_sweep(checkout: Path) -> list[Row]:
-    """Every case against ``checkout``, in a temporary folder removed afterwards."""
-    root = Path(tempfile.mkdtemp(prefix="sweep_outputs-"))
-    start, rows = time.perf_counter(), []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root / "served")))
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # for `data fetch`
-    try:
-        sweep = Sweep(checkout, root, f"http://127.0.0.1:{server.server_address[1]}")
-        for run_cases in CASES:
-            try:
-                rows += run_cases(sweep)
-            except SetupFailed as failed:
-                rows.append(failed.args[0])
-            print(f"{run_cases.__name__}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-    finally:
-        server.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
-    return sorted(rows, key=lambda row: int(row.case))  # stable: a case's rows keep their order
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |" for cells in rows]
-    return "\n".join(lines)
-
-
-def combined(before: Path, after: Path) -> str:
-    """One table of two sweeps' --json records (the same rows in the same order): before / after."""
-    pairs = zip(*(json.loads(path.read_text(encoding="utf-8"))["rows"] for path in (before, after)), strict=True)
-    header = ["case", "what the user does", "before", "after", "verdict before → after"]
-    return table(header, [[a["case"], a["what"], a["outcome"], b["outcome"],
-                           f"{VERDICT[a['verdict']]} → {VERDICT[b['verdict']]}"] for a, b in pairs])  # fmt: skip
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkout", type=Path, help="the checkout whose jtcse is measured (put on PYTHONPATH)")
-    parser.add_argument("--json", type=Path, help="also write every record here")
-    parser.add_argument("--combine", nargs=2, type=Path, metavar=("BEFORE.json", "AFTER.json"),
-                        help="run nothing: print one before / after table of two sweeps' --json records")  # fmt: skip
-    args = parser.parse_args()
-    if args.combine:
-        print(combined(*args.combine))
-        return
-    if args.checkout is None or not (args.checkout / "jtcse" / "__init__.py").is_file():
-        parser.error(f"--checkout must name a checkout holding the jtcse package, not {args.checkout}")
-    start = time.perf_counter()
-    rows = run_sweep(args.checkout.resolve())
-    seconds = time.perf_counter() - start
-    header = ["case", "what the user does", "outcome", "verdict"]
-    print(table(header, [[row.case, row.what, row.outcome, VERDICT[row.verdict]] for row in rows]))
-    print(f"\n{sum(row.verdict == 'bad' for row in rows)} bad of {len(rows)} rows; {seconds:.0f} s", flush=True)
-    if args.json:
-        records = [asdict(row) for row in rows]
-        for call in (call for record in records for call in record["calls"]):
-            call["stderr"] = call["stderr"][-1500:]
-        record = {"checkout": str(args.checkout.resolve()), "seconds": round(seconds, 1), "rows": records}
-        args.json.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        super().__init__(checkout, root, server_url, DATA)
+        dev, text = self.dev_text, [f"sentence number {i} about {'cats' if i % 2 else 'dogs'}" for i in range(24)]
+        cells, pairs = [line.split("\t") for line in dev.splitlines(keepends=True)], self.corpus_text.splitlines()[:8]
+        array = io.BytesIO()
+        np.save(array, np.arange(12.0).reshape(3, 4))
+        split = lambda i: "train" if i < 16 else "test"  # noqa: E731
+        self.files.update(
+            RECIPES,
+            **{"fields.csv": "".join([*dev.splitlines(keepends=True)[:3], "\t".join(cells[3][:6]) + "\n",
+                                     *dev.splitlines(keepends=True)[4:]]),
+               "na.csv": rescored(dev, lambda i, s: "n/a" if i == 3 else s),
+               "flat.csv": rescored(dev, lambda i, s: "3.000"),
+               "nan.csv": rescored(dev, lambda i, s: "nan" if i == 2 else s),
+               "sick.txt": self.sick_text, "my.npy": array.getvalue(),
+               "sick_header.txt": "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n" + self.sick_text,
+               "stsb_header.csv": "genre\tfilename\tyear\tid\tscore\tsentence1\tsentence2\n" + dev,
+               "same.csv": "".join("\t".join([*f[:6], f[5] + "\n"]) for f in cells),
+               "pairs.tsv": "original\tparaphrase\n" + "".join(f"{p}\tIn other words: {p}\n" for p in pairs),
+               "cls.csv": "text,label,split\n" + "".join(f"{t},{i % 2}{'.0' * (i < 16)},{split(i)}\n" for i, t in enumerate(text)),
+               "one.csv": "text,label,split\n" + "".join(f"{t},a,{split(i)}\n" for i, t in enumerate(text))},
+        )  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    main(__doc__, {"38": CASES_38, "42": CASES_42}, Sweep)

@@ -122,6 +122,21 @@ def test_teacher_is_encoded_once_and_only_for_new_sentences(tiny_roberta, tiny_b
     with autocast("auto", "cpu"):  # the teacher encodes at the stage's precision (auto: bf16 on a native-bf16 CPU)
         expected = teacher.encode(TRAIN[:32], convert_to_numpy=True)
     np.testing.assert_allclose(cached, expected, rtol=1e-5, atol=1e-6)
+    # passages of three consecutive lines: what the teacher encodes, cached under their own key; the run's data
+    # digest is theirs, so a run on other passages is another run
+    from jtcse.corpus import passages
+
+    joined = distill(teacher, tiny_bert, TRAIN[:32], out, batch_size=4, max_steps=1, overwrite=True,
+                     passage_sentences=3)  # fmt: skip
+    assert CountingTeacher.calls == 4 and not joined["data"]["teacher_cache_hit"] and "passages" not in first["data"]
+    assert joined["data"]["passages"] == 11 and joined["data"]["sentences"] == 32
+    assert joined["data"]["teacher_cache"] != first["data"]["teacher_cache"]
+    assert joined["config"]["data"] != first["config"]["data"]
+    with autocast("auto", "cpu"):
+        expected = SentenceTransformer(tiny_roberta, device="cpu").encode(
+            passages(TRAIN[:32], 3), convert_to_numpy=True
+        )
+    np.testing.assert_allclose(np.load(joined["data"]["teacher_cache"]), expected, rtol=1e-5, atol=1e-6)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -169,6 +184,53 @@ def test_objective_losses_follow_their_equations(tiny_bert):
         distillation_loss(model, "kl", 32)
 
 
+def test_a_sum_of_objectives_is_the_sum_of_their_losses_computed_by_hand(tiny_bert):
+    """``similarity+mse``: the similarity-matrix loss plus the MSE, each by its equation; each term is returned under
+    its name for the trainer to log; with a wider teacher the MSE term sees the student through the projection the
+    MSE objective alone would have (same seed) and the similarity term sees the student as it is."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from jtcse.training.distill import distillation_loss
+
+    model = SentenceTransformer(tiny_bert, device="cpu")
+    g = torch.Generator().manual_seed(1)
+    s, t = torch.randn(6, 32, generator=g), torch.randn(6, 32, generator=g)
+    sn, tn = _unit(s.numpy()), _unit(t.numpy())
+    similarity = float(((sn @ sn.T - tn @ tn.T) ** 2).sum() / (6 * 5))
+    mse, cosine = float(((s - t) ** 2).mean()), float((1 - (sn * tn).sum(1)).mean())
+    loss = distillation_loss(model, "similarity+mse", 32)
+    assert loss.projection is None and type(loss).__name__ == "DistillationSumLoss"
+    assert float(loss.compute_loss_from_embeddings([s], [t])) == pytest.approx(similarity + mse, rel=1e-5)
+    terms = loss.terms([s], [t])
+    assert list(terms) == ["similarity", "mse"] and float(terms["mse"]) == pytest.approx(mse, rel=1e-5)
+    three = distillation_loss(model, "mse+cosine+similarity", 32)
+    assert float(three.compute_loss_from_embeddings([s], [t])) == pytest.approx(mse + cosine + similarity, rel=1e-5)
+
+    wide = torch.randn(6, 80, generator=g)
+    loss = distillation_loss(model, "similarity+mse", 80, seed=3)
+    alone = distillation_loss(model, "mse", 80, seed=3)
+    assert torch.equal(loss.projection.weight, alone.projection.weight)
+    wn, projected = _unit(wide.numpy()), alone.projection(s).detach().numpy()
+    expected = float(((sn @ sn.T - wn @ wn.T) ** 2).sum() / 30) + float(((projected - wide.numpy()) ** 2).mean())
+    assert float(loss.compute_loss_from_embeddings([s], [wide]).detach()) == pytest.approx(expected, rel=1e-5)
+    for bad in ("similarity+similarity", "similarity+kl", "similarity+"):
+        with pytest.raises(JTCSEError, match="objective: Input should be .* or a sum of distinct ones joined by"):
+            distillation_loss(model, bad, 32)
+
+
+def test_passages_join_consecutive_sentences(tmp_path):
+    from jtcse.corpus import passages
+
+    assert passages(["a.", "b.", "c.", "d."], 3) == ["a. b. c.", "d."]
+    assert passages(["a.", "b."], 1) == ["a.", "b."]
+    with pytest.raises(ValueError, match="at least one sentence"):
+        passages(["a."], 0)
+    with pytest.raises(JTCSEError, match="passage_sentences"):  # refused before anything is read
+        distill("no-teacher", "no-student", ["a.", "b."], tmp_path / "out", passage_sentences=0)
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture(scope="module")
 def mean_tower(tiny_bert, tmp_path_factory) -> str:
     """tiny_bert saved as Transformer + mean Pooling + Normalize, as the shipped MiniLM is."""
@@ -182,7 +244,7 @@ def mean_tower(tiny_bert, tmp_path_factory) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("objective", ["similarity", "cosine"])
+@pytest.mark.parametrize("objective", ["similarity", "cosine", "similarity+mse"])
 def test_wider_teacher_teaches_a_student_that_keeps_its_pooling_and_width(
     objective, spread_roberta, mean_tower, tmp_path
 ):
@@ -210,7 +272,14 @@ def test_wider_teacher_teaches_a_student_that_keeps_its_pooling_and_width(
     assert summary["first_logged_loss"] > summary["last_logged_loss"], summary
     assert (summary["model"]["teacher_dimension"], summary["model"]["student_dimension"]) == (80, 32)
     assert summary["config"]["objective"] == summary["model"]["objective"] == objective
-    assert summary["loss"]["name"] == {"similarity": "SimilarityMatrixLoss", "cosine": "EmbedDistillLoss"}[objective]
+    names = {
+        "similarity": "SimilarityMatrixLoss",
+        "cosine": "EmbedDistillLoss",
+        "similarity+mse": "DistillationSumLoss",
+    }
+    assert summary["loss"]["name"] == names[objective]
+    if "+" in objective:  # each term logged
+        assert set(summary["loss_terms"]) == {"similarity", "mse"}, summary["loss_terms"]
     student = SentenceTransformer(str(out), device="cpu")
     assert [type(m).__name__ for m in student] == ["Transformer", "Pooling", "Normalize"]
     assert student[1].pooling_mode == "mean" and student.get_embedding_dimension() == 32

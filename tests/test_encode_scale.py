@@ -173,6 +173,27 @@ def test_ray_ensemble_to_one_parquet_file(ray_local, ensemble_dir, corpus, tmp_p
 
 @pytest.mark.slow  # Ray actors import torch
 @ON_ONE_RAY
+def test_ray_reads_an_hf_dataset_as_one_process_does(ray_local, tiny_bert, tmp_path):
+    """Ray actors read a table or dataset through jtcse.text_inputs as one process does (row ``i``: its row ``i``),
+    an ``hf:`` name too: each actor opens it by name (not as a path)."""
+    from datasets import Dataset
+
+    (tmp_path / "hub").mkdir()
+    Dataset.from_dict({"id": list(range(29)), "text": SENTENCES}).to_parquet(tmp_path / "hub" / "train.parquet")
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"{sentence}\n" for sentence in SENTENCES), encoding="utf-8")
+    expected, _ = one_process(tiny_bert, text, tmp_path / "one.npy")
+    out = tmp_path / "hf.parquet"
+    result = encode_file(tiny_bert, f"hf:{tmp_path / 'hub'}", out, chunk_size=8, engine=RayEngine(actors=1),
+                         show_progress=False)  # fmt: skip
+    assert (result.rows, result.chunks_encoded) == (29, 4)
+    vectors, table = read_table(out)
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    assert table.column("text").to_pylist() == SENTENCES
+
+
+@pytest.mark.slow  # Ray actors import torch
+@ON_ONE_RAY
 def test_ray_keeps_the_parts_an_interrupted_run_wrote(ray_local, tiny_bert, corpus, tmp_path):
     out = tmp_path / "shards"
 
@@ -398,7 +419,9 @@ def test_a_damaged_or_missing_part_is_named_and_the_same_encode_mends_just_it(
 ):
     """A shard cut short made index build say "Parquet magic bytes not found in footer" (no file named); a deleted
     one made it say "run again", and the encode run again answered "already complete". Now the file is named
-    with what to do, and doing it re-encodes just the rows missing: the output is then byte for byte the first."""
+    with what to do, and doing it re-encodes just the rows missing: the output is then byte for byte the first. A file
+    cut short is no longer what jtcse wrote (issue 42): the encode refuses to replace it, naming it, until it is
+    deleted."""
     out = tmp_path / name
     encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
     files = (
@@ -409,9 +432,14 @@ def test_a_damaged_or_missing_part_is_named_and_the_same_encode_mends_just_it(
     first = {path.name: path.read_bytes() for path in files}
     damage(tmp_path / name / damaged if out.is_dir() else tmp_path / damaged)
     with pytest.raises(
-        JTCSEError, match=error + r".*; run the `jtcse encode` that wrote it again \(the same command\)"
+        JTCSEError, match=error + r".*; delete a damaged file, then run the `jtcse encode` that wrote it again"
     ):
         build_index_from_embeddings(out, tmp_path / "idx")
+    broken = tmp_path / name / damaged if out.is_dir() else tmp_path / damaged
+    if broken.exists():
+        with pytest.raises(JTCSEError, match=rf"{damaged} is not what jtcse encode wrote there: its content changed"):
+            encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
+        broken.unlink()
     mended = encode_file(tiny_bert, corpus, out, chunk_size=4, show_progress=False)
     assert (mended.resumed_from, mended.chunks_encoded) == (kept, again)
     assert {path.name: path.read_bytes() for path in files} == first

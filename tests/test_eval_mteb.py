@@ -294,7 +294,8 @@ def test_the_results_folder_is_read_by_mtebs_own_reader(mteb_run):
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         ["model_meta.json", *(f"{name}.json" for name, _ in LOCAL_TASKS.values())]
     )
-    assert summary["files"] == sorted(str(p.relative_to(root / "results")) for p in folder.iterdir())
+    assert sorted(summary["files"]) == sorted(str(p.relative_to(root / "results")) for p in folder.iterdir())
+    assert all(entry["bytes"] > 0 and len(entry["sha256"]) == 64 for entry in summary["files"].values())
     (model_result,) = mteb.ResultCache(root).load_results().model_results  # reads ROOT/results/<model>/<revision>
     assert (model_result.model_name, model_result.model_revision) == (
         str(tower.resolve()),

@@ -15,7 +15,6 @@ from helpers.cli import run_python, start_python
 from jtcse.errors import JTCSEError
 from jtcse.locking import (
     OutputLockedError,
-    atomic_folder,
     atomic_path,
     atomic_write_json,
     crash_point,
@@ -120,22 +119,32 @@ def test_atomic_path_replaces_whole_or_not_at_all(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]  # no temporary left
 
 
-def test_atomic_folder_replaces_the_folder_whole_or_not_at_all(tmp_path):
-    target = tmp_path / "model"
-    target.mkdir()
-    (target / "old.txt").write_text("old")
-    (tmp_path / "model.tmp").mkdir()  # left by a killed earlier attempt: cleared first
-    (tmp_path / "model.tmp" / "stale.txt").write_text("stale")
-    with pytest.raises(RuntimeError):
-        with atomic_folder(target) as tmp:
-            tmp.mkdir()
-            (tmp / "half.txt").write_text("half")
-            raise RuntimeError("crash mid-save")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"] and os.listdir(target) == ["old.txt"]
-    with atomic_folder(target) as tmp:
-        tmp.mkdir()
-        (tmp / "new.txt").write_text("new")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"] and os.listdir(target) == ["new.txt"]
+@pytest.mark.parametrize("kind", ["my file", "empty file", "folder", "link"])
+def test_a_lock_file_jtcse_did_not_write_is_never_taken_over_nor_deleted(tmp_path, kind):
+    """Issue 42, root cause 2: `output_lock` emptied and removed any OUT.lock, saying only that it was "taking over
+    the lock". Now a lock path that holds no jtcse holder record is refused in one line and left as it is."""
+    out, lock = tmp_path / "out.npy", tmp_path / "out.npy.lock"
+    (tmp_path / "mine").mkdir()
+    if kind == "my file":
+        lock.write_text('{"my": "notes"}\n')
+    elif kind == "empty file":
+        lock.touch()
+    elif kind == "folder":
+        lock.mkdir()
+        (lock / "notes.txt").write_text("mine")
+    else:
+        lock.symlink_to(tmp_path / "mine")
+    before = sorted((str(p), p.is_dir() or p.read_text()) for p in tmp_path.rglob("*"))
+    with pytest.raises(JTCSEError, match=rf"^{lock} is in the way: it is where jtcse keeps the lock of {out}, and "):
+        with output_lock(out):
+            pass
+    assert sorted((str(p), p.is_dir() or p.read_text()) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_lock_root_folder_is_one_line():
+    """Issue 42, item 8: `-o /` said "PosixPath('/') has an empty name"."""
+    with pytest.raises(JTCSEError, match="^/ is the root folder"):
+        lock_path_for("/")
 
 
 def test_crash_point_kills_at_the_chosen_pass():

@@ -206,6 +206,9 @@ def test_facts_from_summaries_are_tolerant_and_know_each_kind():
     assert not any("MSELoss" in name for name in distilled.citations)
     mse = facts_from_run_summary({"stage": "distill", "model": {"objective": "mse"}, "loss": {"name": "MSELoss"}})
     assert "`mse` objective" in mse.recipe and "Sentence-embedding distillation" in mse.citations
+    summed = facts_from_run_summary({"stage": "distill", "model": {"objective": "similarity+mse"}, "loss": {}})
+    assert "`similarity+mse` objective: `similarity` (the student's in-batch" in summed.recipe
+    assert ") + `mse` (mean squared error" in summed.recipe
     with pytest.raises(JTCSEError, match="schema_version 2"):
         facts_from_run_summary({"schema_version": 2, "stage": "twin"})
 

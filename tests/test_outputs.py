@@ -260,16 +260,26 @@ def test_a_folder_output_refuses_what_its_record_does_not_list_and_clears_only_w
     out = FolderOutput(tmp_path / "out", "jtcse diagnose")
     out.check()  # new: fine
     out.write_json("report.json", {"a": 1})
-    with out.atomic("plot.png") as tmp:
-        tmp.write_bytes(b"png")
-    (tmp_path / "out" / ".plot.png.tmp-99").write_bytes(b"")  # left by a kill while writing a listed file
+    out.add("plot.png")  # entered, then killed while writing it: its temporary is left
+    (tmp_path / "out" / ".plot.png.tmp-99").write_bytes(b"")
     out.check()
-    assert out.files == ["report.json", "plot.png"]
+    with out.atomic("plot.png") as tmp:  # the next run writes it (and removes what the kill left)
+        tmp.write_bytes(b"png")
+    assert out.files == ["report.json", "plot.png"] and not (tmp_path / "out" / ".plot.png.tmp-99").exists()
+    (tmp_path / "out" / ".plot.png.tmp-98").write_bytes(b"")  # beside a file written whole: not jtcse's
+    with pytest.raises(JTCSEError, match=r"out/\.plot\.png\.tmp-98 was not written by jtcse diagnose"):
+        out.check()
+    (tmp_path / "out" / ".plot.png.tmp-98").unlink()
     (tmp_path / "out" / "notes.txt").write_bytes(MY_BYTES)
     with pytest.raises(JTCSEError, match=r"out/notes\.txt was not written by jtcse diagnose \(jtcse_outputs\.json"):
         out.check()
-    out.clear()  # --overwrite: only what the record lists
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".plot.png.tmp-99", RECORD, "notes.txt"]
+    (tmp_path / "out" / "notes.txt").unlink()
+    (tmp_path / "out" / "plot.png").write_bytes(b"my plot")  # listed, its content changed since: mine now
+    with pytest.raises(JTCSEError, match=r"out/plot\.png is not what jtcse diagnose wrote there: its content changed"):
+        out.check()
+    (tmp_path / "out" / "notes.txt").write_bytes(MY_BYTES)
+    out.clear()  # --overwrite: only what the record proves is jtcse's
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [RECORD, "notes.txt", "plot.png"]
     with pytest.raises(JTCSEError, match=r"holds the output of jtcse diagnose; give jtcse eval mteb a folder of its"):
         FolderOutput(tmp_path / "out", "jtcse eval mteb").check()
 
@@ -285,7 +295,7 @@ def test_a_model_is_moved_in_entry_by_entry_each_entered_in_the_record_first(tmp
             (scratch / "model.safetensors").write_bytes(content)
     assert (tmp_path / "run" / "model.safetensors").read_bytes() == b"new"
     assert (tmp_path / "run" / "1_Pooling" / "config.json").read_bytes() == b"new"
-    assert out.files == ["1_Pooling", "model.safetensors"] and missing_entries(tmp_path / "run") == []
+    assert out.files == ["1_Pooling/config.json", "model.safetensors"] and missing_entries(tmp_path / "run") == []
     (tmp_path / "run" / "model.safetensors").unlink()
     assert missing_entries(tmp_path / "run") == ["model.safetensors"]
 
@@ -694,14 +704,20 @@ def test_case6_and_case9_the_pipelines_stages_compare_files_by_content_and_need_
     selection.write_text(original, encoding="utf-8")  # the same content again: done again
 
     shutil.rmtree(out / "ensemble" / "member_1")
-    with caplog.at_level(logging.WARNING), pytest.raises(JTCSEError) as refused:
-        run_pipeline(out, config, device="cpu")
+    with caplog.at_level(logging.WARNING):
+        again = run_pipeline(out, config, device="cpu")
     assert f"{out / 'ensemble'} is not a finished run: member_1, which its run wrote, is missing" in caplog.text
-    assert (out / "ensemble" / "member_1").is_dir()  # made again ...
-    message = str(refused.value)  # ... so the distillation's teacher is another model now: an input, not a setting
+    assert (out / "ensemble" / "member_1").is_dir()  # made again, the same bytes: the distillation's teacher (its
+    statuses = {row["stage"]: row["status"] for row in again["table"]}  # content) is the same model, so it is done
+    assert (statuses["ensemble"], statuses["distill"]) == ("ran", "skipped (done)"), statuses
+    assert json.loads((out / "ensemble" / "run_summary.json").read_text())["stage"] == "ensemble"
+    (out / "ensemble" / "member_2" / "config.json").write_text("{}")  # another teacher now: an input, not a setting
+    with pytest.raises(JTCSEError) as refused:
+        run_pipeline(out, config, device="cpu")
+    message = str(refused.value)
     assert message.startswith(f"{out / 'distilled'} already holds a finished run, from inputs that have changed since")
     assert "(teacher " in message and "other settings" not in message, message
-    assert json.loads((out / "ensemble" / "run_summary.json").read_text())["stage"] == "ensemble"
+    assert (out / "ensemble" / "member_2" / "config.json").read_text() == "{}"
 
 
 def test_a_pipeline_folder_from_before_records_is_read_as_its_own(tmp_path):

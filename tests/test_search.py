@@ -10,7 +10,8 @@ import pytest
 from helpers.cli import invoke_cli
 
 from jtcse.errors import JTCSEError
-from jtcse.search.build import build_index, index_output
+from jtcse.output_paths import FolderOutput
+from jtcse.search.build import build_index
 from jtcse.search.encode import encode_file, meta_path_for, rows_path_for
 from jtcse.search.faiss_index import (
     DEFAULT_RESCORE_MULTIPLIER,
@@ -350,12 +351,13 @@ def test_interrupted_build_resumes_and_overwrite_keeps_index_on_bad_input(tmp_pa
     write_corpus(corpus)
     index_dir = tmp_path / "idx"
     name = str(Path(tiny_bert).resolve())
-    index_output(index_dir).add("embeddings.npy", "embeddings.npy.json", "embeddings.rows.npy")  # as build_index does
+    building = tmp_path / "idx.tmp"  # where build_index builds, beside the index, until it is complete
+    FolderOutput(building, "jtcse index build").add("embeddings.npy", "embeddings.npy.json", "embeddings.rows.npy")
     with pytest.raises(Interrupt):  # a build that died after encoding 4 of 11 sentences
         encode_file(
             tiny_model,
             corpus,
-            index_dir / "embeddings.npy",
+            building / "embeddings.npy",
             chunk_size=4,
             normalize=True,
             model_name=name,
@@ -368,7 +370,7 @@ def test_interrupted_build_resumes_and_overwrite_keeps_index_on_bad_input(tmp_pa
     index = build_index(tiny_model, corpus, index_dir, model_name=name, chunk_size=4, show_progress=False)
     assert encoded == SENTENCES[4:]  # only the rest was encoded
     assert index.search(SENTENCES[1], k=1, model=tiny_model, model_name=name)[0][0].row == 1
-    assert not (index_dir / "embeddings.npy").exists()
+    assert not (index_dir / "embeddings.npy").exists() and not building.exists()
 
     empty = tmp_path / "empty.txt"
     empty.write_text("\n", encoding="utf-8")

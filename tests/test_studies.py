@@ -34,7 +34,7 @@ def test_concat_cosine_is_the_cosine_of_the_weighted_concat_of_unit_vectors():
 
 
 def test_every_study_of_the_write_ups_is_there():
-    assert [p.stem for p in STUDIES] == ["default", "members", "repro", "twin_default", "ucd"]
+    assert [p.stem for p in STUDIES] == ["default", "members", "repro", "student_keeps", "twin_default", "ucd"]
 
 
 def _rebuilt(path: Path, tmp_path: Path, plots: bool) -> tuple[list[str], Path]:
@@ -160,12 +160,15 @@ def test_a_choice_is_the_best_mean_and_with_keep_only_a_paired_win_over_twice_it
 
 
 def test_the_paired_difference_and_its_standard_error_are_those_of_the_seeds_differences():
-    from evaluation.choices import paired_difference
+    """Rows' selection totals over splits of any kind (an STS split's Spearman, another's score), paired by jtcse's
+    rule."""
+    from evaluation.choices import paired
 
-    rows = [{"a_spearman": a, "b_spearman": b} for a, b in ((0.5, 0.7), (0.6, 0.6), (0.7, 0.9))]
-    base = [{"a_spearman": 0.5, "b_spearman": 0.5}] * 3
-    mean, error = paired_difference(rows, base, ["a", "b"])  # totals 0.6, 0.6, 0.8 less 0.5: 0.1, 0.1, 0.3
-    assert mean == pytest.approx(0.5 / 3) and error == pytest.approx(np.std([0.1, 0.1, 0.3], ddof=1) / 3**0.5)
+    rows = [{"a_spearman": a, "b_score": b} for a, b in ((0.5, 0.7), (0.6, 0.6), (0.7, 0.9))]
+    base = [{"a_spearman": 0.5, "b_score": 0.5}] * 3
+    difference = paired(rows, base, ["a", "b"])  # totals 0.6, 0.6, 0.8 less 0.5: 0.1, 0.1, 0.3
+    assert difference.mean == pytest.approx(0.5 / 3)
+    assert difference.stderr == pytest.approx(np.std([0.1, 0.1, 0.3], ddof=1) / 3**0.5) and difference.n == 3
 
 
 def test_a_guarded_choice_keeps_to_the_options_losing_no_genre_to_the_start(tmp_path):
@@ -309,3 +312,232 @@ def test_the_runner_trains_scores_resumes_and_reports_a_tiny_study(tmp_path, sha
     shutil.copy(out / "tables.md", tmp_path / "first.md")
     rebuilt = subprocess.run(command + ["--report-only"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert rebuilt.returncode == 0 and (out / "tables.md").read_bytes() == (tmp_path / "first.md").read_bytes()
+
+
+TABLE = """selection = ["sts", "trec"]\nstart = "start"\n[settings]\nseeds = [1, 2]
+[splits]\nsts = { file = "sts.csv", label = "STS" }\ntrec = { file = "trec", label = "TREC" }
+[tables.t]\ntitle = "Students (seed {first})"\nbeat = "base_s{seed}"\nkept = { teacher = "teacher_s{seed}", start = "start" }
+columns = [["distill s", "stage_seconds.distill"], ["CPU s", "pipeline_seconds"], ["CPU ×", "pipeline_seconds", "ratio"]]
+rows = [{ label = "the start", row = "start" }, { label = "{option}", row = "{option}_s{seed}", each = { option = ["base", "new"] } },
+    { label = "new, seed {s}", row = "new_s{s}", beat = "base_s{s}", each = { s = "{seeds}" } },
+    { label = "waits", row = "{pick}_s{seed}" }]
+[choices.pick]
+among = "{o}_s{seed}"
+each = { o = ["base", "other"] }
+"""
+
+
+def test_a_scores_table_reads_splits_of_any_kind_and_pairs_the_seeds_by_hand(tmp_path):
+    """Each split's main score ×100 (an STS split's Spearman, TREC's accuracy), the selection mean, the paired
+    difference against the row to beat (± its SE over the seeds; one seed: none), the share of the teacher's gain
+    kept on the selection mean, a field's mean, the seconds of the stages and their ratio to the row to beat's; a
+    line whose rows are missing, or that waits on a choice, is left out."""
+    from evaluation.report import scores_table
+
+    def row(sts, trec, seconds=None):
+        return {"sts_spearman": sts, "sts_genres": {}, "trec_score": trec, "pipeline_seconds": seconds or {}}
+
+    rows = {
+        "start": row(0.80, 0.50),  # selection mean 0.65
+        "base_s1": row(0.81, 0.55, {"a": 100, "distill": 50}),  # 0.68
+        "base_s2": row(0.82, 0.56, {"a": 100, "distill": 50}),  # 0.69
+        "new_s1": row(0.83, 0.57, {"a": 100, "distill": 150}),  # 0.70: +0.02
+        "new_s2": row(0.82, 0.60, {"a": 100, "distill": 150}),  # 0.71: +0.02
+        "teacher_s1": row(0.84, 0.60),  # 0.72
+        "teacher_s2": row(0.84, 0.62),  # 0.73: teacher mean 0.725, gain 0.075 over the start
+    }
+    rows["new_s1"]["stage_seconds"], rows["new_s2"]["stage_seconds"] = {"distill": 140}, {"distill": 160}
+    scope = _study(tmp_path, TABLE, rows)
+    lines = scores_table(scope, scope.study.get("tables")["t"]).splitlines()
+    assert lines[0] == "### Students (seed 1)"
+    assert lines[2] == (
+        "| model | seeds | STS | TREC | selection mean | Δ vs the row to beat ± SE | share of the teacher's gain kept | "
+        "distill s | CPU s | CPU × |"
+    )
+    assert lines[4] == "| the start | 1 | 80.00 | 50.00 | 65.00 | -3.50 ± 0.50 | 0% | – | – | – |"
+    assert lines[5] == "| base | 2 | 81.50 ± 0.71 | 55.50 ± 0.71 | 68.50 ± 0.71 | +0.00 ± 0.00 | 47% | – | 150 | 1.00 |"
+    # new: selection mean 0.705, 0.055 of the teacher's 0.075 kept; 250 s a seed against base's 150
+    assert (
+        lines[6] == "| new | 2 | 82.50 ± 0.71 | 58.50 ± 2.12 | 70.50 ± 0.71 | +2.00 ± 0.00 | 73% | 150 | 250 | 1.67 |"
+    )
+    assert lines[7] == "| new, seed 1 | 1 | 83.00 | 57.00 | 70.00 | +2.00 | 67% | 140 | 250 | 1.67 |"
+    assert lines[8].startswith("| new, seed 2 | 1 | 82.00 | 60.00 | 71.00 | +2.00 | ") and len(lines) == 10
+
+
+KEEPS = REPO / "evaluation" / "studies" / "student_keeps.toml"
+
+
+def _flat(values: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in values.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_the_student_keeps_study_expands_and_each_lever_moves_one_thing_from_jtcses_defaults(quick):
+    """Issue 45's study file: its rows expand (the confirmation waits for the best lever at the first seed, then
+    carries it to the other seeds on their own warm-ups and twin); today's default sets nothing but the dev file
+    (the corpus and the seed are the runner's); each lever's pipeline settings differ from today's default's in
+    what it names alone; its values are jtcse's defaults moved (twice the epochs, twice the twin's steps)."""
+    from evaluation.study import Row, Scope, Study, Waiting
+    from jtcse.pipeline.settings import PipelineConfig
+
+    study = Study(KEEPS, quick)
+    scope, seeds, levers = Scope(study, {}), study.seeds, list(study.define["levers"])
+    made = {}
+    for entry in study.entries:
+        try:
+            made.update({row.name: row for row in scope.expand(entry)})
+        except Waiting:
+            assert entry["stage"] == "confirm"
+    parts = ["twin_start_chosen_ensemble_s1", "twin50_twin_s1", "twin50_ensemble_s1"]
+    assert list(made) == [
+        "shipped",
+        *(f"default_s{s}" for s in seeds),
+        *(f"default_{part}_s{s}" for s in seeds for part in ("tower_a", "twin", "ensemble")),
+        *(f"fp32_s{s}" for s in seeds),
+        *(f"{lever}_s1" for lever in levers),
+        *parts,
+    ]
+    inputs = {split: f"/data/{split}" for split in study.splits}
+
+    def config(name: str) -> dict:
+        row = made[name]
+        values = scope.value(Row(name, row.entry, {**row.names, "inputs": inputs}), "values")
+        return _flat(PipelineConfig.from_values(values).values())
+
+    today, defaults = config("default_s1"), _flat(PipelineConfig.from_values({"dev_file": "/data/dev"}).values())
+    assert quick or today == defaults  # today's default: jtcse's own (a quick run's: a few steps of each stage)
+    assert {key for key in today if today[key] != config("fp32_s1")[key]} == {"precision"}
+    for lever in levers:
+        moved, run = _flat(study.define["levers"][lever]["move"]), config(f"{lever}_s1")
+        assert {key for key in today if today[key] != run[key]} == set(moved), lever
+    assert config("epochs4_s1")["distill.epochs"] == 2 * defaults["distill.epochs"]
+    assert config("twin50_s1")["twin.max_steps"] == (3 if quick else 2 * defaults["twin.max_steps"])
+    assert config("lr5e-5_s1")["distill.learning_rate"] != defaults["distill.learning_rate"]
+    assert config("twin_start_chosen_s1")["selection_files"] == tuple(inputs[s] for s in study.selection)
+    assert scope.value(made["twin50_s1"], "reuse") == {"tower_a": "default_s1/tower_a", "tower_b": "default_s1/tower_b"}
+
+    # the confirmation: the lever whose first-seed student has the best selection total, at the other seeds
+    rows = {f"{lever}_s1": {f"{s}_spearman": 0.5 for s in study.selection} for lever in levers}
+    rows["twin50_s1"] = {f"{s}_spearman": 0.6 for s in study.selection}
+    scope = Scope(study, rows)
+    confirm = [row for entry in study.entries if entry.get("stage") == "confirm" for row in scope.expand(entry)]
+    later = seeds[1:]
+    assert [row.name for row in confirm] == [
+        *(f"twin50_s{s}" for s in later),
+        *(f"twin50_{part}_s{s}" for s in later for part in ("twin", "ensemble")),
+    ]
+    assert scope.value(confirm[0], "reuse") == {
+        "tower_a": f"default_s{later[0]}/tower_a",
+        "tower_b": f"default_s{later[0]}/tower_b",
+    }
+
+
+def test_a_run_makes_only_its_rows_and_seeds_and_reads_the_rows_other_processes_saved(tmp_path, capsys):
+    """``--rows`` (globs over names and stages) and ``--seeds`` pick what a process makes, a row already made is not
+    listed again, and before each entry the runner reads the row files saved since it started: the confirmation
+    that waited for the levers at seed 1 expands once another process has saved them (dry runs: nothing trained)."""
+    from evaluation.runner import Runner
+    from evaluation.study import Study
+
+    study, work = Study(KEEPS, True), tmp_path / "work"
+
+    def listed(*wanted) -> list[str]:
+        Runner(study, work, tmp_path, 1, *wanted).run(dry=True)
+        return [line.split()[-1] for line in capsys.readouterr().out.splitlines() if " would make " in line]
+
+    def save(name: str, score: float = 0.5) -> None:  # a row file as another process writes it
+        row = {"name": name, **{f"{split}_spearman": score for split in study.splits}}
+        (work / "results" / f"{name}.json").write_text(json.dumps(row), encoding="utf-8")
+
+    assert listed((), ["default_s1", "fp32_s1"]) == ["default_s1", "fp32_s1"]
+    assert listed([2], ["default", "precision"]) == [
+        f"default{p}_s2" for p in ("", "_tower_a", "_twin", "_ensemble")
+    ] + ["fp32_s2"]
+    levers = [f"{lever}_s1" for lever in study.define["levers"]]
+    assert listed((), ["start", "default*_s1", "levers"])[:5] == [
+        "shipped",
+        "default_s1",
+        "default_tower_a_s1",
+        "default_twin_s1",
+        "default_ensemble_s1",
+    ]
+    save("default_s1")
+    made = listed((), ["start", "default*_s1", "levers"])
+    assert "default_s1" not in made and set(levers) < set(made)  # made: not made again
+    assert not [name for name in made if not name.endswith("_s1") and name != "shipped"]
+
+    runner = Runner(study, work, tmp_path, 1, [2], ["confirm"])
+    runner.run(dry=True)
+    assert "waits: choice best_lever" in capsys.readouterr().out
+    for lever in levers:
+        save(lever, 0.6 if lever == "mse_s1" else 0.5)
+    runner.run(dry=True)  # the same runner: it reads the levers saved since it started
+    assert [line.split()[-1] for line in capsys.readouterr().out.splitlines()] == ["mse_s2"]
+
+
+KINDS = """start = "start"\nselection = ["sts", "cls", "ret"]\n[settings]\nseeds = [1]\neval_max_seq_length = 16
+[splits]\nsts = { file = "sts.csv" }\ncls = { file = "cls" }\nret = { file = "retrieval-pairs:sts.csv" }
+[[rows]]\nname = "start"\nkind = "model"\nfrom = ["TOWER"]
+"""
+
+
+@pytest.mark.slow  # imports mteb
+def test_a_row_is_scored_once_on_each_split_of_any_kind_as_jtcse_scores_a_selection_input(tmp_path, tiny_bert):
+    """An STS file (Spearman, its genres, cosines cached), a classification folder (accuracy on a held-out half of
+    its train split) and ``retrieval-pairs:`` (nDCG@10), each the score jtcse's selection scoring gives the same
+    model; a split added later is scored alone (the others' scores and cosines are not made again), and a row with
+    every split is not made again."""
+    import torch
+    from helpers.mteb_tasks import TEST, TRAIN
+    from helpers.sts import write_stsb
+
+    from evaluation.runner import Runner
+    from evaluation.study import Study
+    from jtcse.modeling.loading import load_model
+    from jtcse.training.selection import selection_scores, selection_sets
+
+    data, work = tmp_path / "data", tmp_path / "work"
+    write_stsb(data / "sts.csv")
+    write_stsb(data / "dev.csv")
+    (data / "cls").mkdir()
+    rows = [{"text": text, "label": label} for text, label in TRAIN + TEST]
+    (data / "cls" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (data / "cls" / "test.jsonl").write_text("the reported split: never read\n", encoding="utf-8")
+    study = tmp_path / "kinds.toml"
+    study.write_text(KINDS.replace("TOWER", tiny_bert), encoding="utf-8")
+    threads = torch.get_num_threads()
+    try:
+        runner = Runner(Study(study), work, data, threads=1)
+        runner.run()
+        row = json.loads((work / "results" / "start.json").read_text(encoding="utf-8"))
+        model = load_model(tiny_bert, device="cpu")
+        model.max_seq_length = 16
+        specs = [str(data / "sts.csv"), str(data / "cls"), f"retrieval-pairs:{data / 'sts.csv'}"]
+        expected = selection_scores(model, selection_sets(specs, None))
+        assert row["sts_spearman"] == pytest.approx(expected[specs[0]]["all"], abs=1e-6)
+        assert row["sts_genres"] == {"main-captions": pytest.approx(expected[specs[0]]["main-captions"], abs=1e-6)}
+        assert row["cls_score"] == pytest.approx(expected[specs[1]]["all"], abs=1e-6)
+        assert row["ret_score"] == pytest.approx(expected[specs[2]]["all"], abs=1e-6)
+        cosines = work / "cos" / "start.sts.npy"
+        stamp, seconds = cosines.stat().st_mtime_ns, row["eval_seconds"]
+
+        study.write_text(KINDS.replace("TOWER", tiny_bert) + '\n[splits.dev]\nfile = "dev.csv"\n', encoding="utf-8")
+        runner = Runner(Study(study), work, data, threads=1)
+        assert not runner.done(runner.find("start"))  # a split is missing
+        runner.run()
+        again = json.loads((work / "results" / "start.json").read_text(encoding="utf-8"))
+        assert again["dev_spearman"] == pytest.approx(row["sts_spearman"])  # the same pairs
+        assert {k: again[k] for k in row if k != "eval_seconds"} == {
+            k: v for k, v in row.items() if k != "eval_seconds"
+        }
+        assert again["eval_seconds"] > seconds
+        assert cosines.stat().st_mtime_ns == stamp
+        file = work / "results" / "start.json"
+        before = file.stat().st_mtime_ns
+        Runner(Study(study), work, data, threads=1).run()
+        assert file.stat().st_mtime_ns == before  # every split scored: not made again
+    finally:
+        torch.set_num_threads(threads)

@@ -142,10 +142,10 @@ def test_a_saved_dataset_is_fingerprinted_by_content(inputs, tmp_path):
     """'done' and resume compare inputs by content: a saved dataset's files, wherever the folder is."""
     import shutil
 
-    from jtcse.training.teacher_cache import file_fingerprint
+    from jtcse.output_paths import fingerprint
 
     copy = tmp_path / "copy"
     shutil.copytree(inputs["saved"], copy)
-    assert file_fingerprint(copy) == file_fingerprint(inputs["saved"]) != file_fingerprint(inputs["parquet"])
+    assert fingerprint(copy) == fingerprint(inputs["saved"]) != fingerprint(inputs["parquet"])
     write_inputs(tmp_path / "other", SENTENCES[:-1])
-    assert file_fingerprint(tmp_path / "other" / "saved") != file_fingerprint(copy)
+    assert fingerprint(tmp_path / "other" / "saved") != fingerprint(copy)

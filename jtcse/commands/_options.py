@@ -17,6 +17,7 @@ import typer
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import json_text
+from jtcse.text_inputs import STS_INPUTS
 
 
 # ---------------------------------------------------------------- models and devices
@@ -133,8 +134,8 @@ def dev_file_option():
     return typer.Option(
         None,
         "--dev-file",
-        help="STS-B-format dev file, scored every --eval-steps; with --checkpoint best-dev the best checkpoint by "
-        "it is kept, else the last step.",
+        help=f"The dev pairs, scored every --eval-steps: {STS_INPUTS}. With --checkpoint best-dev the best "
+        "checkpoint by it is kept, else the last step.",
     )
 
 

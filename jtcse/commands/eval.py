@@ -268,11 +268,14 @@ def _report_mteb(summary: dict, output: Path) -> None:
     not_run = [name for name in summary["tasks"] if name not in ran]
     if not ran:
         named = ", ".join(not_run[:8]) + (f" and {len(not_run) - 8} more" if len(not_run) > 8 else "")
-        raise JTCSEError(
-            f"none of the {len(not_run)} requested MTEB tasks ran ({named}); their data could not be "
-            "loaded (offline? see the lines above). Run them where the Hugging Face Hub is reachable, or give local "
-            "files with --local-task."
+        hub = [name for name in not_run if not name.startswith("Local_")]  # (a local task's data is on disk)
+        why = "; ".join(f"{name}: {summary['tasks'][name]['error']}" for name in not_run[:3])
+        advice = (
+            "Run the Hub's where the Hugging Face Hub is reachable (offline?), or give local files with --local-task."
+            if hub
+            else "Fix the file each names."
         )
+        raise JTCSEError(f"none of the {len(not_run)} requested MTEB tasks ran ({named}): {why}. {advice}")
     if not_run:
         typer.echo(f"ran {len(ran)} of {len(summary['tasks'])} tasks: {', '.join(ran)}; not run: {', '.join(not_run)}")
 

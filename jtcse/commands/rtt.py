@@ -43,7 +43,7 @@ def rtt(
     from jtcse.errors import JTCSEError
     from jtcse.rtt.backends import make_translator
     from jtcse.rtt.cache import TranslationCache
-    from jtcse.rtt.runner import rtt_output, run_rtt
+    from jtcse.rtt.runner import cache_files, rtt_output, run_rtt
 
     settings = settings_from(OPTIONS, options)
     if settings.input is not None:
@@ -53,14 +53,14 @@ def rtt(
         sentences, skipped = default_corpus_sentences(), 0
     sentences = sentences[: settings.limit]
     inputs = (settings.input, settings.replay.pairs_dir)
-    out = rtt_output(output, inputs)
-    out.check()  # (run_rtt checks it too) before the cache is made in it
     cache = settings.cache
     cache_path = cache or (output / "rtt_cache.sqlite")
+    out = rtt_output(output, inputs, live=cache_files(cache_path))
+    out.check()  # (run_rtt checks it too) before the cache is made in it
     if settings.backend == "replay" and cache is not None and not cache.is_file():
         raise JTCSEError(f"Replay cache not found: {cache}")
     if cache_path.expanduser().resolve().parent == output.expanduser().resolve():  # the default, or given inside
-        out.add(f"{cache_path.name}*")  # the cache and SQLite's -wal/-shm files beside it, entered before they exist
+        out.add(*cache_files(cache_path))  # the cache and SQLite's -wal/-shm files beside it, entered before they exist
 
     with TranslationCache(cache_path) as store:
         translator = make_translator(settings, store, device=device)

@@ -5,7 +5,7 @@
 | a BEIR folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv`` | ``retrieval`` | ``AbsTaskRetrieval`` | nDCG@10 |
 | ``text``, ``label``, ``split`` rows (train and test), or a folder of ``train.jsonl`` and ``test.jsonl`` | ``classification`` | ``AbsTaskClassification`` | accuracy |
 | ``sentence1``, ``sentence2``, ``label`` (0/1) rows | ``pair-classification`` | ``AbsTaskPairClassification`` | max AP |
-| ``sentence1``, ``sentence2``, ``score`` rows, or an STS-B file | ``sts`` | ``AbsTaskSTS`` | cosine Spearman |
+| ``sentence1``, ``sentence2``, ``score`` rows (also a ``.parquet``, ``save_to_disk`` folder or ``hf:NAME``), or an STS-B file | ``sts`` | ``AbsTaskSTS`` | cosine Spearman |
 | an STS file read as retrieval (:func:`stsb_retrieval_task`) | ``retrieval-pairs`` | ``AbsTaskRetrieval`` | nDCG@10 |
 
 Rows are JSON lines or a tab- or comma-separated table with a header. :func:`local_task` takes ``PATH`` (the type
@@ -27,6 +27,8 @@ from pathlib import Path
 
 from jtcse.corpus import utf8_lines
 from jtcse.errors import JTCSEError
+from jtcse.output_paths import fingerprint
+from jtcse.text_inputs import is_dataset
 
 #: The columns that tell a file's task type (a file fitting two types needs ``TYPE:PATH``).
 FILE_COLUMNS = {
@@ -46,6 +48,8 @@ TASK_CLASSES = {
     "STS": "mteb.abstasks.sts.AbsTaskSTS",
 }
 _KNOWN_COLUMNS = {column for columns in FILE_COLUMNS.values() for column in columns}
+_READ_COLUMNS = _KNOWN_COLUMNS | {"_id", "title", "query-id", "corpus-id"}
+"""Every column a local task reads (a BEIR folder's files too)."""
 
 
 def read_records(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
@@ -70,6 +74,11 @@ def read_records(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
     tab = "\t" in lines[0][1]
     dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if tab else {"delimiter": ","}
     header, *body = [[field.strip() for field in next(csv.reader([line], **dialect))] for _, line in lines]
+    if not set(header) & _READ_COLUMNS:  # a header line names the columns: a data row is never taken for one
+        raise JTCSEError(
+            f"{path}: its first line ({lines[0][1][:60]!r}) names none of the columns a local task reads "
+            f"({', '.join(sorted(_KNOWN_COLUMNS))}); a table starts with a header line naming them."
+        )
     if not body:
         raise JTCSEError(f"{path} has a header but no rows.")
     rows = [(no, dict(zip(header, values, strict=False))) for (no, _), values in zip(lines[1:], body, strict=True)]
@@ -104,6 +113,8 @@ def _header_columns(path: Path) -> set[str] | None:
 
 def infer_task_type(path: Path) -> str:
     """The task type of ``path`` from its layout (see the module table)."""
+    if is_dataset(path):  # a .parquet, a saved dataset, hf:NAME: the one kind read from them (columns checked then)
+        return "sts"
     if not path.exists():
         raise JTCSEError(f"local MTEB task not found: {path}")
     if path.is_dir():
@@ -162,6 +173,8 @@ def parse_task_spec(spec: str | Path) -> tuple[str | None, Path]:
     """``TYPE:PATH`` → ``(TYPE, PATH)``; a plain path → ``(None, PATH)``; a leading ``NAME=`` is dropped
     (:func:`split_task_name`)."""
     spec = split_task_name(spec)[1]
+    if str(spec).startswith("hf:"):  # a dataset's name (jtcse.text_inputs), not a type
+        return None, Path(spec)
     kind, sep, rest = str(spec).partition(":")
     if sep and kind in TASK_TYPES:
         return kind, Path(rest)
@@ -196,6 +209,11 @@ def default_task_name(path: str | Path, suffix: str = "") -> str:
     chosen = parts[:2] if moved_up and len(parts) > 1 and _SUBSET.fullmatch(parts[0]) else parts[:1]
     name = "_".join(reversed(chosen))
     return "Local_" + (re.sub(r"[^0-9A-Za-z_.-]+", "_", name) or "task") + suffix
+
+
+def _content(path: Path) -> bytes:
+    """What a task's revision hashes of one input: a file's bytes, a dataset's content fingerprint."""
+    return path.read_bytes() if path.is_file() else fingerprint(path).encode()
 
 
 def _revision(*parts: bytes) -> str:
@@ -238,7 +256,12 @@ def make_task(name: str, path: Path, revision: str, task_type: str, main_score: 
 
 def read_sts_pairs(path: Path) -> tuple[list[str], list[str], list[float]]:
     """Sentence pairs and scores of an STS file: rows with ``sentence1``, ``sentence2``, ``score`` (a table with a
-    header, or JSON lines), or an STS-B file."""
+    header, or JSON lines; or a dataset, :func:`jtcse.text_inputs.is_dataset`), or an STS-B file."""
+    if is_dataset(path):
+        from jtcse.evaluation.sts import read_sts_table
+
+        pairs = read_sts_table(path, normalize=False)  # sentences as written, as mteb reads them
+        return pairs.sentences1, pairs.sentences2, [float(s) for s in pairs.scores]
     if _header_columns(path) is None:
         from jtcse.evaluation.sts import read_stsb_file
 
@@ -263,7 +286,7 @@ def local_sts_task(path: str | Path, name: str | None = None):
     return make_task(
         name or default_task_name(path),
         path,
-        _revision(path.read_bytes()),
+        _revision(_content(path)),
         "STS",
         "cosine_spearman",
         lambda: _splits({"test": columns}),
@@ -290,7 +313,7 @@ def pair_classification_task(path: str | Path, name: str | None = None):
     return make_task(
         name or default_task_name(path),
         path,
-        _revision(path.read_bytes()),
+        _revision(_content(path)),
         "PairClassification",
         "max_ap",
         lambda: _splits({"test": columns}),
@@ -326,6 +349,7 @@ def classification_task(path: str | Path, name: str | None = None, splits: tuple
     labels = {label for values in columns.values() for label in values["label"]}
     if len({type(label) for label in labels}) > 1:
         raise JTCSEError(f"{path}: the labels mix numbers and strings; use one kind.")
+    _check_classes(path, *(set(columns[split]["label"]) if split in columns else set() for split in ("train", "test")))
     names = sorted(labels) if isinstance(next(iter(labels)), str) else None
     return make_task(
         name or default_task_name(path),
@@ -336,6 +360,23 @@ def classification_task(path: str | Path, name: str | None = None, splits: tuple
         lambda: _splits(columns, label_names=names),
         _calculate_scores=_scores_of_gold_array,
     )
+
+
+def _check_classes(path: Path, train: set, test: set) -> None:
+    """Refuse labels a classifier trained on ``train`` cannot score ``test`` with: a single class, or test labels
+    that train never has (``0.0``/``1.0`` in one split, ``0``/``1`` in the other)."""
+    shown = lambda labels: ", ".join(sorted(map(repr, labels))[:6])  # noqa: E731
+    if len(train) < 2:
+        raise JTCSEError(
+            f"{path}: every train row has the label {shown(train)}; a classifier learns to tell labels apart, so "
+            "train needs two labels at least."
+        )
+    unseen = test - train
+    if unseen:
+        raise JTCSEError(
+            f"{path}: the test labels {shown(unseen)} never occur in train (its labels: {shown(train)}); write each "
+            "label the same way in both splits (e.g. 0 and 1 in both, not 0.0 in one)."
+        )
 
 
 def _scores_of_gold_array(self, y_test, y_pred):
@@ -449,7 +490,7 @@ def stsb_retrieval_task(path: str | Path, min_score: float = 4.0, name: str | No
     return make_task(
         name or default_task_name(path, "_retrieval"),
         path,
-        _revision(path.read_bytes(), repr(float(min_score)).encode()),
+        _revision(_content(path), repr(float(min_score)).encode()),
         "Retrieval",
         "ndcg_at_10",
         lambda: {"default": {"test": _retrieval_split(corpus, queries, qrels)}},

@@ -13,7 +13,7 @@ and of the embeddings-benchmark/results repository, so mteb reads a folder named
 ``mteb.ResultCache(PARENT).load_results()`` for ``-o PARENT/results``.
 
 **What it replaces.** OUTPUT is a :class:`~jtcse.output_paths.FolderOutput` whose record is ``summary.json``
-(``written_by``, ``files``: every file jtcse wrote into OUTPUT, ``/``-separated): a file there that it does not list
+(``written_by``, ``files``: every file jtcse wrote into OUTPUT, ``/``-separated, with its size and digest): a file there that it does not list
 is never replaced, so the run is refused before any model is evaluated (:func:`results_output`). A summary of jtcse
 before this layout (``{"model", "tasks"}``, ``OUTPUT/<task>.json``) is read as the record of the files it names.
 Every write goes through :func:`write_results`.
@@ -77,7 +77,8 @@ def write_results(out: FolderOutput, meta, task_results, summary: dict) -> dict:
     for result in task_results:
         with atomic_path(folder / f"{result.task_name}.json") as tmp:
             result.to_disk(tmp)
-    files = sorted(name for name in out.files if (out.path / name).is_file())
-    summary = {"written_by": WRITTEN_BY, **summary, "files": files}
-    atomic_write_json(out.record_path, summary)
-    return summary
+    out.seal(*out.files)  # each with its size and digest; one no longer there is dropped
+    record = out.record()
+    record.rest = {key: value for key, value in summary.items() if key not in ("written_by", "files")}
+    record.save()
+    return record.to_json()

@@ -4,7 +4,7 @@ score ``jtcse eval mteb --local-task`` gives for the same model and data.
 
 | input | kind | main score |
 | --- | --- | --- |
-| an STS file (STS-B layout, or ``sentence1``, ``sentence2``, ``score`` rows) | ``sts`` | cosine Spearman (and per genre) |
+| an STS file (STS-B layout, or ``sentence1``, ``sentence2``, ``score`` rows: a text table, ``.parquet``, a ``save_to_disk`` folder, ``hf:NAME``) | ``sts`` | cosine Spearman (and per genre) |
 | a classification folder or file | ``classification`` | accuracy on a held-out half of its **train** split |
 | a BEIR folder | ``retrieval`` | nDCG@10 |
 | ``retrieval-pairs:FILE`` (an STS file read as retrieval) | ``retrieval-pairs`` | nDCG@10 |
@@ -65,20 +65,24 @@ def input_kind(spec: str | Path) -> tuple[str, Path]:
     from jtcse.evaluation.mteb_local_tasks import infer_task_type, parse_task_spec
 
     kind, path = parse_task_spec(spec)
-    if not path.exists():
+    if not path.exists() and not str(path).startswith("hf:"):
         raise JTCSEError(f"selection file not found: {path}")
     return kind or infer_task_type(path), path
 
 
 def read_sts_file(path: Path) -> STSPairs:
-    """The pairs of an STS file in either layout a local STS task reads: STS-B (with each pair's genre) or
-    ``sentence1``, ``sentence2``, ``score`` rows (no genres; sentences as written, as mteb reads them)."""
+    """The pairs of an STS file in any layout a local STS task reads: STS-B text (with each pair's genre), a table
+    or dataset (:func:`~jtcse.evaluation.sts.read_sts_input`: ``sentence1``, ``sentence2``, ``score`` columns, its
+    ``genre`` column when it has one; sentences read as an STS-B file's are), or a text file of such rows under
+    another suffix (no genres; sentences as written, as mteb reads them)."""
     from jtcse.evaluation.mteb_local_tasks import read_sts_pairs
-    from jtcse.evaluation.sts import read_stsb_file
+    from jtcse.evaluation.sts import is_sts_table, read_sts_input
 
     try:
-        return read_stsb_file(path)
+        return read_sts_input(path)
     except JTCSEError:
+        if is_sts_table(path):
+            raise
         first, second, scores = read_sts_pairs(path)  # a table with a header or JSON lines (else the STS-B error)
         return STSPairs(first, second, np.asarray(scores, dtype=np.float64))
 

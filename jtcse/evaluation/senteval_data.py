@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jtcse.corpus import header_row
 from jtcse.errors import JTCSEError
 from jtcse.evaluation.sts import STSPairs, read_stsb_file, scored_pairs
 
@@ -100,19 +101,21 @@ def read_sts_input_gold(input_path: str | Path, gold_path: str | Path) -> STSPai
 
 
 def read_sick_file(path: str | Path) -> STSPairs:
-    """Read a SICK file (header line; columns sentence_A, sentence_B, relatedness_score located by header)."""
+    """Read a SICK file: pair_ID, sentence_A, sentence_B, relatedness_score[, …], with or without its header line (a
+    first line whose pair_ID and score are names: :func:`jtcse.corpus.header_row`; its columns are then found by
+    name). Every data line is read, the first one too."""
     path = Path(path)
     if not path.is_file():
         raise JTCSEError(f"SICK file not found: {path}")
     lines = _decode_utf8(path).split("\n")
     header = lines[0].rstrip("\r").split("\t")
-    try:
+    cols = [1, 2, 3]  # SentEval's fixed positions: a file without a header, or whose header is renamed
+    skip = 1 if header_row(header, numbers=(0, 3)) else 0
+    if skip and all(name in header for name in ("sentence_A", "sentence_B", "relatedness_score")):
         cols = [header.index(name) for name in ("sentence_A", "sentence_B", "relatedness_score")]
-    except ValueError:
-        cols = [1, 2, 3]  # SentEval's fixed positions, for a file whose header is renamed
 
     def rows():
-        for line_no, line in enumerate(lines[1:], start=2):
+        for line_no, line in enumerate(lines[skip:], start=1 + skip):
             if not line.strip():
                 continue
             fields = line.strip().split("\t")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
 
-from jtcse.corpus import utf8_lines
+from jtcse.corpus import header_row, utf8_lines
 from jtcse.errors import JTCSEError
 
 
@@ -46,11 +46,19 @@ def normalize_whitespace(sentence: str) -> str:
     return " ".join(sentence.split())
 
 
-def scored_pairs(rows: Iterable[tuple[int, str, str, str]], score_file: str | Path, source: str) -> STSPairs:
-    """``STSPairs`` from ``(line number, sentence1, sentence2, score text)`` rows, sentences whitespace-normalised.
+def scored_pairs(
+    rows: Iterable[tuple[int, str, str, str]],
+    score_file: str | Path,
+    source: str,
+    unit: str = "line",
+    normalize: bool = True,
+) -> STSPairs:
+    """``STSPairs`` from ``(line number, sentence1, sentence2, score text)`` rows, sentences whitespace-normalised
+    (unless ``normalize`` is false: as written, as mteb reads its tasks).
 
-    A score that is not a number is an error naming ``score_file`` and the line; no rows at all is an
-    error naming ``source``. Every STS reader (STS-B, SICK, the SemEval years) goes through here.
+    A score that is not a number is an error naming ``score_file`` and the line (``unit``: ``row`` for a table);
+    no rows at all is an error naming ``source``. Every STS reader (STS-B, SICK, the SemEval years, tables) goes
+    through here.
     """
     s1: list[str] = []
     s2: list[str] = []
@@ -59,19 +67,24 @@ def scored_pairs(rows: Iterable[tuple[int, str, str, str]], score_file: str | Pa
         try:
             score = float(score_text)
         except ValueError:
-            raise JTCSEError(f"{score_file}: line {line_no}: score {score_text!r} is not a number.") from None
+            raise JTCSEError(f"{score_file}: {unit} {line_no}: score {score_text!r} is not a number.") from None
         if not math.isfinite(score):  # float("nan") reads: one would make every Spearman NaN
-            raise JTCSEError(f"{score_file}: line {line_no}: score {score_text!r} is not a finite number.")
+            raise JTCSEError(f"{score_file}: {unit} {line_no}: score {score_text!r} is not a finite number.")
         scores.append(score)
-        s1.append(normalize_whitespace(first))
-        s2.append(normalize_whitespace(second))
+        s1.append(normalize_whitespace(first) if normalize else first)
+        s2.append(normalize_whitespace(second) if normalize else second)
     if not scores:
         raise JTCSEError(f"{source} has no scored pairs.")
     return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
 
 
+STSB_NUMBERS = (3, 4)
+"""Where an STS-B data line holds numbers: its id and its score."""
+
+
 def read_stsb_file(path: str | Path) -> STSPairs:
-    """Read an STS Benchmark file (tab-separated: genre, file, year, id, score, s1, s2[, source…]).
+    """Read an STS Benchmark file (tab-separated: genre, file, year, id, score, s1, s2[, source…]), with or without a
+    header line (a first line whose id and score are names: :func:`jtcse.corpus.header_row`).
 
     Extra trailing columns (licence/source fields present on some rows) are ignored; sentences are
     whitespace-normalised as SentEval reads them (:func:`normalize_whitespace`); the first column is kept
@@ -83,10 +96,15 @@ def read_stsb_file(path: str | Path) -> STSPairs:
     genres: list[str] = []
 
     def rows():
+        first = True
         for line_no, line in utf8_lines(path):
             if not line.strip():
                 continue
             fields = line.split("\t")
+            if first and header_row(fields, numbers=STSB_NUMBERS):
+                first = False
+                continue
+            first = False
             if len(fields) < 7:
                 raise JTCSEError(
                     f"{path}: line {line_no} has {len(fields)} tab-separated fields; an STS-B line has "
@@ -98,6 +116,66 @@ def read_stsb_file(path: str | Path) -> STSPairs:
     pairs = scored_pairs(rows(), path, f"STS-B file {path}")
     pairs.genres = genres
     return pairs
+
+
+#: The columns of an STS table when none are named: the first of these triples (sentence, sentence, score) it has.
+STS_TABLE_COLUMNS = (("sentence1", "sentence2", "score"), ("sentence_A", "sentence_B", "relatedness_score"))
+GENRE_COLUMN = "genre"
+"""A table's optional column of each pair's genre (as an STS-B file's first field)."""
+
+
+def is_sts_table(spec: str | Path) -> bool:
+    """Whether an STS input is a table or dataset (:func:`jtcse.text_inputs.is_table`: ``.jsonl``, ``.csv``/``.tsv``
+    with a header, ``.parquet``, a ``save_to_disk`` folder, ``hf:NAME``) rather than an STS-B text file. A ``.csv`` or
+    ``.tsv`` file is a table only when its first line is a header naming the columns of one (:data:`STS_TABLE_COLUMNS`,
+    split at tabs or else commas) other than at the places an STS-B line holds them; any other stays an STS-B file
+    (the STS Benchmark ships its tab-separated files as ``sts-*.csv``), read as it always was."""
+    from jtcse.text_inputs import is_table
+
+    if not is_table(spec):
+        return False
+    path = Path(spec)
+    if path.suffix.lower() not in (".csv", ".tsv") or not path.is_file():
+        return True
+    first = next((line for _, line in utf8_lines(path) if line.strip()), "")
+    fields = [field.strip().strip('"') for field in first.split("\t" if "\t" in first else ",")]
+    names = next((names for names in STS_TABLE_COLUMNS if set(names) <= set(fields)), None)
+    return names is not None and (fields[5:7] + fields[4:5]) != list(names)
+
+
+def read_sts_table(spec: str | Path, normalize: bool = True) -> STSPairs:
+    """The pairs of an STS table or dataset (read by :func:`jtcse.text_inputs.open_table`): its columns of
+    :data:`STS_TABLE_COLUMNS` (and :data:`GENRE_COLUMN`, when it has one), read as an STS-B file is
+    (:func:`scored_pairs`: sentences whitespace-normalised unless ``normalize`` is false, a score that is not a
+    number an error naming its row). A table without those columns is one error line naming the columns it has."""
+    from jtcse.text_inputs import checked_texts, columns_of, listed_columns, open_table
+
+    dataset = open_table(spec, "STS file")
+    columns = columns_of(dataset)
+    names = next((names for names in STS_TABLE_COLUMNS if set(names) <= set(columns)), None)
+    if names is None:
+        found = listed_columns(columns)
+        wanted = " or ".join(", ".join(names) for names in STS_TABLE_COLUMNS)
+        raise JTCSEError(f"{spec}: an STS table needs the columns {wanted}; its columns are {found}.")
+    values = {name: dataset.data.column(name).to_pylist() for name in names}
+    first, second = (checked_texts(values[name], spec, name, 0) for name in names[:2])
+    scores = ["" if score is None else str(score) for score in values[names[2]]]
+    pairs = scored_pairs(
+        zip(range(1, len(scores) + 1), first, second, scores, strict=True),
+        spec,
+        f"STS file {spec}",
+        unit="row",
+        normalize=normalize,
+    )
+    if GENRE_COLUMN in columns:
+        pairs.genres = [str(genre) for genre in dataset.data.column(GENRE_COLUMN).to_pylist()]
+    return pairs
+
+
+def read_sts_input(spec: str | Path) -> STSPairs:
+    """The pairs of an STS input (a dev or selection file): a table or dataset (:func:`read_sts_table`) or an
+    STS-B text file (:func:`read_stsb_file`), told apart by :func:`is_sts_table`."""
+    return read_sts_table(spec) if is_sts_table(spec) else read_stsb_file(spec)
 
 
 def pair_keys(pairs: STSPairs) -> list[tuple[str, str]]:
@@ -151,11 +229,21 @@ def cosine_spearman(model, pairs: STSPairs, batch_size: int = 64, show_progress_
 
 
 def check_correlatable(pairs: STSPairs, source: str | Path) -> None:
-    """A ``JTCSEError`` naming ``source`` when its pairs can have no Spearman: fewer than two, or one gold score."""
+    """A ``JTCSEError`` naming ``source`` when its pairs can have no Spearman, whatever the model: fewer than two, one
+    gold score, or pairs every model gives one cosine (each pair a sentence and itself, or one pair repeated). The
+    file alone decides it, so a trainer checks it before its first step."""
     if len(pairs) < 2 or np.ptp(pairs.scores) == 0:
         raise JTCSEError(
             f"{source}: every one of its {len(pairs)} pairs has the gold score {pairs.scores[0]:g}, so no Spearman "
             "can be computed on it; give a file with varied scores."
+        )
+    rows = zip(pair_keys(pairs), pairs.sentences1, pairs.sentences2, strict=True)
+    kinds = {"itself" if first == second else key for key, first, second in rows}
+    if len(kinds) == 1:
+        what = "pairs a sentence with itself" if kinds == {"itself"} else "is the same pair"
+        raise JTCSEError(
+            f"{source}: each of its {len(pairs)} pairs {what}, so every model gives them all one cosine and no "
+            "Spearman can be computed on it (the file decides it, whatever the model); give a file of varied pairs."
         )
 
 
@@ -197,7 +285,8 @@ def genre_spearman(
 
 
 class STSDevEvaluator(BaseEvaluator):
-    """sentence-transformers evaluator on an STS-B-format dev file; primary metric ``spearman_cosine``.
+    """sentence-transformers evaluator on an STS dev file (STS-B text or a table, :func:`read_sts_input`); primary
+    metric ``spearman_cosine``.
 
     Usable as ``SentenceTransformerTrainer(evaluator=...)`` so the trainer keeps the best
     checkpoint by dev Spearman.
@@ -205,7 +294,7 @@ class STSDevEvaluator(BaseEvaluator):
 
     def __init__(self, path: str | Path, name: str = "sts-dev", batch_size: int = 64):
         super().__init__()
-        self.pairs = read_stsb_file(path)
+        self.pairs = read_sts_input(path)
         check_correlatable(self.pairs, path)  # read (and checked) before training: never a NaN dev score
         self.path = str(path)
         self.name = name

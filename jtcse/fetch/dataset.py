@@ -159,8 +159,8 @@ def fetch_dataset(
             if own_client:
                 client.close()
         entries: list[str] = []
-        with out.replacing() as tmp:
-            tmp.mkdir()
+        with out.replacing() as new:
+            tmp = new.path
             for source in entry.files:
                 entries += unpack(source, downloads / source.name, tmp)
             record = {

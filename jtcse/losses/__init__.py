@@ -10,6 +10,7 @@ import importlib
 _EXPORTS = {
     "CachedJTCSELoss": "cached_jtcse_loss",
     "DispersionLoss": "dispersion",
+    "DistillationSumLoss": "distillation",
     "JTCSELoss": "jtcse_loss",
     "NITPHead": "nitp",
     "NormalizedMSELoss": "distillation",

@@ -1,17 +1,20 @@
 """Embedding-distillation objectives that sentence-transformers does not ship, in its ``EmbedDistillLoss`` form.
 
 sentence-transformers has ``MSELoss`` (raw vectors) and ``EmbedDistillLoss`` (``mse``, ``l2``, ``cosine``, an
-optional learned projection of the student to the teacher's width that is not saved with the model). These
-two complete the set :mod:`jtcse.training.distill` offers; both take the cached teacher embeddings as the
-``label`` column, as their parent does, and compute in float32 under any autocast (:func:`~jtcse.devices.in_float32`:
-the normalisation, the cosine matrices, the squared differences; a projection too).
+optional learned projection of the student to the teacher's width that is not saved with the model). The first
+two here complete the set :mod:`jtcse.training.distill` offers, and :class:`DistillationSumLoss` trains on several
+of them at once; all take the cached teacher embeddings as the ``label`` column, as their parent does, and compute
+in float32 under any autocast (:func:`~jtcse.devices.in_float32`: the normalisation, the cosine matrices, the
+squared differences; a projection too).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
+from sentence_transformers.base.losses.merged_forward import embed_columns
 from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss, MSELoss
 from torch import Tensor, nn
 
@@ -178,3 +181,80 @@ class SimilarityMatrixLoss(EmbedDistillLoss):
     year = {2019},
 }
 """
+
+
+class DistillationSumLoss(EmbedDistillLoss):
+    def __init__(self, model, losses: Mapping[str, EmbedDistillLoss], projection_dim: int | None = None) -> None:
+        r"""
+        The sum of several distillation objectives on the same batch, each term logged under its name:
+
+        .. math:: L = \sum_k L_k(s, t)
+
+        The student's embeddings are computed once and handed to every term. With ``projection_dim`` the terms
+        that compare vectors one by one see the student through one shared learned projection to the teacher's
+        width (trained with the student, not saved with it); :class:`SimilarityMatrixLoss` sees the student as it
+        is. The terms are built without projections of their own.
+
+        Args:
+            model: the student SentenceTransformer.
+            losses: ``{name: loss}``, each an ``EmbedDistillLoss`` without a projection.
+            projection_dim: the teacher's width, when it differs from the student's and a term compares vectors.
+
+        References:
+            - ``jtcse distill --objective similarity+mse`` (:func:`jtcse.training.distill.distillation_loss`)
+
+        Requirements:
+            1. The teacher's embeddings of each sentence in a ``label`` column.
+
+        Inputs:
+            +--------------------+--------------------------------------------------+
+            | Inputs             | Labels                                           |
+            +====================+==================================================+
+            | sentence           | teacher embeddings ``(batch_size, teacher_dim)`` |
+            +--------------------+--------------------------------------------------+
+
+        Relations:
+            - Each term alone is the objective of that name (:class:`SimilarityMatrixLoss`, ``MSELoss`` ...); the
+              trainer sums the terms this loss returns and logs each, as for the twin's loss.
+
+        Example:
+            ::
+
+                from sentence_transformers.sentence_transformer.losses import MSELoss
+
+                from jtcse.losses import DistillationSumLoss, SimilarityMatrixLoss
+
+                loss = DistillationSumLoss(student, {"similarity": SimilarityMatrixLoss(student), "mse": MSELoss(student)})
+        """
+        super().__init__(model, distance_metric="mse", projection_dim=projection_dim)
+        self.losses = nn.ModuleDict(losses)
+
+    @in_float32
+    def terms(self, embeddings: list[Tensor], teacher_embeddings: list[Tensor]) -> dict[str, Tensor]:
+        """``{name: term}`` of the student's and the teacher's embeddings (one tensor per text column), in float32
+        under any autocast, the shared projection included."""
+        projected = embeddings if self.projection is None else [self.projection(e) for e in embeddings]
+        return {
+            name: loss.compute_loss_from_embeddings(
+                embeddings if isinstance(loss, SimilarityMatrixLoss) else projected, teacher_embeddings
+            )
+            for name, loss in self.losses.items()
+        }
+
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], teacher_embeddings: list[Tensor]) -> Tensor:
+        return torch.stack(list(self.terms(embeddings, teacher_embeddings).values())).sum()
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None) -> dict[str, Tensor]:
+        if labels is None:
+            raise ValueError("DistillationSumLoss needs the teacher's embeddings as labels.")
+        embeddings = embed_columns(self.model, sentence_features)
+        labels = labels.detach()  # (batch, width): one teacher vector a row for every column, or one a column
+        teacher = [labels] * len(embeddings) if labels.dim() == 2 else list(labels.unbind(1))
+        return self.terms(embeddings, teacher)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"losses": list(self.losses), "projection_dim": self.projection_dim}
+
+    @property
+    def citation(self) -> str:
+        return "\n".join(dict.fromkeys(loss.citation for loss in self.losses.values() if loss.citation))

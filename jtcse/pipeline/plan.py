@@ -202,7 +202,7 @@ def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
             raise stage_error(err, stage.trains_with) from None
     reads_dev = any(dev_files)
     reads_selection = any(stage.reads_selection(plan) for stage in plan.stages)
-    if reads_dev and config.dev_file is not None and not Path(config.dev_file).is_file():
+    if reads_dev and config.dev_file is not None and not _is_there(config.dev_file):
         raise JTCSEError(f"dev file not found: {config.dev_file}")
     return replace(
         plan,
@@ -212,17 +212,25 @@ def _with_files(plan: Plan, config: PipelineConfig) -> Plan:
     )
 
 
+def _is_there(dev_file: str) -> bool:
+    """Whether a dev file is there: a file, a ``save_to_disk`` folder, or an ``hf:`` name (read, and so checked, by
+    :func:`_check_files_read`)."""
+    from jtcse.text_inputs import HF_PREFIX
+
+    return Path(dev_file).exists() or str(dev_file).startswith(HF_PREFIX)
+
+
 def _check_files_read(plan: Plan, config: PipelineConfig) -> None:
     """Read every file the planned stages read, as they will read it, so that a bad one costs nothing: the dev file
-    (STS-B format, a finite number for every score, scores to correlate with: not all one), the corpus (UTF-8,
+    (STS-B text or a table, a finite number for every score, scores to correlate with: not all one), the corpus (UTF-8,
     some sentences) and each warm-up's pairs file. (The selection inputs are read and checked by
     :func:`~jtcse.training.selection.selection_sets`, in :func:`_with_files`.)"""
     from jtcse.corpus import read_texts
-    from jtcse.evaluation.sts import check_correlatable, read_stsb_file
+    from jtcse.evaluation.sts import check_correlatable, read_sts_input
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
 
     if plan.dev_file is not None:
-        check_correlatable(read_stsb_file(plan.dev_file), plan.dev_file)
+        check_correlatable(read_sts_input(plan.dev_file), plan.dev_file)
     if config.corpus is not None:
         read_texts(config.corpus, config.text_column)
     for pairs_file in dict.fromkeys(path for path in (config.pairs_a, config.pairs_b) if path is not None):

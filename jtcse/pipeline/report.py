@@ -14,10 +14,10 @@ def dev_scores(dev_file, models: dict[str, Any], device=None, precision: str = "
     ``models`` (``{row label: model}``: the starting models as they are, with their own pooling, and the models the
     stages built), each encoding under ``precision``'s autocast (:func:`jtcse.devices.autocast`)."""
     from jtcse.devices import autocast
-    from jtcse.evaluation.sts import genre_spearman, read_stsb_file
+    from jtcse.evaluation.sts import genre_spearman, read_sts_input
     from jtcse.modeling.loading import load_model
 
-    pairs = read_stsb_file(dev_file)
+    pairs = read_sts_input(dev_file)
     scores = {}
     for label, model in models.items():
         encoder = load_model(model, role="encode", device=device)

@@ -19,6 +19,7 @@ from jtcse.errors import JTCSEError, SettingError
 from jtcse.modeling.loading import TOWER_POOLING_HELP, TOWER_POOLING_UNSET, Pooling
 from jtcse.pipeline.stages import UNTIL, WARMUP_A
 from jtcse.schema import Array, Layer, Positive, Settings, build, keys, section, sections, setting, to_mapping
+from jtcse.text_inputs import STS_INPUTS
 from jtcse.training.ensemble import Combine, Weights, combine_setting, weights_setting
 from jtcse.training.settings import DistillSettings, ReportTo, TwinSettings, WarmupSettings, seed_range
 
@@ -165,15 +166,15 @@ class PipelineConfig(Settings):
     )
     dev_file: str | None = setting(
         None,
-        "STS-B-format file reported by the eval stage (all pairs and per genre), and the one a stage with "
-        "checkpoint = best-dev keeps its best checkpoint by; read only by those.",
+        f"The dev pairs: {STS_INPUTS}. Reported by the eval stage (all pairs and per genre), and what a stage "
+        "with checkpoint = best-dev keeps its best checkpoint by; read only by those.",
         metavar="FILE",
         unset="none",
     )
     selection_files: Array[str] = setting(
         (),
         "Labelled data to choose on, repeatable, as eval mteb --local-task takes it (PATH or TYPE:PATH): an STS "
-        "file (Spearman, per genre too), a classification folder or file (accuracy of mteb's logistic regression, "
+        "file or dataset, as --dev-file takes it (Spearman, per genre too), a classification folder or file (accuracy of mteb's logistic regression, "
         "scored on a stratified half of its train split, seed 42, and trained on the other half: its test split is "
         "never read), a BEIR folder or retrieval-pairs:FILE (nDCG@10). The ensemble's weights, and with --probe the "
         "twin's learning rate, are those with the best mean main score over the inputs (fractions, each input "

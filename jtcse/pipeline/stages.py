@@ -176,9 +176,9 @@ def _train_twin(r: PipelineRun, folder: Path, **keys: Any) -> dict:
 
 
 def _warmup_fingerprints(r: PipelineRun) -> list:
-    from jtcse.training.teacher_cache import model_fingerprint
+    from jtcse.output_paths import WORKING_FOLDERS, fingerprint
 
-    return [model_fingerprint(r.folder(stage), missing_ok=True) for stage in (WARMUP_A, WARMUP_B)]
+    return [fingerprint(r.folder(stage), ignore=WORKING_FOLDERS, missing_ok=True) for stage in (WARMUP_A, WARMUP_B)]
 
 
 class Probe(Stage):
@@ -216,9 +216,9 @@ class Probe(Stage):
         return {"selection_scores": scores, "start_selection_scores": start, "learning_rate": float(best)}
 
     def record(self, r: PipelineRun) -> dict[str, Any]:
+        from jtcse.output_paths import fingerprint
         from jtcse.schema import to_mapping
         from jtcse.training.selection import selection_fingerprint
-        from jtcse.training.teacher_cache import file_fingerprint
 
         c = r.config
         twin = {k: v for k, v in to_mapping(c.twin).items() if k not in ("enabled", "learning_rate")}
@@ -227,7 +227,7 @@ class Probe(Stage):
             self.metadata.table: to_mapping(c.probe),
             TWIN.metadata.table: twin,
             "towers": _warmup_fingerprints(r),
-            "corpus": file_fingerprint(c.corpus),
+            "corpus": fingerprint(c.corpus),
             "pooling": c.pooling,
             "seed": c.seed,
         }
@@ -289,12 +289,12 @@ class Ensemble(Stage):
         }
 
     def record(self, r: PipelineRun) -> dict[str, Any]:
+        from jtcse.output_paths import WORKING_FOLDERS, fingerprint
         from jtcse.training.selection import selection_fingerprint
-        from jtcse.training.teacher_cache import model_fingerprint
 
         c, plan = r.config, r.plan
         return {
-            "members": [model_fingerprint(m, missing_ok=True) for m in plan.members],
+            "members": [fingerprint(m, ignore=WORKING_FOLDERS, missing_ok=True) for m in plan.members],
             "twin_towers": c.ensemble.twin_towers,
             "weights": plan.weights,
             "combine": c.ensemble.combine,
@@ -344,7 +344,7 @@ class Eval(Stage):
         """It reports on the dev file, which must be given."""
         if config.dev_file is None:
             raise JTCSEError(
-                "the eval stage reports on a dev file: give --dev-file (dev_file, an STS-B-format file), or stop "
+                "the eval stage reports on a dev file: give --dev-file (dev_file, an STS-B file or table), or stop "
                 "earlier with --until."
             )
         return config.dev_file
@@ -380,11 +380,16 @@ class Eval(Stage):
 
     def record(self, r: PipelineRun) -> dict[str, Any]:
         from jtcse.modeling.loading import describe_source
-        from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint
+        from jtcse.output_paths import WORKING_FOLDERS, fingerprint
 
-        models = {stage.metadata.name: model_fingerprint(r.folder(stage)) for stage in r.plan.evaluated}
-        starting = [describe_source(m) for m in r.plan.starting.values()]
-        record = {"dev_file": file_fingerprint(r.config.dev_file), "models": models, "starting": starting}
+        models = {
+            stage.metadata.name: fingerprint(r.folder(stage), ignore=WORKING_FOLDERS) for stage in r.plan.evaluated
+        }
+        starting = [  # by content: another model saved at a starting model's path is another input
+            fingerprint(m, ignore=WORKING_FOLDERS, missing_ok=True) or describe_source(m)
+            for m in r.plan.starting.values()
+        ]
+        record = {"dev_file": fingerprint(r.config.dev_file), "models": models, "starting": starting}
         if r.plan.selection:  # (a run without selection inputs records what it always did)
             from jtcse.training.selection import selection_fingerprint
 

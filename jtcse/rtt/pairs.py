@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jtcse.corpus import utf8_lines
+from jtcse.corpus import PAIR_COLUMNS, header_row, utf8_lines
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_path
 
@@ -58,7 +58,8 @@ class PairsRead:
 
 
 def read_pairs_counted(path: str | Path, *, allow_empty_side: bool = False) -> PairsRead:
-    """Parse a pairs file: UTF-8, two tab-separated fields a line, blank lines skipped and counted.
+    """Parse a pairs file: UTF-8, two tab-separated fields a line, blank lines skipped and counted, a first line of
+    column names (``original<TAB>paraphrase``, ``anchor<TAB>positive``) skipped as a header.
 
     A line with an empty (or all-space) side is an error unless ``allow_empty_side``, in which case it
     is returned as is for the caller to count (``jtcse simcse`` drops such pairs and reports them).
@@ -73,6 +74,8 @@ def read_pairs_counted(path: str | Path, *, allow_empty_side: bool = False) -> P
             blank += 1
             continue
         fields = line.split("\t")
+        if not pairs and header_row(fields, names=PAIR_COLUMNS):  # a header line (original<TAB>paraphrase)
+            continue
         if len(fields) != 2:
             raise JTCSEError(
                 f"{path}: line {line_no} is not 'original<TAB>paraphrase': it has {len(fields)} "

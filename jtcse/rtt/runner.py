@@ -21,7 +21,7 @@ from pathlib import Path
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import atomic_path, atomic_write_json, crash_point
-from jtcse.output_paths import FolderOutput
+from jtcse.output_paths import FolderOutput, resolved
 from jtcse.rtt.base import TranslationFailure, Translator
 from jtcse.rtt.cache import CachedTranslator, TranslationCache
 from jtcse.rtt.pairs import clean_field, normalise_for_comparison, write_pairs
@@ -90,18 +90,31 @@ def run_rtt(
     translator.check_languages([source, *pivots])
     if chunk_size < 1:
         raise JTCSEError(f"chunk size must be at least 1, got {chunk_size}")
-    with rtt_output(output_dir, inputs).writing() as out:
+    live = (
+        cache_files(cache.path)
+        if cache is not None and Path(cache.path).parent.resolve() == resolved(output_dir)
+        else ()
+    )
+    with rtt_output(output_dir, inputs, live).writing() as out:
         out.add(*(name for pivot in pivots for name in (pairs_path(out.path, pivot).name, dropped_name(pivot))))
         out.add(SUMMARY_FILE)
         cleaned = [clean_field(s) for s in sentences]
         return _run_pivots(cleaned, pivots, translator, out.path, source, cache, chunk_size, progress)
 
 
-def rtt_output(output_dir: str | Path, inputs: Sequence[str | Path | None] = ()) -> FolderOutput:
+def rtt_output(
+    output_dir: str | Path, inputs: Sequence[str | Path | None] = (), live: Sequence[str] = ()
+) -> FolderOutput:
     """``output_dir`` as what ``jtcse rtt`` writes (:class:`~jtcse.output_paths.FolderOutput`): a folder of its own
-    (``jtcse_outputs.json`` lists the pairs, drop lists, summary and, when it is there, the cache), never one of
-    ``inputs`` nor a folder holding one."""
-    return FolderOutput(output_dir, "jtcse rtt", inputs=inputs)
+    (``jtcse_outputs.json`` lists the pairs, drop lists, summary and, when it is there, the cache: ``live``, written
+    to on every run), never one of ``inputs`` nor a folder holding one."""
+    return FolderOutput(output_dir, "jtcse rtt", inputs=inputs, live=live)
+
+
+def cache_files(cache: str | Path) -> list[str]:
+    """The names of an SQLite cache and of the files SQLite keeps beside it while it is open."""
+    name = Path(cache).name
+    return [name, *(f"{name}{suffix}" for suffix in ("-wal", "-shm", "-journal"))]
 
 
 def dropped_name(pivot: str) -> str:

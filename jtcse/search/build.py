@@ -27,7 +27,7 @@ import numpy as np
 
 from jtcse.errors import JTCSEError
 from jtcse.locking import locks_output
-from jtcse.output_paths import FolderOutput
+from jtcse.output_paths import FolderOutput, write_errors
 from jtcse.search.encode import encode_file, output_files
 from jtcse.search.faiss_index import (
     DEFAULT_IVF_THRESHOLD,
@@ -67,8 +67,16 @@ _PARTS_FOLDER = ".ivf-parts"
 
 def index_output(index_dir: str | Path, inputs=()) -> FolderOutput:
     """``index_dir`` as what ``jtcse index build`` writes (:class:`~jtcse.output_paths.FolderOutput`): a folder of its
-    own (``jtcse_outputs.json`` lists each file), never one of ``inputs`` nor a folder holding one."""
-    return FolderOutput(index_dir, "jtcse index build", inputs=inputs)
+    own (``jtcse_outputs.json`` lists each file), never one of ``inputs`` nor a folder holding one, built beside the
+    old one (``INDEX.tmp``) and swapped in once complete (:meth:`~jtcse.output_paths.FolderOutput.replacing`)."""
+    return FolderOutput(index_dir, "jtcse index build", inputs=inputs, whole=True)
+
+
+def _kept(out: FolderOutput, resume: bool):
+    """An ``OSError`` while building as one line: the old index is kept (:func:`~jtcse.output_paths.write_errors`)."""
+    old = f"{out.path} is as it was" if (out.path / MANIFEST).exists() else "Nothing was replaced"
+    then = f" ({out.path}.tmp), and the same command goes on from the vectors it finished there" if resume else ""
+    return write_errors(out.path, f"{old}: the new index was being built beside it{then}.")
 
 
 def build_ivf_on_disk(
@@ -147,17 +155,14 @@ def _write_texts(shards: list[Shard], index_dir: Path, rows: int) -> None:
 
 
 def _prepare(out: FolderOutput, overwrite: bool, check_input=None) -> None:
-    """Refuse to build over an index without ``overwrite``; with it, remove what the old build's record lists (a file
-    it does not list was refused by the output's check, and is never touched)."""
+    """Refuse to build over an index without ``overwrite``; with it, the old index stays until the new one, built
+    beside it, replaces it whole (only what the old build's record lists is removed then)."""
     out.check()
     if (out.path / MANIFEST).exists():
         if not overwrite:
             raise JTCSEError(f"{out.path} already holds an index; pass --overwrite to rebuild it.")
         if check_input is not None:
             check_input()  # a bad input must not cost the user the old index
-    if overwrite:
-        out.clear()
-    out.path.mkdir(parents=True, exist_ok=True)
 
 
 def _write_index(
@@ -268,7 +273,8 @@ def build_index(
     """Encode ``input_path`` (one sentence per line, or a table or dataset by its ``text_column``:
     :mod:`jtcse.text_inputs`) and write a searchable index directory.
 
-    Encoding goes to ``index_dir/embeddings.npy`` through :func:`encode_file` (``reuse=True``; ``device``, or
+    The index is built beside ``index_dir`` (``INDEX.tmp``) and swapped in when complete, so the old one stays until
+    then. Encoding goes to ``INDEX.tmp/embeddings.npy`` through :func:`encode_file` (``reuse=True``; ``device``, or
     ``devices``/``processes`` for several worker processes), so an interrupted build resumes and finished
     embeddings are not encoded again; that file is removed at the end unless ``keep_embeddings``.
     ``precision`` "int8"/"binary" quantizes the corpus (exact search; binary rescores ``rescore_multiplier × k``
@@ -284,44 +290,45 @@ def build_index(
     pooled = devices is not None or processes is not None
     model, identity = resolve_model(model, model_name, None if pooled else device)
     _prepare(out, overwrite, lambda: count_rows(input_path, text_column))
-    embeddings = out.path / EMBEDDINGS_FILE
-    working = [path.name for path in output_files(embeddings)]
-    out.add(*working)
-    # An earlier, interrupted build left embeddings: encode_file reuses them if finished, resumes them if
-    # not, and starts over only if they were made with other settings.
-    encode_file(
-        model,
-        input_path,
-        embeddings,
-        batch_size=batch_size,
-        chunk_size=chunk_size,
-        normalize=normalize,
-        show_progress=show_progress,
-        model_name=identity,
-        reuse=True,
-        devices=devices,
-        processes=processes,
-        text_column=text_column,
-    )
-    _write_index(
-        find_shards(embeddings),
-        out,
-        model=identity,
-        source=input_name(input_path),
-        normalize=normalize,
-        ivf_threshold=ivf_threshold,
-        nlist=nlist,
-        nprobe=nprobe,
-        target_recall=target_recall,
-        train_size=train_size,
-        use_gpu=use_gpu,
-        seed=seed,
-        precision=precision,
-        rescore_multiplier=rescore_multiplier,
-        started=started,
-    )
-    if not keep_embeddings:
-        out.remove(*working)
+    with _kept(out, resume=True), out.replacing(resume=True) as new:
+        embeddings = new.path / EMBEDDINGS_FILE
+        working = [path.name for path in output_files(embeddings)]
+        new.add(*working)
+        # An earlier, interrupted build left embeddings beside the index: encode_file reuses them if finished,
+        # resumes them if not, and starts over only if they were made with other settings or from other inputs.
+        encode_file(
+            model,
+            input_path,
+            embeddings,
+            batch_size=batch_size,
+            chunk_size=chunk_size,
+            normalize=normalize,
+            show_progress=show_progress,
+            model_name=identity,
+            reuse=True,
+            devices=devices,
+            processes=processes,
+            text_column=text_column,
+        )
+        _write_index(
+            find_shards(embeddings),
+            new,
+            model=identity,
+            source=input_name(input_path),
+            normalize=normalize,
+            ivf_threshold=ivf_threshold,
+            nlist=nlist,
+            nprobe=nprobe,
+            target_recall=target_recall,
+            train_size=train_size,
+            use_gpu=use_gpu,
+            seed=seed,
+            precision=precision,
+            rescore_multiplier=rescore_multiplier,
+            started=started,
+        )
+        if not keep_embeddings:
+            new.remove(*working)
     index = SearchIndex(out.path, use_gpu=use_gpu)
     index._models[identity] = model
     return index
@@ -352,21 +359,22 @@ def build_index_from_embeddings(
     out.check()
     shards = find_shards(embeddings)
     _prepare(out, overwrite)
-    _write_index(
-        shards,
-        out,
-        model=shards[0].model,
-        source=str(Path(embeddings).resolve()),
-        normalize=normalize,
-        ivf_threshold=ivf_threshold,
-        nlist=nlist,
-        nprobe=nprobe,
-        target_recall=target_recall,
-        train_size=train_size,
-        use_gpu=use_gpu,
-        seed=seed,
-        precision=precision,
-        rescore_multiplier=rescore_multiplier,
-        started=started,
-    )
+    with _kept(out, resume=False), out.replacing() as new:
+        _write_index(
+            shards,
+            new,
+            model=shards[0].model,
+            source=str(Path(embeddings).resolve()),
+            normalize=normalize,
+            ivf_threshold=ivf_threshold,
+            nlist=nlist,
+            nprobe=nprobe,
+            target_recall=target_recall,
+            train_size=train_size,
+            use_gpu=use_gpu,
+            seed=seed,
+            precision=precision,
+            rescore_multiplier=rescore_multiplier,
+            started=started,
+        )
     return SearchIndex(out.path, use_gpu=use_gpu)

@@ -14,21 +14,22 @@ multi-process pool (``devices``/``processes``, :mod:`jtcse.search.pool`); or a R
 (``engine=RayEngine(...)``, :mod:`jtcse.search.ray_encode`), whose actors encode chunks in parallel and
 write them as parquet parts. The same driver (:func:`_encode`) plans, keeps and records for all three.
 
-``OUT.json`` (``OUT/_jtcse.json`` for a shards folder) records the model, the input's path/size/mtime,
-normalisation, dtype and how far encoding got. An interrupted run started again with the same settings keeps
-every finished chunk (``.npy``: those before its progress mark; parquet: every part that reads back whole)
-and encodes the rest; ``complete: true`` marks a finished output. A finished output is not encoded again,
-unless a part of it is missing or damaged (a deleted shard, a file cut short): the same command then encodes
-just the rows it lacks (an ``.npy`` or one ``.parquet`` file: all of it). While a run writes, it holds the
+``OUT.json`` (``OUT/_jtcse.json`` for a shards folder, :mod:`jtcse.search.progress`) records the model and the
+input, each by path and by content, normalisation, dtype and how far encoding got, and is the output's record
+(each file it wrote, with its size and digest once complete). An interrupted run started again with the same
+settings and inputs keeps every finished chunk (``.npy``: those before its progress mark; parquet: every part
+that reads back whole) and encodes the rest; one with another model or corpus (their content) is refused, never
+resumed; ``complete: true`` marks a finished output. A finished output is not encoded again, unless a part of it
+is missing (a deleted shard): the same command then encodes just the rows it lacks (an ``.npy`` or one
+``.parquet`` file: all of it); a file whose content is no longer what encode wrote is the user's, never replaced.
+``--overwrite`` writes the new output beside the old one and swaps it in when complete. While a run writes, it holds the
 lock ``OUT.lock`` (:func:`jtcse.locking.output_lock`): a second run into the same ``OUT`` is refused with the
 first one's PID instead of "resuming" its progress file.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -41,24 +42,34 @@ from jtcse.locking import atomic_write_json, crash_point, output_lock
 from jtcse.output_paths import FileOutput, FolderOutput
 from jtcse.search.lines import plan_chunks
 from jtcse.search.model_identity import model_name_of, resolve_model
+from jtcse.search.progress import (
+    check_output,
+    damage,
+    meta_path_for,
+    new_meta,
+    output_files,
+    read_meta,
+    resumable_meta,
+    run_settings,
+    same_settings,
+    sealed,
+    swapped_in,
+    write_failures,
+)
 from jtcse.search.ray_encode import RayEngine
 from jtcse.search.sinks import (
     SHARD_META_FILE,
     SINKS,
-    DamagedOutput,
     keep_parts,
+    list_parts,
     output_format,
+    part_name,
     parts_folder,
     rows_path_for,
 )
 from jtcse.text_inputs import is_table
 
 logger = logging.getLogger(__name__)
-
-META_FORMAT = "jtcse-embeddings"
-META_VERSION = 1
-# Settings that must agree for a run to continue a previous one.
-_RESUME_KEYS = ("model", "input", "input_size", "input_mtime_ns", "text_column", "output_format", "dtype", "normalized")
 
 __all__ = ["EncodeResult", "RayEngine", "encode_file", "meta_path_for", "rows_path_for", "result_dict"]
 
@@ -79,22 +90,6 @@ class EncodeResult:
     seconds: float
 
 
-def meta_path_for(output: str | Path) -> Path:
-    """``OUT.json`` (a shards folder: ``OUT/_jtcse.json``): settings and progress of the run that writes ``OUT``."""
-    output = Path(output)
-    if output_format(output) == "shards":
-        return output / SHARD_META_FILE
-    return output.with_name(output.name + ".json")
-
-
-def output_files(output: str | Path) -> list[Path]:
-    """The files a finished run into ``output`` leaves: its progress file ``OUT.json``, ``OUT`` and, for
-    ``.npy``, the row table ``STEM.rows.npy`` (progress file first, the order to delete them in)."""
-    output = Path(output)
-    npy = output_format(output) == "npy"
-    return [meta_path_for(output), output] + ([rows_path_for(output)] if npy else [])
-
-
 def encode_output(output: str | Path, inputs=()) -> FileOutput | FolderOutput:
     """``output`` as what ``jtcse encode`` writes (:mod:`jtcse.output_paths`): ``OUT.npy`` with ``STEM.rows.npy``, or
     ``OUT.parquet`` with its ``OUT.parquet.parts/``, recorded in the progress file ``OUT.json``; or a shards folder
@@ -104,20 +99,6 @@ def encode_output(output: str | Path, inputs=()) -> FileOutput | FolderOutput:
     if fmt == "shards":
         return FolderOutput(output, "jtcse encode", inputs=inputs, record=SHARD_META_FILE)
     return FileOutput(output, "jtcse encode", inputs=inputs, side=output_files(output)[2:] or [parts_folder(output)])
-
-
-def _record_fields(out: FileOutput | FolderOutput) -> dict:
-    """The record's keys in the progress file (it is the output's record)."""
-    return out.fields("part-*.parquet") if isinstance(out, FolderOutput) else out.fields()
-
-
-def read_meta(path: str | Path) -> dict:
-    """A progress file (``OUT.json``) as a dict; a clear error when it cannot be read."""
-    path = Path(path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise JTCSEError(f"Cannot read progress file {path}: {err}. Delete it or pass --overwrite.") from None
 
 
 def encode_file(
@@ -182,54 +163,44 @@ def encode_file(
         raise JTCSEError(f"--text-column {text_column} names a column, but {input_path} is a text file.")
     out = encode_output(output, [input_path, model])
     identity = model_name_of(model, model_name)
-    wanted = _run_settings(identity, input_path, output, fp16=fp16, normalize=normalize, column=text_column)
+    wanted = run_settings(identity, model, input_path, output, fp16=fp16, normalize=normalize, column=text_column)
 
-    _check_output(out, reuse)
+    check_output(out, reuse)
     with output_lock(output):
-        _check_output(out, reuse)
+        check_output(out, reuse)
         meta_file = meta_path_for(output)
         if reuse and not overwrite:
             previous = read_meta(meta_file) if meta_file.is_file() else None
-            if previous is None or not _same_settings(previous, wanted):
+            if previous is None or not same_settings(previous, wanted):
                 overwrite = True
-            elif previous.get("complete") and _damage(output, fmt, previous) is None:
+            elif previous.get("complete") and damage(output, fmt, previous) is None:
                 return _result_from_meta(output, previous)
-        meta = _resumable_meta(meta_file, output, fmt, wanted, overwrite)
-        fresh = meta is None
-        if fresh:
-            meta = {
-                "format": META_FORMAT,
-                "format_version": META_VERSION,
-                **_record_fields(out),
-                **wanted,
-                "rows": None,
-                "dim": None,
-                "empty_lines": None,
-                "rows_done": 0,
-                "next_byte": 0,
-                "next_line": 1,
-                "complete": False,
-            }
-        chunks, resumed_from = _encode(
-            model,
-            identity,
-            input_path,
-            out,
-            fmt,
-            meta,
-            fresh=fresh,
-            overwrite=overwrite,
-            batch_size=batch_size,
-            chunk_size=chunk_size,
-            normalize=normalize,
-            device=device,
-            workers=workers,
-            engine=engine,
-            show_progress=show_progress,
-            on_chunk=on_chunk,
-        )
-        meta["complete"] = True
-        atomic_write_json(meta_file, meta)
+        meta = resumable_meta(meta_file, output, wanted, overwrite)
+        beside = overwrite and not reuse and any(path.exists() for path in _written(out))
+        failures = nullcontext() if reuse else write_failures(output, beside)  # (a caller's file: the caller says)
+        with failures, swapped_in(out) if beside else nullcontext(output) as target:
+            target_out = encode_output(target) if beside else out
+            fresh = meta is None
+            meta = new_meta(target_out, wanted) if fresh else meta
+            chunks, resumed_from = _encode(
+                model,
+                identity,
+                input_path,
+                target_out,
+                fmt,
+                meta,
+                fresh=fresh,
+                batch_size=batch_size,
+                chunk_size=chunk_size,
+                normalize=normalize,
+                device=device,
+                workers=workers,
+                engine=engine,
+                show_progress=show_progress,
+                on_chunk=on_chunk,
+            )
+            meta = sealed(target_out, meta)
+            atomic_write_json(meta_path_for(target), meta)
         return EncodeResult(
             output=str(output),
             meta=str(meta_file),
@@ -242,6 +213,27 @@ def encode_file(
             chunks_encoded=chunks,
             seconds=round(time.perf_counter() - started, 3),
         )
+
+
+def _written(out: FileOutput | FolderOutput) -> list[Path]:
+    """The paths of an output that an earlier run may have left."""
+    return list(out.written) if isinstance(out, FileOutput) else [path for path in list_parts(out.path).values()]
+
+
+def _result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
+    """The result of a finished run, from its ``OUT.json`` (nothing encoded now)."""
+    return EncodeResult(
+        output=str(output),
+        meta=str(meta_path_for(output)),
+        rows=meta["rows"],
+        dim=meta["dim"],
+        dtype=meta["dtype"],
+        normalized=meta["normalized"],
+        empty_lines=meta["empty_lines"],
+        resumed_from=meta["rows"],
+        chunks_encoded=0,
+        seconds=0.0,
+    )
 
 
 def _sink_info(meta: dict) -> dict:
@@ -258,7 +250,6 @@ def _encode(
     meta,
     *,
     fresh,
-    overwrite,
     batch_size,
     chunk_size,
     normalize,
@@ -277,6 +268,7 @@ def _encode(
     from jtcse.search.pool import encode_pool
 
     output = out.path
+    meta_file = meta_path_for(output)
     spans, counted = plan_chunks(input_path, chunk_size, meta.get("text_column"))
     if meta["rows"] is None:
         meta.update(rows=counted.rows, empty_lines=counted.empty_lines)
@@ -287,8 +279,6 @@ def _encode(
     if engine is None:
         device = workers[0] if workers is not None and not pooled else device
         st_model, _ = resolve_model(model, identity, "cpu" if pooled else device)
-    if overwrite:
-        _remove_previous(out)  # only once the model has loaded; only what the progress file lists
     if st_model is not None:
         _check_dim(meta, st_model, identity, output)
     done = _kept_chunks(output, fmt, meta, spans, fresh)
@@ -297,11 +287,13 @@ def _encode(
     _advance_prefix(meta, done, spans, position)
     resumed_from = meta["rows_done"]
     info = _sink_info(meta)
+    planned = [part_name(span.start_row) for span in spans] if isinstance(out, FolderOutput) else []
+    meta["files"] = out.fields(*planned)["files"]  # being written, entered before anything is
+    meta_file.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(meta_file, meta)
     sink = None if engine else SINKS[fmt](output, meta["rows"], meta["dim"], meta["dtype"], not fresh, info)
     if engine:
         parts_folder(output).mkdir(parents=True, exist_ok=True)
-    meta_file = meta_path_for(output)
-    atomic_write_json(meta_file, meta)
     todo = [span for span in spans if span.start_row not in done]
     bar = tqdm(total=meta["rows"], initial=sum(done.values()), unit="sent", desc="Encoding", disable=not show_progress)
     with bar, encode_pool(st_model, workers) if pooled else nullcontext() as pool:
@@ -392,107 +384,6 @@ def _check_dim(meta: dict, st_model: Any, identity: str, output: Path) -> None:
         raise JTCSEError(
             f"{output} holds {meta['dim']}-d vectors but {identity} makes {dim}-d ones; pass --overwrite to start over."
         )
-
-
-def _run_settings(
-    identity: str, input_path: str | Path, output: str | Path, *, fp16: bool, normalize: bool, column: str | None
-) -> dict:
-    """The settings a run must share with an unfinished one to continue it (``_RESUME_KEYS``); a table's text
-    column as chosen (:func:`jtcse.text_inputs.text_column`), its size and age over the files it is read from."""
-    from jtcse.text_inputs import input_name, input_stat, open_table, text_column
-
-    size, mtime = input_stat(input_path)
-    return {
-        "model": identity,
-        "input": input_name(input_path),
-        "input_size": size,
-        "input_mtime_ns": mtime,
-        "text_column": text_column(open_table(input_path), column, input_path) if is_table(input_path) else None,
-        "output_format": output_format(output),
-        "dtype": "float16" if fp16 else "float32",
-        "normalized": bool(normalize),
-    }
-
-
-def _same_settings(meta: dict, wanted: dict) -> bool:
-    return all(meta.get(key) == wanted[key] for key in _RESUME_KEYS)
-
-
-def _result_from_meta(output: str | Path, meta: dict) -> EncodeResult:
-    """The result of a finished run, from its ``OUT.json`` (nothing encoded now)."""
-    return EncodeResult(
-        output=str(output),
-        meta=str(meta_path_for(output)),
-        rows=meta["rows"],
-        dim=meta["dim"],
-        dtype=meta["dtype"],
-        normalized=meta["normalized"],
-        empty_lines=meta["empty_lines"],
-        resumed_from=meta["rows"],
-        chunks_encoded=0,
-        seconds=0.0,
-    )
-
-
-def _check_output(out: FileOutput | FolderOutput, reuse: bool) -> None:
-    """Refuse, before anything is written, an output that ``jtcse encode`` may not write (:func:`encode_output`; a
-    caller's working file, ``reuse``, is the caller's to check), and make the folder it goes in."""
-    if not reuse:
-        out.check()
-    elif out.path.is_dir() and isinstance(out, FileOutput):
-        raise JTCSEError(f"{out.path} is a folder; -o/--output names the file jtcse encode writes.")
-    out.path.parent.mkdir(parents=True, exist_ok=True)
-
-
-def _remove_previous(out: FileOutput | FolderOutput) -> None:
-    """Delete what an earlier run into the output left (``--overwrite``): only files :func:`_check_output` found
-    listed in its progress file (a caller's working file, ``reuse``: in the caller's checked folder)."""
-    if isinstance(out, FolderOutput):
-        out.clear()
-        return
-    for path in output_files(out.path):
-        path.unlink(missing_ok=True)
-    shutil.rmtree(parts_folder(out.path), ignore_errors=True)
-
-
-def _resumable_meta(meta_file: Path, output: Path, fmt: str, wanted: dict, overwrite: bool) -> dict | None:
-    """The progress of a run to continue, or None to start fresh (after checks). A finished output is refused,
-    unless a part of it is missing or damaged (:func:`_damage`): then the run goes on to encode what it lacks."""
-    if overwrite:
-        return None  # the old files go only once the model has loaded (_remove_previous)
-    if not meta_file.is_file():  # (an output no progress file lists was refused by _check_output)
-        return None
-    meta = read_meta(meta_file)
-    damage = _damage(output, fmt, meta)
-    if meta.get("complete") and damage is None:
-        raise JTCSEError(f"{output} is already complete ({meta.get('rows')} rows); pass --overwrite to redo it.")
-    differences = [
-        f"{key}: {meta.get(key)!r} then, {wanted[key]!r} now" for key in _RESUME_KEYS if meta.get(key) != wanted[key]
-    ]
-    if differences:  # _same_settings(), spelt out for the message
-        raise JTCSEError(
-            f"An unfinished run into {output} used other settings ({'; '.join(differences)}); "
-            "run with those settings to resume, or pass --overwrite to start over."
-        )
-    if damage is not None:
-        logger.warning("%s; encoding %s again.", damage, "the rows it lacks" if fmt == "shards" else "it")
-    started = meta.get("rows_done", 0) > 0 or meta.get("parts_done", 0) > 0
-    if not started or not SINKS[fmt].can_resume(output) or meta.get("dim") is None or (damage and fmt != "shards"):
-        return None
-    meta["complete"] = False
-    return meta
-
-
-def _damage(output: Path, fmt: str, meta: dict) -> str | None:
-    """What is missing or damaged in ``output`` (None: nothing found): any file of a finished output, the two files
-    of an unfinished ``.npy`` (the parts of an unfinished parquet output are checked one by one: _kept_chunks)."""
-    if not (meta.get("complete") or fmt == "npy") or not meta.get("rows"):
-        return None
-    try:
-        SINKS[fmt].check_whole(output, meta["rows"])
-    except DamagedOutput as err:
-        return err.problem
-    return None
 
 
 def result_dict(result: EncodeResult) -> dict:

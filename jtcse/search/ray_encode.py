@@ -22,6 +22,11 @@ the driver, after every span's part is on disk.
 Where Ray runs: ``ray.init()`` joins the cluster named by ``RAY_ADDRESS`` or starts a local one (and shuts
 it down at the end); a caller that has already called ``ray.init`` keeps its own. On a cluster, the input,
 the output and the model must be at the same path on every node (a shared filesystem).
+
+A table or dataset input (:mod:`jtcse.text_inputs`) is read the same way: each actor opens it with
+:func:`~jtcse.text_inputs.open_table` (memory-mapped Arrow) and reads its spans' row ranges; an ``hf:NAME`` input is
+opened by name, from the ``datasets`` cache of the node the actor runs on (on a cluster: every node's cache must
+hold it, or set ``HF_DATASETS_CACHE`` to a shared folder).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from jtcse.errors import JTCSEError, ModelNotFoundError
 from jtcse.locking import crash_point
 from jtcse.search.lines import ChunkSpan
 from jtcse.search.sinks import PartWriter
+from jtcse.text_inputs import input_name
 
 _SPAN_FIELDS = [field.name for field in fields(ChunkSpan)]
 
@@ -113,7 +119,7 @@ class ChunkEncoder:
         self.dim = self.model.get_embedding_dimension() or int(self.model.encode(["probe"]).shape[-1])
         if dim is not None and dim != self.dim:
             raise JTCSEError(f"The output holds {dim}-d vectors but {model} makes {self.dim}-d ones; pass --overwrite.")
-        self.input = Path(input_path)
+        self.input = input_path  # a path, or an hf: name (a Path would not keep it)
         self.writer = PartWriter(Path(folder), self.dim, dtype, info)
         self.dtype = dtype
         self.batch_size = batch_size
@@ -175,7 +181,7 @@ def encode_spans(
                 show_progress,
                 dict(
                     model=model,
-                    input_path=str(Path(input_path).resolve()),
+                    input_path=input_name(input_path),  # an hf: name as written: each actor opens it by name
                     folder=str(Path(folder).resolve()),
                     info=info,
                     dtype=dtype,

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from jtcse.errors import JTCSEError
+from jtcse.output_paths import fingerprint
 from jtcse.search.lines import iter_chunks
 from jtcse.search.sinks import METADATA_KEY, SHARD_META_FILE, check_tiling, npy_layout, open_parquet, rows_path_for
 from jtcse.text_inputs import input_stat
@@ -69,6 +70,14 @@ def _finished(meta: dict, path: Path) -> dict:
     return meta
 
 
+def _same_input(source: str, meta: dict) -> bool:
+    """Whether ``source`` (a file, a table, ``hf:NAME``) is the input the progress file ``meta`` encoded: by content
+    (:func:`fingerprint`; a jtcse before that recorded its size and time)."""
+    if "input_content" in meta:
+        return fingerprint(source) == meta["input_content"]
+    return input_stat(source) == (meta.get("input_size"), meta.get("input_mtime_ns"))
+
+
 def _npy_shard(path: Path) -> Shard:
     progress = _progress_file(path)
     if not progress.is_file() or not rows_path_for(path).is_file():
@@ -79,7 +88,7 @@ def _npy_shard(path: Path) -> Shard:
     shape = npy_layout(path)[1]
     source = Path(meta["input"])
     try:
-        stale = input_stat(source) != (meta.get("input_size"), meta.get("input_mtime_ns"))
+        stale = not _same_input(meta["input"], meta)
     except (OSError, JTCSEError):  # gone
         stale = True
     if stale:

@@ -75,12 +75,13 @@ def list_parts(folder: Path) -> dict[int, Path]:
 
 class DamagedOutput(JTCSEError):
     """A finished ``jtcse encode`` output with a part missing or damaged; ``problem`` says which (the message adds
-    what to do: the same ``jtcse encode`` again encodes just what is missing)."""
+    what to do: the same ``jtcse encode`` again encodes just what is missing; a damaged file, whose content is no
+    longer what jtcse wrote, is the user's to delete first)."""
 
     def __init__(self, problem: str):
         super().__init__(
-            f"{problem}; run the `jtcse encode` that wrote it again (the same command): it encodes the missing or "
-            "damaged rows again."
+            f"{problem}; delete a damaged file, then run the `jtcse encode` that wrote it again (the same command): "
+            "it encodes just the missing rows again."
         )
         self.problem = problem
 

@@ -14,12 +14,15 @@ objective           loss                                                 class
 ==================  ===================================================  ==========================================
 
 ``similarity`` (the default; it scored best side by side, see ``docs/warmup_and_distill.md``) imitates the
-teacher's cosines only, so a teacher of any width teaches a student of any width. The three per-vector objectives
+teacher's cosines only, so a teacher of any width teaches a student of any width. A sum (``similarity+mse``) trains
+on its terms at once (:class:`~jtcse.losses.DistillationSumLoss`), each logged. The three per-vector objectives
 need one width: when the teacher is wider or narrower, the student's embedding goes through a learned linear map
 to the teacher's width while training (sentence-transformers' ``projection_dim``), and that map is **not** saved:
 the student keeps its own architecture, pooling and width. Teacher embeddings are computed once and cached
 (:mod:`jtcse.training.teacher_cache`); the student tokenizes the text itself, so teacher and student may use
-different tokenizers. The saved student loads with sentence-transformers alone.
+different tokenizers. With ``passage_sentences`` above 1 the texts are passages of that many consecutive corpus
+lines (:func:`~jtcse.corpus.passages`), which the teacher encodes (and caches) as such. The saved student loads with
+sentence-transformers alone.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jtcse.corpus import read_training_sentences
+from jtcse.corpus import passages, read_training_sentences
 from jtcse.locking import locks_output
 from jtcse.schema import check
 from jtcse.training.settings import DistillSettings, Objective, TrainingSettings, resolve
@@ -70,24 +73,39 @@ def distillation_loss(model, objective: str, teacher_dim: int, *, seed: int = 42
     """The sentence-transformers loss for ``objective`` (see the module docstring) on ``model``.
 
     A per-vector objective with a teacher of another width gets a learned projection of the student to
-    ``teacher_dim`` (initialised from ``seed``), which lives on the loss and is never saved with the model.
+    ``teacher_dim`` (initialised from ``seed``), which lives on the loss and is never saved with the model. A sum
+    (``similarity+mse``) is a :class:`~jtcse.losses.DistillationSumLoss` of its terms, whose per-vector terms share
+    one such projection.
     """
     import torch
+
+    from jtcse.losses.distillation import DistillationSumLoss
+
+    check(objective, Objective, "objective")
+    terms = objective.split("+")
+    wider = teacher_dim != model.get_embedding_dimension() and terms != ["similarity"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if len(terms) == 1:
+            return _objective_loss(model, objective, teacher_dim if wider else None)
+        losses = {term: _objective_loss(model, term, None) for term in terms}
+        return DistillationSumLoss(model, losses, projection_dim=teacher_dim if wider else None)
+
+
+def _objective_loss(model, objective: str, projection: int | None):
+    """The loss of one objective (of :data:`~jtcse.training.settings.OBJECTIVES`), with ``projection`` (the
+    teacher's width) for a per-vector one."""
     from sentence_transformers.sentence_transformer.losses import EmbedDistillLoss, MSELoss
 
     from jtcse.losses.distillation import NormalizedMSELoss, SimilarityMatrixLoss
 
-    check(objective, Objective, "objective")
     if objective == "similarity":
         return SimilarityMatrixLoss(model)
-    projection = teacher_dim if teacher_dim != model.get_embedding_dimension() else None
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        if objective == "mse":
-            return MSELoss(model, projection_dim=projection)
-        if objective == "mse-normalized":
-            return NormalizedMSELoss(model, projection_dim=projection)
-        return EmbedDistillLoss(model, distance_metric="cosine", projection_dim=projection)
+    if objective == "mse":
+        return MSELoss(model, projection_dim=projection)
+    if objective == "mse-normalized":
+        return NormalizedMSELoss(model, projection_dim=projection)
+    return EmbedDistillLoss(model, distance_metric="cosine", projection_dim=projection)
 
 
 def _projection_checkpoints(loss, resume_from: str | None):
@@ -134,11 +152,12 @@ def distill(
     :class:`~jtcse.training.settings.TrainingSettings`) and/or its keys as keywords (``batch_size=32,
     max_steps=100, objective="mse"`` ...), on top of ``DistillSettings()``: ``student_pooling`` (``cls`` |
     ``mean``) replaces the student's pooling, as JTCSE-D's CLS towers want (changes listed in the summary);
-    ``objective`` is one of :data:`~jtcse.training.settings.OBJECTIVES` (module docstring), and a per-vector
-    objective with a teacher of another width trains through a projection that is not saved.
+    ``objective`` is one of :data:`~jtcse.training.settings.OBJECTIVES` (module docstring) or a sum of them
+    (``similarity+mse``), and a per-vector objective with a teacher of another width trains through a projection
+    that is not saved; ``passage_sentences`` joins that many consecutive corpus lines into each text.
     ``train_file``: one-sentence-a-line file, a table or dataset (its ``text_column``), list of sentences, or
     ``None`` (embedded prose). Teacher
-    embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS-B format) is scored
+    embeddings are cached in ``<output_dir>/teacher_cache`` and reused. ``dev_file`` (STS pairs, :func:`~jtcse.evaluation.sts.read_sts_input`) is scored
     every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint with the best dev Spearman is kept. An
     interrupted run resumes from its last trainer checkpoint when ``resume``. ``device`` (``None``: the trainer's choice) is checked with the
     precision before anything loads (:func:`~jtcse.training.trainer_run.training_device`); the teacher encodes there
@@ -147,14 +166,18 @@ def distill(
     Returns the run summary (also written to ``<output_dir>/run_summary.json``).
     """
     from jtcse.modeling.loading import describe_source, load_student
+    from jtcse.output_paths import WORKING_FOLDERS, fingerprint
     from jtcse.processes import is_main_process, main_process_first
     from jtcse.training.distributed import pooler_parameters
-    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint, sentences_digest, teacher_targets
+    from jtcse.training.teacher_cache import sentences_digest, teacher_targets
 
     settings = resolve(DistillSettings(), settings, keys, "distill")  # checked: before anything is loaded
     training, objective, student_pooling = settings.training, settings.objective, settings.student_pooling
     training_device(device, training.precision)
     sentences, data = read_training_sentences(train_file, "training corpus", text_column)
+    if settings.passage_sentences > 1:  # the teacher encodes (and the cache keys) the passages
+        sentences = passages(sentences, settings.passage_sentences)
+        data["passages"] = len(sentences)
     evaluator = dev_evaluator(dev_file, training, batch_size=training.batch_size)
 
     student_source = describe_source(student)
@@ -163,10 +186,11 @@ def distill(
         output_dir,
         settings,
         {
-            "teacher": model_fingerprint(teacher),
-            "student": student_source,
+            "teacher": fingerprint(teacher, ignore=WORKING_FOLDERS, what="teacher model"),
+            # by content: another model saved at the student's path is another input (the embedded one: by name)
+            "student": fingerprint(student, ignore=WORKING_FOLDERS, missing_ok=True) or student_source,
             "data": sentences_digest(sentences)[:16],
-            "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
+            "dev_file": fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
         inputs=[teacher, student, train_file, dev_file],
         resume=resume,

@@ -110,6 +110,6 @@ def save_ensemble(
     facts = ensemble_card_facts(model, models)
     facts.model_path = str(out.path.resolve())  # the card's snippet names the final folder, not the temporary one
     attach_card_data(model, facts)  # model.save writes this card
-    with out.replacing() as tmp:
-        model.save(str(tmp))
+    with out.replacing() as new:
+        model.save(str(new.path))
     return model

@@ -1,4 +1,5 @@
-"""Reading a paraphrase-pairs file: UTF-8 TSV ``original<TAB>paraphrase``, one pair a line, no header; or a table or
+"""Reading a paraphrase-pairs file: UTF-8 TSV ``original<TAB>paraphrase``, one pair a line (a first line of column
+names, ``original<TAB>paraphrase``, is a header and skipped: :func:`jtcse.corpus.header_row`); or a table or
 dataset (jsonl, csv, parquet, a saved dataset, ``hf:NAME``; a tsv with a header when columns are named:
 :mod:`jtcse.text_inputs`) by two columns.
 

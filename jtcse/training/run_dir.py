@@ -174,9 +174,9 @@ def _changes(previous: dict[str, Any], config: dict[str, Any], ignore: Sequence[
     """``(text, keys)``: what differs, as a :class:`~jtcse.errors.SettingError` template naming each setting by its
     key (a command names it by its option), with the value it ran with and the one asked for now; the settings
     first (``with other settings (learning_rate 1e-05 -> 0.0001)``), then the inputs, whose fingerprints differ
-    (``from inputs that have changed since (teacher "files:..." -> "files:...")``: a file edited, a model trained
+    (``from inputs that have changed since (teacher "sha256:..." -> "sha256:...")``: a file edited, a model trained
     again)."""
-    from jtcse.training.teacher_cache import is_fingerprint
+    from jtcse.output_paths import is_fingerprint
 
     def shown(value: Any) -> str:
         text = json_text(value, indent=None)
@@ -334,12 +334,12 @@ def open_output_dir(plan: OutputPlan) -> None:
     checkpoints (resuming) or every old checkpoint (fresh start) and records the config in
     ``checkpoints/jtcse_run_config.json``.
     """
-    plan.output.add(CHECKPOINTS_SUBDIR)
     ckpt_dir = checkpoints_dir(plan.output_dir)
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
     stale = plan.partial if plan.action == RESUME else ckpt_dir.glob("checkpoint-*")
-    for folder in list(stale):
-        shutil.rmtree(folder, ignore_errors=True)
+    for folder in list(stale):  # what the record proves is jtcse's (a file of the user's in one stays)
+        plan.output.remove(Path(folder).relative_to(plan.output_dir).as_posix())
+    plan.output.add(CHECKPOINTS_SUBDIR)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(ckpt_dir / RUN_CONFIG_NAME, plan.config)
 
 

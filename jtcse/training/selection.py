@@ -80,12 +80,12 @@ def selection_pairs(selection_file, dev_file):
     too (in either order). A few shared pairs (at most :data:`MAX_SHARED_SELECTION` of the file) are dropped with a
     warning; more is an error: a choice made on it would be made on what is reported."""
     from jtcse.evaluation.selection_scoring import read_sts_file
-    from jtcse.evaluation.sts import read_stsb_file, without_pairs_of
+    from jtcse.evaluation.sts import read_sts_input, without_pairs_of
 
     selection = read_sts_file(Path(selection_file))  # a missing or malformed file is its own one-line error
     if dev_file is None:
         return selection
-    kept, shared = without_pairs_of(selection, read_stsb_file(dev_file))
+    kept, shared = without_pairs_of(selection, read_sts_input(dev_file))
     if shared > MAX_SHARED_SELECTION * len(selection):
         raise JTCSEError(
             f"the selection file {selection_file} shares {shared} of its {len(selection)} sentence pairs with the dev "
@@ -142,11 +142,12 @@ def selection_sets(selection_files: Sequence[str | Path], dev_file) -> dict[str,
     """``{spec: input}`` of every selection input (:func:`selection_input`), each read and checked now; one given
     twice (the same kind of the same path) is an error."""
     from jtcse.evaluation.selection_scoring import input_kind
+    from jtcse.text_inputs import input_name
 
-    seen: dict[tuple[str, Path], str] = {}
+    seen: dict[tuple[str, str], str] = {}
     for spec in selection_files:
         kind, path = input_kind(spec)
-        key = (kind, path.resolve())
+        key = (kind, input_name(path))
         if key in seen:
             raise JTCSEError(f"the selection file {spec} is given twice (also as {seen[key]}); give each once.")
         seen[key] = str(spec)
@@ -154,19 +155,16 @@ def selection_sets(selection_files: Sequence[str | Path], dev_file) -> dict[str,
 
 
 def selection_fingerprint(spec: str | Path) -> str:
-    """``sha256:<16 hex digits>`` of a selection input's kind and content (a folder: each file's path in it and its
-    :func:`~jtcse.training.teacher_cache.file_fingerprint`): how a stage records what it chose or scored on, so an
-    input edited in place is another input."""
+    """``sha256:<16 hex digits>`` of a selection input's kind and content (:func:`jtcse.output_paths.fingerprint`, the
+    one fingerprint of every input: a file's bytes, a folder's files by name and content): how a stage records what
+    it chose or scored on, so an input edited in place is another input."""
     import hashlib
 
     from jtcse.evaluation.selection_scoring import input_kind
-    from jtcse.training.teacher_cache import file_fingerprint
+    from jtcse.output_paths import fingerprint
 
     kind, path = input_kind(spec)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    names = [p.relative_to(path).as_posix() if path.is_dir() else "" for p in files]
-    parts = [kind, *(f"{name}:{file_fingerprint(p)}" for name, p in zip(names, files, strict=True))]
-    return "sha256:" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return "sha256:" + hashlib.sha256(f"{kind}\n{fingerprint(path)}".encode()).hexdigest()[:16]
 
 
 def selection_scores(model, selections: Mapping[str, object], device=None) -> dict[str, dict[str, float]]:

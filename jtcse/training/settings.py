@@ -36,9 +36,22 @@ ReportTo = Literal["none", "tensorboard", "wandb", "mlflow"]
 """Where the Hugging Face Trainer reports a run's logs (its ``report_to``)."""
 REPORT_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 """The package each ``report_to`` needs (``pip install`` it; ``jtcse[tensorboard]`` brings TensorBoard)."""
-Objective = Literal["mse", "mse-normalized", "cosine", "similarity"]
-"""Distillation objectives (:mod:`jtcse.training.distill`)."""
-OBJECTIVES = typing.get_args(Objective)
+OBJECTIVES = ("mse", "mse-normalized", "cosine", "similarity")
+"""The distillation objectives (:mod:`jtcse.training.distill`); a distillation trains on one or on a sum of them."""
+
+
+def _objective(value: str) -> str | None:
+    parts = value.split("+")
+    if all(part in OBJECTIVES for part in parts) and len(set(parts)) == len(parts):
+        return None
+    return (
+        "Input should be 'mse', 'mse-normalized', 'cosine' or 'similarity', or a sum of distinct ones joined by + "
+        "(e.g. similarity+mse)"
+    )
+
+
+Objective = Annotated[str, checked(_objective)]
+"""A distillation objective (one of :data:`OBJECTIVES`) or a sum of them: ``similarity+mse``."""
 MIN_BATCH_SIZE = 2
 """In-batch negatives need a second row; the twin's cross-tower terms pair rows across the batch."""
 MIN_SEQ_LENGTH = 4
@@ -360,10 +373,18 @@ class DistillSettings(Settings):
     objective: Objective = setting(
         "similarity",
         "Distillation objective: similarity (match in-batch cosine matrices; any widths), cosine, mse-normalized "
-        "or mse (vectors; a training-only projection when widths differ).",
+        "or mse (vectors; a training-only projection when widths differ), or a sum of them joined by + "
+        "(similarity+mse: each term logged).",
         aliases=("--objective",),  # the pipeline's [distill] objective once had no prefix
+        metavar="NAME[+NAME]",
         extra=role(recorded=True, card=True),
     )
+    passage_sentences: int = setting(
+        1,
+        "Join this many consecutive corpus lines into one text before the teacher encodes them: the student learns "
+        "the teacher on passages (cut at max_seq_length tokens) instead of single lines.",
+        ge=1,
+    )  # not recorded: the texts are (a run records their digest, so a run on other passages is another run)
     student_pooling: Pooling | None = setting(
         None,
         "Replace the student's pooling by cls or mean.",

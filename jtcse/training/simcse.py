@@ -98,7 +98,7 @@ def train_simcse(
     pairs alone are the training data).
     ``pairs_file``: ``original<TAB>paraphrase`` TSV, or a table of pairs (its ``pair_columns``, ``"A,B"``);
     identical pairs are counted and dropped.
-    ``dev_file``: STS-B-format file, scored every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint
+    ``dev_file``: STS pairs (an STS-B file or a table, :func:`~jtcse.evaluation.sts.read_sts_input`), scored every ``eval_steps``; with ``checkpoint="best-dev"`` the checkpoint
     with the best dev Spearman is kept.
     How long and how it trains: ``settings`` (a :class:`~jtcse.training.settings.WarmupSettings`, or just its
     :class:`~jtcse.training.settings.TrainingSettings`) and/or its keys as keywords (``batch_size=32,
@@ -117,8 +117,8 @@ def train_simcse(
     """
     from jtcse.losses.registry import build_regularised_loss, check_mini_batch_size
     from jtcse.modeling.loading import check_pooling, describe_source, load_tower
+    from jtcse.output_paths import WORKING_FOLDERS, fingerprint
     from jtcse.training.paraphrase_pairs import read_paraphrase_pairs
-    from jtcse.training.teacher_cache import file_fingerprint
 
     settings = resolve(WarmupSettings(), settings, keys, "train_simcse")  # checked: before anything is loaded
     training, terms = settings.training, settings.loss
@@ -150,11 +150,12 @@ def train_simcse(
         output_dir,
         settings,
         {
-            "model": model_source,
+            # by content: another model saved at the same path is another input (the embedded one: by its name)
+            "model": fingerprint(model, ignore=WORKING_FOLDERS, missing_ok=True) or model_source,
             "pooling": pooling,
             "data": _fingerprint(anchors + positives),
             "extra_losses": sorted(extra_losses or {}),
-            "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
+            "dev_file": fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
         inputs=[model, corpus, pairs_file, dev_file],
         resume=resume,

@@ -16,7 +16,9 @@ loss (every option is checked here), and only then :func:`run_trainer` writes.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 from jtcse import processes
 from jtcse.errors import JTCSEError
 from jtcse.locking import crash_point
+from jtcse.output_paths import write_errors
 from jtcse.training.arguments import DEV_EVALUATOR_NAME, DEV_METRIC, build_training_args
 from jtcse.training.curves import CURVES_FILE, plot_training_curves
 from jtcse.training.run_dir import (
@@ -183,14 +186,44 @@ def run_trainer(run: TrainerRun) -> dict[str, Any]:
     (:func:`~jtcse.processes.run_on_main`); every rank returns the summary.
     """
     args = _training_args(run)
-    processes.run_on_main(lambda: _open(run))
-    try:
-        trainer, progress = _train(run, args)
-    except BaseException:
-        if processes.is_main_process():  # no collective here: the other ranks may be anywhere
-            discard_failed_start(run.plan)
-        raise
-    return processes.run_on_main(lambda: _save_and_summarise(run, trainer, progress))
+    with write_failures(run.output_dir):
+        processes.run_on_main(lambda: _open(run))
+        try:
+            trainer, progress = _train(run, args)
+        except BaseException:
+            if processes.is_main_process():  # no collective here: the other ranks may be anywhere
+                discard_failed_start(run.plan)
+            raise
+        return processes.run_on_main(lambda: _save_and_summarise(run, trainer, progress))
+
+
+_WRITE_FAILED = re.compile(
+    r'IoError\(Os \{ code: \d+, kind: \w+, message: "(?P<why>[^"]+)"|I/O error: (?P<io>[^(\n]+?) \(os error \d+\)'
+    r"|failed writing file (?P<file>\S+)"
+)
+"""How safetensors (``SafetensorError``) and torch (``RuntimeError`` of ``PytorchStreamWriter``) say a write failed."""
+
+
+@contextmanager
+def write_failures(output_dir: Path):
+    """A write that fails while training or saving (no space, file too large, quota, permission), from the OS, from
+    safetensors or from torch, as one line naming the folder and saying what was kept
+    (:func:`jtcse.output_paths.write_errors`)."""
+    kept = (
+        "The last complete checkpoint (if any) and the earlier model are kept: run the same command again once it "
+        "can write, to go on from them."
+    )
+    with write_errors(output_dir, kept):
+        try:
+            yield
+        except Exception as err:
+            found = (
+                _WRITE_FAILED.search(str(err)) if type(err).__name__ in ("SafetensorError", "RuntimeError") else None
+            )
+            if found is None:
+                raise
+            why = found["why"] or found["io"] or f"writing {found['file']} failed"
+            raise JTCSEError(f"{output_dir}: a checkpoint or the model could not be written ({why}). {kept}") from None
 
 
 TENSORBOARD_DIR = "runs"
@@ -321,6 +354,7 @@ def _save_and_summarise(run: TrainerRun, trainer, progress) -> dict[str, Any]:
     write_run_summary(run.output_dir, summary)  # last: the mark of a finished run
     if not run.settings.keep_checkpoints:
         remove_checkpoints(run.plan)
+    output.seal()  # the size and digest of each file it wrote: one changed since is the user's
     return summary
 
 

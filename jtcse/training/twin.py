@@ -82,7 +82,8 @@ def train_twin(
     """
     from jtcse.losses.registry import check_mini_batch_size
     from jtcse.modeling.loading import check_pooling
-    from jtcse.training.teacher_cache import file_fingerprint, model_fingerprint, sentences_digest
+    from jtcse.output_paths import WORKING_FOLDERS, fingerprint
+    from jtcse.training.teacher_cache import sentences_digest
 
     settings = resolve(TwinSettings(), settings, keys, "train_twin")  # checked: before anything is loaded
     training, terms = settings.training, settings.loss
@@ -99,15 +100,15 @@ def train_twin(
         output_dir,
         settings,
         {
-            # a retrained tower folder is another tower: its files' sizes and times are part of its name
-            "towers": [model_fingerprint(t, missing_ok=True) if t else None for t in (tower_a, tower_b)],
+            # by content: a retrained tower folder, or another model saved at its path, is another tower
+            "towers": [fingerprint(t, ignore=WORKING_FOLDERS, missing_ok=True) for t in (tower_a, tower_b)],
             "corpus": sentences_digest(sentences)[:16],  # the sentences, not the file's path
             "cael_every": cael_every,
             "pooling": pooling,
             "loss_weights": [settings.nce_weight, settings.icnce_weight, settings.ictm_weight],
             "extra_losses": sorted(extra_losses or {}),
             "paraphrase_threshold": settings.paraphrase_threshold if settings.hard_negatives else None,
-            "dev_file": file_fingerprint(dev_file),  # its content: a dev file edited in place is another one
+            "dev_file": fingerprint(dev_file),  # its content: a dev file edited in place is another one
         },
         inputs=[tower_a, tower_b, corpus, dev_file],
         resume=resume,

@@ -171,9 +171,20 @@ def run_python(
     return subprocess.run(command, env=subprocess_env(**env), capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
+_AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+"""Run the rest of the command line as a program started from a terminal gets it: with Ctrl-C (SIGINT) acted on.
+A child inherits SIGINT *ignored* from a background job of a non-interactive shell (``.ci/run &``, a CI runner), and
+Python then never installs its handler: a SIGINT a test sends would do nothing (issue 42's flaky Ctrl-C test). The
+same process (``os.execv``), so its PID is the one the test signals."""
+
+
 def start_cli(*args: object, cwd: str | Path | None = None, **env: object) -> subprocess.Popen:
-    """Start ``python -m jtcse ARGS`` in the background (text pipes on stdin, stdout and stderr)."""
-    return _start([sys.executable, "-m", "jtcse", *map(str, args)], cwd, env)
+    """Start ``python -m jtcse ARGS`` in the background (text pipes on stdin, stdout and stderr), with SIGINT acted
+    on whatever the test runner inherited (:data:`_AS_FROM_A_TERMINAL`)."""
+    return _start([sys.executable, "-c", _AS_FROM_A_TERMINAL, "-m", "jtcse", *map(str, args)], cwd, env)
 
 
 def start_python(code: str, *, cwd: str | Path | None = None, **env: object) -> subprocess.Popen:
