@@ -123,9 +123,10 @@ class RunProgress:
         return self.stages[self.stages.index(stage) + 1 :] if stage is not None else self.stages
 
     def _time_left(self, lead: str) -> str:
-        """``lead`` + "~N min of training left", or "" before any speed is measured and once no training is left."""
+        """``lead`` + "~N min of training left" (at least ~1 s while any is left), or "" before any speed is
+        measured and once no training is left."""
         left = self.seconds_left()
-        return "" if not left or left < 1 else f"{lead}{_about(left)} of training left"
+        return f"{lead}{_about(max(left, 1))} of training left" if left else ""
 
     def seconds_left(self) -> float | None:
         """The training left in the run: the current stage's rest at its measured speed (its planned work at the
