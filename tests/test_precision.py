@@ -161,14 +161,17 @@ def test_the_simcse_loss_computes_in_float32_under_autocast(tiny_bert, mini_batc
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("objective", ["similarity", "mse-normalized"])
-def test_the_distillation_losses_compute_in_float32_under_autocast(tiny_bert, objective):
+@pytest.mark.parametrize(
+    "objective, width",
+    [("similarity", 32), ("mse-normalized", 32), ("similarity+mse-normalized", 48)],  # a sum with its projection
+)
+def test_the_distillation_losses_compute_in_float32_under_autocast(tiny_bert, objective, width):
     from jtcse.modeling.loading import load_student
     from jtcse.training.distill import distillation_loss
 
     student = load_student(tiny_bert)[0]
-    loss = distillation_loss(student, objective, teacher_dim=32)
-    teacher = torch.randn(8, 32, generator=torch.Generator().manual_seed(5))  # cached float32 targets
+    loss = distillation_loss(student, objective, teacher_dim=width)
+    teacher = torch.randn(8, width, generator=torch.Generator().manual_seed(5))  # cached float32 targets
     _same_loss_and_gradient(lambda s: loss.compute_loss_from_embeddings([s], [teacher]), _views(width=32)[0])
 
 
