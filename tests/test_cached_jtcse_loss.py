@@ -103,9 +103,12 @@ def test_equals_jtcse_loss_for_other_settings_and_two_columns(no_dropout, settin
 
 
 def test_the_steps_differ_across_seeds_so_the_comparison_can_fail(no_dropout):
-    """Same batch, other R draw (seed): the ICNCE term differs, so equal seeds above mean something."""
+    """Same batch, other R draw (seed): the ICNCE term differs, so equal seeds above mean something (forwards
+    only: the draw decides the term, the backward would repeat it)."""
     model = no_dropout
-    draws = {seed: _step(model, JTCSELoss(model, seed=seed), [SENTENCES])[0]["icnce"] for seed in range(8)}
+    features = [model.preprocess(SENTENCES)]
+    with torch.no_grad():
+        draws = {seed: JTCSELoss(model, seed=seed)(features, None)["icnce"] for seed in range(8)}
     assert len({round(v.item(), 6) for v in draws.values()}) == 2
 
 
