@@ -220,18 +220,15 @@ def test_trainer_modules_import_no_torch_so_bad_options_fail_at_once():
     """The training commands import their trainer first; settings and option mistakes are reported before
     torch, transformers and sentence-transformers load (seconds on a small machine). The CLI itself, which
     reads the trainers' presets when it starts, loads not even numpy: ``jtcse --help`` answers at once."""
-    code = (
-        "import sys\n"
+    code = (  # one fresh interpreter for both checks: the CLI first, then the trainers on top of it
+        "import sys, jtcse.cli\n"
+        "print(sorted(m for m in ('numpy', 'torch', 'transformers') if m in sys.modules))\n"
         "import jtcse.training.twin, jtcse.training.simcse, jtcse.training.distill, jtcse.pipeline.run\n"
         "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))\n"
     )
     result = run_python(code)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[]"
-    code = "import sys, jtcse.cli\nprint(sorted(m for m in ('numpy', 'torch', 'transformers') if m in sys.modules))\n"
-    result = run_python(code)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[]"
+    assert result.stdout.splitlines() == ["[]", "[]"]
 
 
 POOLING_COMMANDS = [(("train",), []), (("simcse",), ["-o", "out"]), (("pipeline",), ["-o", "out"]),
