@@ -125,6 +125,17 @@ def stub(stub_cert):
         yield server
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """In a run without slow tests (``-m "not slow"``) each module's tests go to one worker together
+    (:class:`helpers.scheduling.ModuleScheduling`); otherwise, and for ``xdist_group`` tests, xdist's own choice."""
+    if config.getvalue("dist") == "loadgroup" and "not slow" in (config.option.markexpr or ""):
+        from helpers.scheduling import ModuleScheduling
+
+        return ModuleScheduling(config, log)
+    return None
+
+
 _STUB_FIXTURES = {"stub", "stub_cert"}
 
 
