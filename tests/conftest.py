@@ -53,7 +53,7 @@ def _tiny_tower(root: Path, name: str, arch: str, **options) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_bert(shared_root) -> str:
-    """4-layer, hidden-32 random BERT tower (the embedded MiniLM's WordPiece cut to 5k words: jtcse.testing)."""
+    """4-layer, hidden-32 random BERT tower (the embedded MiniLM's WordPiece cut to 8k words: jtcse.testing)."""
     return _tiny_tower(shared_root, "bert_a", "bert", seed=0)
 
 
