@@ -19,7 +19,9 @@ from helpers.cli import run_python
 
 from jtcse.defaults import default_corpus_sentences
 
-pytestmark = pytest.mark.slow
+# one worker runs the module, so that its module fixtures (six trainings, one fresh interpreter) run once, not once
+# per pytest-xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("checkpoint_length")]
 
 START = 256  # the starts' own length
 TRAINED_AT = 16

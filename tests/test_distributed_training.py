@@ -133,16 +133,52 @@ def assert_one_ddp_run(tmp_path: Path, out: Path, steps: list[int], *, find_unus
     assert vectors.shape[0] == 2 and np.isfinite(vectors).all()
 
 
-@pytest.mark.distributed
-@pytest.mark.slow
-def test_train_under_torchrun_is_one_ddp_job_gathered_and_cached(tmp_path, tiny_bert, tiny_bert_b, corpus):
+@pytest.fixture(scope="module")
+def twin_job(tmp_path_factory, tiny_bert, tiny_bert_b, corpus) -> dict:
+    """One torchrun ``jtcse train`` (gathered negatives, cached loss; 3 steps, a checkpoint at step 2) that two
+    tests read, as each would otherwise launch its own: rank 0 freezes itself (SIGSTOP) inside its first checkpoint
+    save, holding the output's lock, while a second ``jtcse train`` into the same output is tried; then it goes on
+    to the end. Its tests carry ``xdist_group("twin_job")``, so that one worker launches it once."""
+    tmp_path = tmp_path_factory.mktemp("twin_job")
     out = tmp_path / "twin"
-    run = torchrun(
-        tmp_path, "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", out,
+    args = (
+        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", out,
         "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "3", "--eval-steps", "2",
         "--gather-across-devices", "--mini-batch-size", "3",
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:] + rank_output(tmp_path, 0)[-3000:]
+    lock = lock_path_for(out)
+    with (tmp_path / "launcher.log").open("w") as launcher_log:
+        job = subprocess.Popen(
+            torchrun_command(tmp_path, args), env=subprocess_env(JTCSE_CRASH_AT="checkpoint-save:1:STOP"),
+            stdout=launcher_log, stderr=subprocess.STDOUT, cwd=tmp_path,
+        )  # fmt: skip
+    holder = None
+    try:
+        deadline = time.monotonic() + 400
+        while holder is None or _state(holder) != "T":  # rank 0 stopped itself (SIGSTOP), lock held
+            assert job.poll() is None and time.monotonic() < deadline, rank_output(tmp_path, 0)[-3000:]
+            time.sleep(0.5)
+            holder = json.loads(lock.read_text() or "{}").get("pid") if lock.is_file() else None
+        before = snapshot([out])
+        second_writer = invoke_cli(*args, cwd=tmp_path)  # another process than the job's ranks all the same
+        untouched = snapshot([out]) == before
+    finally:
+        if holder is not None and _state(holder):
+            os.kill(holder, signal.SIGCONT)  # let the job finish: it still holds its lock
+        else:
+            job.terminate()
+        job.wait(timeout=600)
+    launched = (tmp_path / "launcher.log").read_text()
+    assert job.returncode == 0, launched[-3000:] + rank_output(tmp_path, 0)[-3000:]
+    return {"tmp_path": tmp_path, "out": out, "holder": holder, "second_writer": second_writer,
+            "untouched": untouched, "lock_left": lock.exists()}  # fmt: skip
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+@pytest.mark.xdist_group("twin_job")
+def test_train_under_torchrun_is_one_ddp_job_gathered_and_cached(twin_job):
+    tmp_path, out = twin_job["tmp_path"], twin_job["out"]
     # with ICTM on every parameter has a gradient: no unused-parameter search
     assert_one_ddp_run(tmp_path, out, [1, 2, 3], find_unused=False, what="Twin")
     summary = json.loads((out / "run_summary.json").read_text())
@@ -258,40 +294,17 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
 
 @pytest.mark.distributed
 @pytest.mark.slow
-def test_a_second_writer_is_refused_while_a_torchrun_job_holds_the_output(tmp_path, tiny_bert, tiny_bert_b, corpus):
+@pytest.mark.xdist_group("twin_job")
+def test_a_second_writer_is_refused_while_a_torchrun_job_holds_the_output(twin_job):
     """Rank 0 holds the output's lock for the whole job (the other rank takes none, or rank 0's lock would
     refuse it); a second command into the same output is refused, naming rank 0, while rank 0 is frozen
-    inside its checkpoint save."""
-    out = tmp_path / "twin"
-    args = (
-        "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", corpus, "-o", out,
-        "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "2", "--eval-steps", "2",
-    )  # fmt: skip
-    lock = lock_path_for(out)
-    job = subprocess.Popen(
-        torchrun_command(tmp_path, args, probe=False), env=subprocess_env(JTCSE_CRASH_AT="checkpoint-save:1:STOP"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
-    )  # fmt: skip
-    holder = None
-    try:
-        deadline = time.monotonic() + 400
-        while holder is None or _state(holder) != "T":  # rank 0 stopped itself (SIGSTOP), lock held
-            assert job.poll() is None and time.monotonic() < deadline, rank_output(tmp_path, 0)[-3000:]
-            time.sleep(0.5)
-            holder = json.loads(lock.read_text() or "{}").get("pid") if lock.is_file() else None
-        before = snapshot([out])
-        line = one_error_line(run_cli(*args, cwd=tmp_path))
-        assert f"{out} is being written by PID {holder} on " in line, line
-        assert snapshot([out]) == before
-    finally:
-        if holder is not None and _state(holder):
-            os.kill(holder, signal.SIGCONT)  # let the job finish: it still holds its lock
-        else:
-            job.terminate()
-        job.wait(timeout=600)
-    assert job.returncode == 0, rank_output(tmp_path, 0)[-3000:]
+    inside its checkpoint save (:func:`twin_job`), and touches nothing; the finished job leaves no lock."""
+    out, holder = twin_job["out"], twin_job["holder"]
+    line = one_error_line(twin_job["second_writer"])
+    assert f"{out} is being written by PID {holder} on " in line, line
+    assert twin_job["untouched"]
     summary = json.loads((out / "run_summary.json").read_text())
-    assert summary["steps"] == 2 and summary["settings"]["world_size"] == 2 and not lock.exists()
+    assert summary["steps"] == 3 and summary["settings"]["world_size"] == 2 and not twin_job["lock_left"]
 
 
 def _state(pid: int) -> str:

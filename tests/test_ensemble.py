@@ -9,6 +9,10 @@ import pytest
 import torch
 from helpers.cli import invoke_cli, one_error_line, run_python
 
+# one worker runs the module, so that its module fixtures (towers, the saved ensemble, a fresh interpreter) are made
+# once, not once per pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("ensemble")
+
 SENTENCES = [
     "A man is playing a guitar.",
     "Someone plays an instrument on stage.",
@@ -268,27 +272,48 @@ def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta):
             check_weights(bad, 2)
 
 
+@pytest.fixture(scope="module")
+def without_jtcse(ensemble_dir, tmp_path_factory) -> dict:
+    """One fresh interpreter that cannot import jtcse, for two tests (each fresh interpreter costs seconds of
+    imports): it runs the saved card's remote-code snippet as a user pastes it, then opens the ensemble with plain
+    sentence-transformers and saves its vectors. ``{"snippet", "run", "stdout", "module", "vectors"}``: the
+    snippet's own output is what the run printed before ``END_OF_SNIPPET``."""
+    from tests.test_model_card import split_card, usage_snippets
+
+    remote, _ = usage_snippets(split_card(open(f"{ensemble_dir}/README.md", encoding="utf-8").read())[1])
+    out = tmp_path_factory.mktemp("without_jtcse") / "plain.npy"
+    code = (
+        f"{remote}\n"
+        "print('END_OF_SNIPPET')\n"
+        "import json\n"
+        "import numpy as np\n"
+        "from sentence_transformers import SentenceTransformer\n"
+        f"m = SentenceTransformer({ensemble_dir!r}, trust_remote_code=True, device='cpu')\n"
+        "print(json.dumps([type(m[0]).__name__, type(m[0]).__module__]))\n"
+        f"np.save({str(out)!r}, m.encode({SENTENCES!r}, convert_to_numpy=True, batch_size=3))\n"
+    )
+    run = run_python(code, hide_jtcse=True)
+    snippet_output, _, checks = run.stdout.partition("END_OF_SNIPPET\n")
+    module = json.loads(checks.splitlines()[0]) if checks.strip() else None
+    return {"snippet": remote, "run": run, "stdout": snippet_output, "module": module, "vectors": out}
+
+
 @pytest.mark.slow
-def test_fresh_process_without_jtcse_opens_the_ensemble_from_its_own_code(ensemble_dir, tmp_path):
+def test_fresh_process_without_jtcse_opens_the_ensemble_from_its_own_code(ensemble_dir, without_jtcse):
     """The checkpoint carries ensemble.py (+ the twin member's code): plain sentence-transformers opens it."""
     from jtcse.modeling.loading import load_model
 
     assert json.loads(open(f"{ensemble_dir}/modules.json", encoding="utf-8").read())[0]["type"] == "ensemble.Ensemble"
-    out = tmp_path / "plain.npy"
-    code = (
-        "import numpy as np\n"
-        "from sentence_transformers import SentenceTransformer\n"
-        f"m = SentenceTransformer({ensemble_dir!r}, trust_remote_code=True, device='cpu')\n"
-        "assert type(m[0]).__name__ == 'Ensemble' and type(m[0]).__module__ == 'ensemble', type(m[0]).__module__\n"
-        f"np.save({str(out)!r}, m.encode({SENTENCES!r}, convert_to_numpy=True, batch_size=3))\n"
-    )
-    result = run_python(code, hide_jtcse=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    np.testing.assert_allclose(np.load(out), _encode(load_model(ensemble_dir, device="cpu")), atol=1e-5)
+    assert without_jtcse["run"].returncode == 0, without_jtcse["run"].stderr[-3000:]
+    assert without_jtcse["module"] == ["Ensemble", "ensemble"]
+    vectors = np.load(without_jtcse["vectors"])
+    np.testing.assert_allclose(vectors, _encode(load_model(ensemble_dir, device="cpu")), atol=1e-5)
 
 
 @pytest.mark.slow
-def test_saved_ensemble_has_a_jtcse_model_card_whose_remote_snippet_runs_without_jtcse(ensemble_dir, twin_dir):
+def test_saved_ensemble_has_a_jtcse_model_card_whose_remote_snippet_runs_without_jtcse(
+    ensemble_dir, twin_dir, without_jtcse
+):
     from tests.test_model_card import check_snippet_output, split_card, table_value, usage_snippets
 
     meta, body = split_card(open(f"{ensemble_dir}/README.md", encoding="utf-8").read())
@@ -302,9 +327,9 @@ def test_saved_ensemble_has_a_jtcse_model_card_whose_remote_snippet_runs_without
     remote, local = usage_snippets(body)
     assert f"SentenceTransformer({ensemble_dir!r}, trust_remote_code=True)" in remote
     assert f"load_model({ensemble_dir!r})" in local
-    run = run_python(remote, hide_jtcse=True)
-    assert run.returncode == 0, run.stderr[-2000:]
-    check_snippet_output(remote, run.stdout)
+    assert without_jtcse["snippet"] == remote  # run first in its fresh interpreter (:func:`without_jtcse`)
+    assert without_jtcse["run"].returncode == 0, without_jtcse["run"].stderr[-2000:]
+    check_snippet_output(remote, without_jtcse["stdout"])
 
 
 @pytest.mark.slow

@@ -129,7 +129,9 @@ def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_wo
     rerun = invoke_cli(*args, "-o", out)  # in this process (its pool workers are fresh ones all the same)
     assert rerun.returncode == 0, rerun.stderr
     assert "Resumed after row 10." in rerun.stderr
-    fresh = invoke_cli(*args, "-o", tmp_path / "fresh")
+    # the uninterrupted run, in one process: a pool writes the very part files one process writes (a second pool
+    # would cost two more workers' imports, about 10 CPU seconds)
+    fresh = invoke_cli(*_encode_args(tiny_bert, corpus), "-o", tmp_path / "fresh")
     assert fresh.returncode == 0, fresh.stderr
     parts = sorted(p.name for p in out.glob("part-*"))
     assert parts == sorted(p.name for p in (tmp_path / "fresh").glob("part-*")) and len(parts) == 5
@@ -150,36 +152,49 @@ def test_pooled_encode_killed_while_its_pool_starts_leaves_no_process_behind(tin
     assert left == []
 
 
-def test_second_encode_into_the_same_output_is_refused(tiny_bert, corpus, tmp_path):
-    args = _encode_args(tiny_bert, corpus)
-    out = tmp_path / "shared.parquet"
+@pytest.fixture(scope="module")
+def interrupted_encode(tiny_bert, tmp_path_factory) -> dict:
+    """One ``jtcse encode`` that two tests read (each child costs seconds of imports): frozen (SIGSTOP, lock held)
+    with two chunks on disk while a second encode into the same output is tried, then sent Ctrl-C (SIGINT, acted on
+    as it wakes up); then the same command again in this process, and an uninterrupted encode for reference."""
+    folder = tmp_path_factory.mktemp("interrupted_encode")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES[:9] + [""] + SENTENCES[9:]) + "\n", encoding="utf-8")
+    args, out = _encode_args(tiny_bert, corpus), folder / "shared.parquet"
     first = _start_frozen((*args, "-o", out), "encode-chunk:2")
     try:
         before = snapshot(_outputs(out) + [out.with_name(out.name + ".parts")])
         second = invoke_cli(*args, "-o", out)
-        line = one_error_line(second)
-        assert f"is being written by PID {first.pid} on " in line and str(out) in line
-        assert f"running `jtcse encode {tiny_bert} " in line
-        assert snapshot(_outputs(out) + [out.with_name(out.name + ".parts")]) == before  # nothing touched
+        untouched = snapshot(_outputs(out) + [out.with_name(out.name + ".parts")]) == before
+        os.kill(first.pid, signal.SIGINT)
     finally:
-        finished = _resume(first)
-    assert finished.returncode == 0, finished.stderr
-    assert invoke_cli(*args, "-o", tmp_path / "fresh.parquet").returncode == 0
-    assert out.read_bytes() == (tmp_path / "fresh.parquet").read_bytes()  # the first run's result is whole
+        stopped = _resume(first)
+    rerun = invoke_cli(*args, "-o", out)
+    assert invoke_cli(*args, "-o", folder / "fresh.parquet").returncode == 0
+    return {"out": out, "first_pid": first.pid, "second": second, "untouched": untouched, "stopped": stopped,
+            "rerun": rerun, "fresh": folder / "fresh.parquet"}  # fmt: skip
 
 
-def test_ctrl_c_says_what_was_kept_and_how_to_resume(tiny_bert, corpus, tmp_path):
+@pytest.mark.xdist_group("interrupted_encode")
+def test_second_encode_into_the_same_output_is_refused(interrupted_encode, tiny_bert):
+    out = interrupted_encode["out"]
+    line = one_error_line(interrupted_encode["second"])
+    assert f"is being written by PID {interrupted_encode['first_pid']} on " in line and str(out) in line
+    assert f"running `jtcse encode {tiny_bert} " in line
+    assert interrupted_encode["untouched"]  # nothing touched
+    # the first run's result, resumed after its Ctrl-C, is whole
+    assert interrupted_encode["rerun"].returncode == 0, interrupted_encode["rerun"].stderr
+    assert out.read_bytes() == interrupted_encode["fresh"].read_bytes()
+
+
+@pytest.mark.xdist_group("interrupted_encode")
+def test_ctrl_c_says_what_was_kept_and_how_to_resume(interrupted_encode):
     """SIGINT (Ctrl-C) ended `jtcse encode` with status 130 and not a word."""
-    out = tmp_path / "v.parquet"
-    args = (*_encode_args(tiny_bert, corpus), "-o", out)
-    proc = _start_frozen(args, "encode-chunk:2")  # two chunks on disk
-    os.kill(proc.pid, signal.SIGINT)  # delivered as it wakes up
-    stopped = _resume(proc)
+    out, stopped, rerun = interrupted_encode["out"], interrupted_encode["stopped"], interrupted_encode["rerun"]
     assert stopped.returncode == 130, stopped.stderr[-2000:]
     assert stopped.stderr.strip().splitlines()[-1] == (
         f"Interrupted: the finished work in {out} is kept; run the same command again to resume."
     )
-    rerun = invoke_cli(*args)
     assert rerun.returncode == 0 and "Resumed after row 10." in rerun.stderr, rerun.stderr
 
 

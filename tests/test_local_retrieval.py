@@ -17,7 +17,9 @@ import json
 import pytest
 from helpers.cli import invoke_cli
 
-pytestmark = pytest.mark.slow  # the real MiniLM encodes about 200 sentences and a few long documents per count
+# the real MiniLM encodes about 200 sentences and a few long documents per count; one worker runs the module, so that
+# the independent count (a module fixture) is made once, not once per pytest-xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("local_retrieval")]
 
 
 @pytest.fixture(scope="module")

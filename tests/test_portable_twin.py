@@ -36,28 +36,46 @@ def test_checkpoint_names_its_own_files_byte_identical_to_the_package(saved_twin
         assert (path / name).read_bytes() == (package / name).read_bytes()
 
 
-@pytest.mark.slow
-def test_fresh_process_without_jtcse_encodes_like_memory(saved_twin, tmp_path):
-    model, path = saved_twin
-    out = tmp_path / "emb.npy"
+@pytest.fixture(scope="module")
+def without_jtcse(saved_twin, tmp_path_factory) -> dict:
+    """One fresh interpreter that cannot import jtcse, for two tests (each fresh interpreter costs seconds of
+    imports): it first opens the twin with plain sentence-transformers *without* ``trust_remote_code`` (the error,
+    as ``refused``), then with it: checks its settings, saves its vectors to ``vectors`` and re-saves it to
+    ``resaved`` (``module``: the module its class came from)."""
+    _, path = saved_twin
+    folder = tmp_path_factory.mktemp("without_jtcse")
     code = f"""
+import json
 import numpy as np
 from sentence_transformers import SentenceTransformer
+try:
+    SentenceTransformer({str(path)!r})
+    refused = None
+except Exception as err:
+    refused = f"{{type(err).__name__}}: {{err}}"
 model = SentenceTransformer({str(path)!r}, trust_remote_code=True)
 assert model[0].cael_every == 2 and model.max_seq_length == 48
-np.save({str(out)!r}, model.encode({SENTENCES!r}))
-resaved = {str(tmp_path / "resaved")!r}
-model.save(resaved)
-print(type(model[0]).__module__)
+np.save({str(folder / "emb.npy")!r}, model.encode({SENTENCES!r}))
+model.save({str(folder / "resaved")!r})
+print(json.dumps({{"refused": refused, "module": type(model[0]).__module__}}))
 """
     result = run_python(code, hide_jtcse=True)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == "twin"
-    np.testing.assert_allclose(np.load(out), model.encode(SENTENCES), atol=1e-5)
+    return {**json.loads(result.stdout.strip().splitlines()[-1]), "vectors": folder / "emb.npy",
+            "resaved": folder / "resaved"}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("portable_twin_without_jtcse")
+def test_fresh_process_without_jtcse_encodes_like_memory(saved_twin, without_jtcse):
+    model, path = saved_twin
+    assert without_jtcse["module"] == "twin"
+    np.testing.assert_allclose(np.load(without_jtcse["vectors"]), model.encode(SENTENCES), atol=1e-5)
     # a twin re-saved without jtcse is the same portable checkpoint
-    assert json.loads((tmp_path / "resaved" / "modules.json").read_text())[0]["type"] == "twin.TwinTowers"
+    resaved = without_jtcse["resaved"]
+    assert json.loads((resaved / "modules.json").read_text())[0]["type"] == "twin.TwinTowers"
     for name in CODE_FILES:
-        assert (tmp_path / "resaved" / name).read_bytes() == (path / name).read_bytes()
+        assert (resaved / name).read_bytes() == (path / name).read_bytes()
 
 
 def test_load_model_gives_the_installed_class(saved_twin):
@@ -113,13 +131,11 @@ def test_checkpoint_with_other_code_opens_with_the_installed_classes(saved_twin,
 
 
 @pytest.mark.slow
-def test_plain_sentence_transformer_without_trust_is_refused(saved_twin):
-    _, path = saved_twin
-    result = run_python(
-        f"from sentence_transformers import SentenceTransformer\nSentenceTransformer({str(path)!r})", hide_jtcse=True
-    )
-    assert result.returncode != 0
-    assert "twin.TwinTowers" in result.stderr and "trust_remote_code=True" in result.stderr
+@pytest.mark.xdist_group("portable_twin_without_jtcse")
+def test_plain_sentence_transformer_without_trust_is_refused(without_jtcse):
+    """Asked first, in the fresh interpreter (:func:`without_jtcse`)."""
+    assert without_jtcse["refused"] is not None
+    assert "twin.TwinTowers" in without_jtcse["refused"] and "trust_remote_code=True" in without_jtcse["refused"]
 
 
 def test_exported_towers_stay_plain(saved_twin, tmp_path):

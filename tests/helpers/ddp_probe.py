@@ -18,11 +18,15 @@ pre-hook and wraps the writers; the command itself runs unchanged (``jtcse.cli.m
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
+import importlib.util
 import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 LOG_DIR = Path(sys.argv[1])
 
@@ -33,13 +37,34 @@ def log(event: str, **fields) -> None:
         handle.write(json.dumps({"event": event, **fields}) + "\n")
 
 
-def install() -> None:
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from transformers import TrainerCallback
+def after_import(name: str, patch: Callable[[ModuleType], None]) -> None:
+    """``patch(module)`` once the module ``name`` is imported: now if it is, else right after its import."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+        return
 
-    import jtcse.training.teacher_cache as teacher_cache
-    import jtcse.training.trainer_run as trainer_run
+    class PatchOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(fullname)
+            execute = spec.loader.exec_module
+
+            def execute_and_patch(module: ModuleType) -> None:
+                execute(module)
+                patch(module)
+
+            spec.loader.exec_module = execute_and_patch
+            return spec
+
+    sys.meta_path.insert(0, PatchOnImport())
+
+
+def probe_callback():
+    """A new ``TrainerCallback`` that logs the training (made when a training starts: see :func:`install`)."""
+    import torch
+    from transformers import TrainerCallback
 
     class Probe(TrainerCallback):
         def __init__(self) -> None:
@@ -73,23 +98,36 @@ def install() -> None:
             log("step", step=state.global_step, params=hashlib.sha1(flat.numpy().tobytes()).hexdigest())
             self.rows = set()
 
+    return Probe()
+
+
+def install() -> None:
+    """Wrap the trainer call, ``SentenceTransformer.save``, the summary writer and the teacher targets. It imports
+    nothing heavy itself: a launch that trains nothing (a finished run rerun) imports neither transformers nor
+    sentence-transformers, and would otherwise pay seconds of imports for the probe alone."""
+    import jtcse.training.teacher_cache as teacher_cache
+    import jtcse.training.trainer_run as trainer_run
+
     train = trainer_run._train  # the runner's trainer call
 
     def observed_train(run, args):
-        run.callbacks = [*run.callbacks, Probe()]
+        run.callbacks = [*run.callbacks, probe_callback()]
         trainer, output = train(run, args)
         log("trained", wrapped=type(trainer.model_wrapped).__name__, resumed_from=run.resume_from)
         return trainer, output
 
     trainer_run._train = observed_train
 
-    save = SentenceTransformer.save
+    def observe_saves(sentence_transformers: ModuleType) -> None:
+        save = sentence_transformers.SentenceTransformer.save
 
-    def observed_save(self, path, *args, **kwargs):
-        log("save", path=str(path))
-        return save(self, path, *args, **kwargs)
+        def observed_save(self, path, *args, **kwargs):
+            log("save", path=str(path))
+            return save(self, path, *args, **kwargs)
 
-    SentenceTransformer.save = observed_save
+        sentence_transformers.SentenceTransformer.save = observed_save
+
+    after_import("sentence_transformers", observe_saves)
 
     write_run_summary = trainer_run.write_run_summary
 
