@@ -30,7 +30,7 @@ def main(
     ),
     rows: str = typer.Option(
         "",
-        help="Make only these rows: comma-separated globs over row names and stages (default_s1,fp32_s1; levers).",
+        help="Make only these rows: comma-separated globs over row names and stages (default_s1,bf16_s1; levers).",
     ),
     seeds: str = typer.Option("", help="Make only the rows of these seeds (comma-separated): others make the rest."),
     dry_run: bool = typer.Option(

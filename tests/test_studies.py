@@ -396,7 +396,7 @@ def test_the_student_keeps_study_expands_and_each_lever_moves_one_thing_from_jtc
         "shipped",
         *(f"default_s{s}" for s in seeds),
         *(f"default_{part}_s{s}" for s in seeds for part in ("tower_a", "twin", "ensemble")),
-        *(f"fp32_s{s}" for s in seeds),
+        *(f"bf16_s{s}" for s in seeds),
         *(f"{lever}_s1" for lever in levers),
         *parts,
     ]
@@ -409,7 +409,7 @@ def test_the_student_keeps_study_expands_and_each_lever_moves_one_thing_from_jtc
 
     today, defaults = config("default_s1"), _flat(PipelineConfig.from_values({"dev_file": "/data/dev"}).values())
     assert quick or today == defaults  # today's default: jtcse's own (a quick run's: a few steps of each stage)
-    assert {key for key in today if today[key] != config("fp32_s1")[key]} == {"precision"}
+    assert {key for key in today if today[key] != config("bf16_s1")[key]} == {"precision"}
     for lever in levers:
         moved, run = _flat(study.define["levers"][lever]["move"]), config(f"{lever}_s1")
         assert {key for key in today if today[key] != run[key]} == set(moved), lever
@@ -452,10 +452,10 @@ def test_a_run_makes_only_its_rows_and_seeds_and_reads_the_rows_other_processes_
         row = {"name": name, **{f"{split}_spearman": score for split in study.splits}}
         (work / "results" / f"{name}.json").write_text(json.dumps(row), encoding="utf-8")
 
-    assert listed((), ["default_s1", "fp32_s1"]) == ["default_s1", "fp32_s1"]
+    assert listed((), ["default_s1", "bf16_s1"]) == ["default_s1", "bf16_s1"]
     assert listed([2], ["default", "precision"]) == [
         f"default{p}_s2" for p in ("", "_tower_a", "_twin", "_ensemble")
-    ] + ["fp32_s2"]
+    ] + ["bf16_s2"]
     levers = [f"{lever}_s1" for lever in study.define["levers"]]
     assert listed((), ["start", "default*_s1", "levers"])[:5] == [
         "shipped",
