@@ -325,6 +325,30 @@ def test_root_cause_7_a_checkpoint_that_cannot_be_written_is_one_line(tiny_bert,
     assert invoke_cli(*args).returncode == 0
 
 
+@pytest.mark.slow
+def test_root_cause_7_an_optimizer_state_cut_short_is_one_line(tmp_path):
+    """torch.save (the optimizer's state of a checkpoint) past a file-size limit says only ``unexpected pos N vs M``
+    in a RuntimeError: a traceback when the model itself still fit."""
+    code = (
+        "import sys, torch\n"  # (Python ignores SIGXFSZ: a write past the limit fails with EFBIG)
+        "from pathlib import Path\n"
+        "from jtcse.training.trainer_run import write_failures\n"
+        "out = Path(sys.argv[1])\n"
+        "try:\n"
+        "    with write_failures(out):\n"
+        "        torch.save({'exp_avg': torch.zeros(300_000)}, out / 'optimizer.pt')\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err)\n"
+    )
+    command = ["bash", "-c", 'ulimit -f 1024 && exec "$@"', "bash", sys.executable, "-c", code, str(tmp_path)]
+    env = subprocess_env(PYTHONDONTWRITEBYTECODE=1)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.startswith(
+        f"JTCSEError {tmp_path}: a checkpoint or the model could not be written (a file came out short: no space "
+        "left or a file-size limit). The last complete checkpoint"
+    ), done.stdout + done.stderr[-2000:]
+
+
 # --------------------------------------------------------------------------------------------- the messages (item 8)
 def test_item_8_messages_say_what_is_wrong_and_what_to_do(tmp_path):
     from jtcse.evaluation.mteb_local_tasks import classification_task

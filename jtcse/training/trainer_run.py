@@ -199,9 +199,11 @@ def run_trainer(run: TrainerRun) -> dict[str, Any]:
 
 _WRITE_FAILED = re.compile(
     r'IoError\(Os \{ code: \d+, kind: \w+, message: "(?P<why>[^"]+)"|I/O error: (?P<io>[^(\n]+?) \(os error \d+\)'
-    r"|failed writing file (?P<file>\S+)"
+    r"|failed writing file (?P<file>\S+)|inline_container\.cc:\d+\] \. (?P<short>unexpected pos \d+ vs \d+)"
 )
-"""How safetensors (``SafetensorError``) and torch (``RuntimeError`` of ``PytorchStreamWriter``) say a write failed."""
+"""How safetensors (``SafetensorError``) and torch (``RuntimeError`` of ``PytorchStreamWriter``) say a write failed;
+torch's writer says only ``unexpected pos N vs M`` when a write of ``torch.save`` (the optimizer's state) came out
+short."""
 
 
 @contextmanager
@@ -222,7 +224,8 @@ def write_failures(output_dir: Path):
             )
             if found is None:
                 raise
-            why = found["why"] or found["io"] or f"writing {found['file']} failed"
+            short = found["short"] and "a file came out short: no space left or a file-size limit"
+            why = found["why"] or found["io"] or short or f"writing {found['file']} failed"
             raise JTCSEError(f"{output_dir}: a checkpoint or the model could not be written ({why}). {kept}") from None
 
 
