@@ -314,10 +314,7 @@ def test_the_runner_trains_scores_resumes_and_reports_a_tiny_study(tmp_path, sha
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p: p.stat().st_mtime_ns for p in (work / "results").iterdir() if p.name != "base_s1.json"} == files
     remade = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]["base_s1"]
-    trained = {"warmup_a", "warmup_b", "twin", "distill"}  # a trainer records its seconds: the run's that made it
-    assert {k: v for k, v in remade["stage_seconds"].items() if k in trained} == {
-        k: v for k, v in rows["base_s1"]["stage_seconds"].items() if k in trained
-    }
+    assert remade["stage_seconds"] == rows["base_s1"]["stage_seconds"]  # the seconds of the run that made them
     shutil.copy(out / "tables.md", tmp_path / "first.md")
     rebuilt = subprocess.run(command + ["--report-only"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert rebuilt.returncode == 0 and (out / "tables.md").read_bytes() == (tmp_path / "first.md").read_bytes()

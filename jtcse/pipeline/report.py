@@ -55,9 +55,9 @@ def selection_report(
 def summary_table(rows: list[dict[str, Any]], starting: dict[str, Any], evaluated: dict[str, Any]) -> list[dict]:
     """The summary's rows: each starting model the eval stage scored (the rows to beat), then each stage's row
     with its dev score (the eval stage's, else the stage's own final one) and genres. ``seconds`` is this run's time
-    (0 for a stage done before); ``stage_seconds`` what the stage took when it ran: a training stage's as its run
-    recorded it, so a stage done before keeps its own; else this run's (``None`` when done before, and for a
-    starting model)."""
+    (0 for a stage done before); ``stage_seconds`` what the stage took when it ran: this run's time, or for a stage
+    done before the time the folder's earlier summary gave it, else its trainer's recorded training loop (``None``
+    for a starting model, and for a stage done before that records none)."""
     from jtcse.modeling.loading import describe_source
 
     scores = evaluated.get("dev_spearman", {})

@@ -39,8 +39,9 @@ SUMMARY_JSON, SUMMARY_MD = "pipeline_summary.json", "pipeline_summary.md"
 
 class PipelineRun:
     """One run under way: its ``config``, its ``plan``, the ``device`` every stage trains and evaluates on
-    (``None``: the best here), its ``output`` (the run's folder) and the ``summaries`` of the stages done so far
-    (``{stage name: summary}``)."""
+    (``None``: the best here), its ``output`` (the run's folder), the ``summaries`` of the stages done so far
+    (``{stage name: summary}``) and what each stage took when it ran, as the folder's earlier summary said
+    (``earlier_seconds``: kept for a stage this run finds done)."""
 
     def __init__(
         self,
@@ -49,10 +50,12 @@ class PipelineRun:
         output: FolderOutput,
         device: str | None = None,
         progress: RunProgress | None = None,
+        earlier_seconds: dict[str, float] | None = None,
     ):
         self.config, self.plan, self.output, self.device = config, plan, output, device
         self.progress = progress
         self.summaries: dict[str, dict] = {}
+        self.earlier_seconds = earlier_seconds or {}
 
     @property
     def callbacks(self) -> list:
@@ -96,7 +99,8 @@ class PipelineRun:
         seconds = 0.0 if done else round(time.perf_counter() - started, 2)
         status = "skipped (done)" if done else "ran"
         row = {"stage": name, "output": str(folder), "status": status, "seconds": seconds, "summary": summary}
-        row["stage_seconds"] = summary.get("seconds", None if done else seconds)  # a trainer's: as its run recorded it
+        # what the stage took when it ran: this run's time, else the earlier summary's, else its trainer's loop
+        row["stage_seconds"] = self.earlier_seconds.get(name, summary.get("seconds")) if done else seconds
         if self.progress is not None:
             self.progress.ended(stage, row)
         return row
@@ -188,8 +192,9 @@ def run_pipeline(
     plan = make_plan(config, output_dir, device)
     progress = _progress(plan, config, say)
     with out.writing():  # one pipeline per folder; each stage's trainer also locks its own folder
+        earlier = _stage_seconds(Path(output_dir) / SUMMARY_JSON)
         out.remove(SUMMARY_JSON, SUMMARY_MD)  # from now on the stage folders may hold other models than they say
-        run = PipelineRun(config, plan, out, device, progress)
+        run = PipelineRun(config, plan, out, device, progress, earlier_seconds=earlier)
         rows = [run.execute(stage) for stage in plan.stages]
         table = summary_table(rows, plan.starting, run.summaries.get(EVAL.metadata.name, {}))
         result = {
@@ -203,6 +208,19 @@ def run_pipeline(
         out.write_json(SUMMARY_JSON, result)
         out.write_text(SUMMARY_MD, format_table(table))
     return result
+
+
+def _stage_seconds(summary: Path) -> dict[str, float]:
+    """``{stage: seconds}`` of what each stage took when it ran, as an earlier run's summary says (a stage it ran:
+    its time; one it found done: what it carried); ``{}`` without a readable summary."""
+    try:
+        table = json.loads(summary.read_text(encoding="utf-8"))["table"]
+        took = {
+            row["stage"]: row.get("stage_seconds", row["seconds"] if row["status"] == "ran" else None) for row in table
+        }
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+    return {stage: seconds for stage, seconds in took.items() if isinstance(seconds, (int, float)) and seconds > 0}
 
 
 def _progress(plan: Plan, config: PipelineConfig, say: Callable[[str], None] | None) -> RunProgress:
