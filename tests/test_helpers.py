@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from helpers.cli import (
     REPO,
+    fork_cli,
+    fork_run_cli,
     invoke_cli,
     one_error_line,
     run_cli,
@@ -88,6 +90,20 @@ def test_invoke_cli_answers_as_the_child_process_does(tmp_path):
     before = (dict(os.environ), os.getcwd())
     debug = invoke_cli("diagnose", tmp_path / "no-model", "-o", tmp_path / "d", cwd=tmp_path, JTCSE_DEBUG=1)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "model not found" in debug.stderr.splitlines()[-1]
+    assert (dict(os.environ), os.getcwd()) == before
+
+
+@pytest.mark.cli
+def test_fork_cli_answers_as_invoke_cli_does_from_a_process_of_its_own(tmp_path):
+    """A refused command and a --help: the same exit status, stdout and stderr as in this process, from another
+    process; this process's environment and working folder are as they were. (Killed and frozen children:
+    tests/test_faults.py.)"""
+    before = (dict(os.environ), os.getcwd())
+    for call in (("index", "search", "--index", tmp_path, "-q", "hello"), ("encode", "--help")):
+        forked, here = fork_run_cli(*call, cwd=tmp_path), invoke_cli(*call, cwd=tmp_path)
+        assert (forked.returncode, forked.stdout, forked.stderr) == (here.returncode, here.stdout, here.stderr), call
+    child = fork_cli("--help")
+    assert child.pid != os.getpid() and child.wait(timeout=60) == 0 and "Usage: " in child.communicate()[0]
     assert (dict(os.environ), os.getcwd()) == before
 
 
