@@ -255,6 +255,26 @@ def fork_run_cli(*args: object, timeout: float = 600, **options: object) -> subp
     return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
 
 
+def run_script_here(script: Path, *args: object) -> str:
+    """Run the Python script ``script ARGS`` (``python SCRIPT ARGS``: a benchmark in scripts/) in this process as its
+    ``__main__``; what it printed. ``sys.argv``, torch's threads and torch's random state are restored afterwards."""
+    import runpy
+
+    import torch
+
+    saved_argv, threads, rng = sys.argv, torch.get_num_threads(), torch.get_rng_state()
+    out = io.StringIO()
+    sys.argv = [str(script), *map(str, args)]
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = saved_argv
+        torch.set_num_threads(threads)
+        torch.set_rng_state(rng)
+    return out.getvalue()
+
+
 def run_python(
     code: str, *, hide_jtcse: bool = False, timeout: float = 600, cwd: str | Path | None = None, **env: object
 ) -> subprocess.CompletedProcess:
