@@ -4,9 +4,9 @@ Kill points are deterministic: ``JTCSE_CRASH_AT=NAME:N`` makes the child SIGKILL
 pass through :func:`jtcse.locking.crash_point` ``NAME`` (``NAME:N:STOP`` freezes it instead, holding
 its lock, until the test sends SIGCONT). Each case is listed in docs/runs.md ("What happens when
 things go wrong"). The child is forked from the test process (``helpers.cli.fork_cli``: a process of its own,
-without a fresh interpreter's seconds of imports) except where a fresh interpreter is part of the case: the
-pooled encodes (their workers and multiprocessing's resource tracker must be the child's own) and the rtt runs
-(the child talks to the stand-in server, a thread of the test process).
+without a fresh interpreter's seconds of imports) except where a fresh interpreter is part of the case: the pool
+killed as it starts (multiprocessing's resource tracker must be the child's own) and the rtt runs (the child talks
+to the stand-in server, a thread of the test process).
 """
 
 from __future__ import annotations
@@ -124,9 +124,9 @@ def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_wo
     args = (*_encode_args(tiny_bert, corpus), "--processes", 2)
     out = tmp_path / "killed"  # a shards folder: part files
     tag = f"pool-{os.getpid()}-{tmp_path.name}"
-    killed = run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:2", JTCSE_TEST_TAG=tag)
+    killed = fork_run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:2", JTCSE_TEST_TAG=tag)
     assert killed.returncode == -signal.SIGKILL
-    # run_cli returned, so nothing holds the child's stdout any more: the pool workers died with their parent
+    # the pool workers (fresh interpreters the killed child started, tagged) died with their parent
     assert _left_after(tag, seconds=5) == []  # (and the watchdog, which wakes every 0.5 s, saw it and exited)
     assert json.loads(meta_path_for(out).read_text())["rows_done"] == 10
 
