@@ -196,9 +196,10 @@ def pipeline(runner, row: Row) -> None:
     def run() -> dict:
         return run_pipeline(out, config, device="cpu")["stages"][DISTILL.metadata.name]
 
-    def seconds() -> dict:  # (a rerun that finds every stage done keeps the seconds of the run that made them)
+    def seconds() -> dict:  # a stage done before (not one reused from another row) keeps its own run's seconds
         summary = json.loads((out / "pipeline_summary.json").read_text(encoding="utf-8"))
-        ran = {r["stage"]: r["seconds"] for r in summary["table"] if r["status"] == "ran"}
+        took = {r["stage"]: r["stage_seconds"] for r in summary["table"] if r.get("stage_seconds") is not None}
+        ran = {stage: s for stage, s in took.items() if stage not in reused}
         ran = {**runner.rows[row.name].get("stage_seconds", {}), **ran}
         return {"stage_seconds": ran, "pipeline_seconds": {**reused, **ran}}
 

@@ -21,14 +21,18 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
-python -m pip install -q --upgrade pip
+# --no-compile: pip would byte-compile every file it installs (all of torch, transformers, scipy, ...: about 50 CPU-s
+# here); Python compiles just the modules a process imports, once, on first use (about 12 CPU-s for the test suite),
+# and keeps them: so the scripts write bytecode even where the environment says not to.
+unset PYTHONDONTWRITEBYTECODE
+python -m pip install -q --no-compile --upgrade pip
 TORCH="torch==${JTCSE_TORCH_VERSION:-2.13.0}"
-python -m pip install -q "$TORCH"
+python -m pip install -q --no-compile "$TORCH"
 # torch is named again so that no dependency upgrades it: e.g. optimum-intel wants torchvision, whose latest
 # release needs a newer torch, and pip would fetch that torch's CUDA build rather than pick a matching torchvision.
 if [ -n "${1:-}" ]; then
-  python -m pip install -q -e ".[$1]" "$TORCH"
+  python -m pip install -q --no-compile -e ".[$1]" "$TORCH"
 else
-  python -m pip install -q -e . "$TORCH"
+  python -m pip install -q --no-compile -e . "$TORCH"
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false

@@ -136,6 +136,9 @@ def test_full_pipeline_runs_and_reruns_as_skips_and_never_keeps_a_stale_model(
     assert said[1::2] == [f"[{i}/5] {stage}: done before, skipped" for i, stage in enumerate(
         ["warmup_a", "warmup_b", "twin", "distill", "eval"], start=1)]  # fmt: skip
     assert second["stages"]["eval"]["dev_spearman"] == scores
+    took = {row["stage"]: row["stage_seconds"] for row in second["table"][2:6]}  # each trainer's, as its run had it
+    assert took == {row["stage"]: row["stage_seconds"] for row in first["table"][2:6]} and all(took.values())
+    assert all(row["seconds"] == 0.0 for row in second["table"][2:])  # while this run spent none on them
     with pytest.raises(JTCSEError, match=r"twin already holds a finished run, with other settings \(\[twin\] "
                                          r"learning_rate 1e-05 -> 0.0001\)"):  # fmt: skip
         run_pipeline(tmp_path / "recipe", config(**{**values, "twin": {**tiny, "learning_rate": 1e-4}}))

@@ -292,10 +292,19 @@ def test_the_runner_trains_scores_resumes_and_reports_a_tiny_study(tmp_path, sha
     assert "| similarity | 2 |" in tables and "+0.00 ± 0.00 |" in tables  # the row to beat against itself
     assert json.loads((out / "results.json").read_text(encoding="utf-8"))["choices"]["objective"] in ("base", "mse")
 
+    assert not {"warmup_a", "warmup_b", "twin"} & set(rows["mse_s1"]["stage_seconds"])  # reused: base_s1's
+    assert {"warmup_a", "twin", "distill"} <= set(rows["base_s1"]["stage_seconds"])
+
+    (work / "results" / "base_s1.json").unlink()  # a row made again on its finished folder keeps its seconds
     files = {p: p.stat().st_mtime_ns for p in (work / "results").iterdir()}
     again = _study_run(*command)
     assert again.exit_code == 0, again.output[-3000:]
-    assert {p: p.stat().st_mtime_ns for p in (work / "results").iterdir()} == files  # nothing made twice
+    assert {p: p.stat().st_mtime_ns for p in (work / "results").iterdir() if p.name != "base_s1.json"} == files
+    remade = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]["base_s1"]
+    trained = {"warmup_a", "warmup_b", "twin", "distill"}  # a trainer records its seconds: the run's that made it
+    assert {k: v for k, v in remade["stage_seconds"].items() if k in trained} == {
+        k: v for k, v in rows["base_s1"]["stage_seconds"].items() if k in trained
+    }
     shutil.copy(out / "tables.md", tmp_path / "first.md")
     rebuilt = _study_run(*command, "--report-only")
     assert rebuilt.exit_code == 0 and (out / "tables.md").read_bytes() == (tmp_path / "first.md").read_bytes()

@@ -54,7 +54,10 @@ def selection_report(
 
 def summary_table(rows: list[dict[str, Any]], starting: dict[str, Any], evaluated: dict[str, Any]) -> list[dict]:
     """The summary's rows: each starting model the eval stage scored (the rows to beat), then each stage's row
-    with its dev score (the eval stage's, else the stage's own final one) and genres."""
+    with its dev score (the eval stage's, else the stage's own final one) and genres. ``seconds`` is this run's time
+    (0 for a stage done before); ``stage_seconds`` what the stage took when it ran: a training stage's as its run
+    recorded it, so a stage done before keeps its own; else this run's (``None`` when done before, and for a
+    starting model)."""
     from jtcse.modeling.loading import describe_source
 
     scores = evaluated.get("dev_spearman", {})
@@ -74,6 +77,7 @@ def summary_table(rows: list[dict[str, Any]], starting: dict[str, Any], evaluate
             "stage": label,
             "status": "starting model (its own pooling)",
             "seconds": 0.0,
+            "stage_seconds": None,
             "output": describe_source(model),
             "dev_spearman": scores.get(label),
             "dev_genres": genres.get(label),
@@ -87,6 +91,7 @@ def summary_table(rows: list[dict[str, Any]], starting: dict[str, Any], evaluate
             "stage": row["stage"],
             "status": row["status"],
             "seconds": row["seconds"],
+            "stage_seconds": row["stage_seconds"],
             "output": row["output"],
             "dev_spearman": scores.get(row["stage"], row["summary"].get("final_dev_spearman")),
             "dev_genres": genres.get(row["stage"]),

@@ -96,6 +96,7 @@ class PipelineRun:
         seconds = 0.0 if done else round(time.perf_counter() - started, 2)
         status = "skipped (done)" if done else "ran"
         row = {"stage": name, "output": str(folder), "status": status, "seconds": seconds, "summary": summary}
+        row["stage_seconds"] = summary.get("seconds", None if done else seconds)  # a trainer's: as its run recorded it
         if self.progress is not None:
             self.progress.ended(stage, row)
         return row
