@@ -12,7 +12,6 @@ import pytest
 from helpers.cli import (
     REPO,
     fork_cli,
-    fork_run_cli,
     invoke_cli,
     one_error_line,
     run_cli,
@@ -95,15 +94,19 @@ def test_invoke_cli_answers_as_the_child_process_does(tmp_path):
 
 @pytest.mark.cli
 def test_fork_cli_answers_as_invoke_cli_does_from_a_process_of_its_own(tmp_path):
-    """A refused command and a --help: the same exit status, stdout and stderr as in this process, from another
-    process; this process's environment and working folder are as they were. (Killed and frozen children:
-    tests/test_faults.py.)"""
+    """A refused command: the same exit status, stdout and stderr as in this process, from another process; this
+    process's environment and working folder are as they were. (Killed, frozen and interrupted children, and one
+    under a file-size limit: tests/test_faults.py, tests/test_owned_by_content.py.)"""
+    call = ("index", "search", "--index", tmp_path, "-q", "hello")
     before = (dict(os.environ), os.getcwd())
-    for call in (("index", "search", "--index", tmp_path, "-q", "hello"), ("encode", "--help")):
-        forked, here = fork_run_cli(*call, cwd=tmp_path), invoke_cli(*call, cwd=tmp_path)
-        assert (forked.returncode, forked.stdout, forked.stderr) == (here.returncode, here.stdout, here.stderr), call
-    child = fork_cli("--help")
-    assert child.pid != os.getpid() and child.wait(timeout=60) == 0 and "Usage: " in child.communicate()[0]
+    child, here = fork_cli(*call, cwd=tmp_path), invoke_cli(*call, cwd=tmp_path)
+    stdout, stderr = child.communicate(timeout=60)
+    assert child.pid != os.getpid() and (child.returncode, stdout, stderr) == (
+        here.returncode,
+        here.stdout,
+        here.stderr,
+    )
+    assert here.returncode == 2 and "is not a jtcse index directory" in stderr
     assert (dict(os.environ), os.getcwd()) == before
 
 
