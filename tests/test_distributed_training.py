@@ -207,11 +207,22 @@ def test_simcse_under_torchrun_is_one_ddp_job_with_gathered_negatives(tmp_path, 
 
 @pytest.mark.distributed
 @pytest.mark.slow
-def test_distill_under_torchrun_encodes_the_teacher_once(tmp_path, tiny_bert, tiny_bert_b, corpus):
+def test_distill_under_accelerate_launch_encodes_the_teacher_once(tmp_path, tiny_bert, tiny_bert_b, corpus):
+    """``accelerate launch`` (1.15) starts two local processes with --multi_gpu (torchrun underneath), and jtcse trains
+    them as one DDP job with gloo on the CPU, as under torchrun; the teacher is encoded by rank 0 alone. (This launch
+    is the suite's accelerate check: ``--cpu --num_processes N`` would start one process without MPI.) Port 0: a free
+    port, not accelerate's default 29500, so that launches running side by side (pytest-xdist) do not collide."""
     out = tmp_path / "student"
-    run = torchrun(
-        tmp_path, "distill", "--teacher", tiny_bert_b, "--student", tiny_bert, "--corpus", corpus, "-o", out,
-        "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "3", "--save-steps", "2",
+    (tmp_path / "probe").mkdir()
+    run = run_launch(
+        [
+            sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+            "--num_machines", "1", "--main_process_port", "0", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--tee", "3", "--log_dir", tmp_path / "logs", "--monitor_interval", "0.1",
+            PROBE, tmp_path / "probe", "distill", "--teacher", tiny_bert_b, "--student", tiny_bert, "--corpus", corpus,
+            "-o", out, "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "3", "--save-steps", "2",
+        ],
+        cwd=tmp_path, HF_HOME=tmp_path / "hf",  # no user accelerate config
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:] + rank_output(tmp_path, 0)[-3000:]
     assert_one_ddp_run(tmp_path, out, [1, 2, 3], find_unused=True, what="Student")
@@ -313,28 +324,6 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return ""
-
-
-@pytest.mark.distributed
-@pytest.mark.slow
-def test_accelerate_launch_runs_two_processes_on_the_cpu(tmp_path, tiny_bert, tiny_bert_b, corpus):
-    """accelerate 1.15 starts several local processes with --multi_gpu (torchrun underneath); jtcse then
-    trains them with gloo on the CPU. (``--cpu --num_processes N`` starts one process without MPI.) Port 0: a free
-    port, not accelerate's default 29500, so that launches running side by side (pytest-xdist) do not collide."""
-    out = tmp_path / "twin"
-    run = run_launch(
-        [
-            sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-            "--num_machines", "1", "--main_process_port", "0", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "-m", "jtcse", "train", "--tower-a", tiny_bert, "--tower-b", tiny_bert_b, "--corpus", str(corpus),
-            "-o", str(out), "--batch-size", "8", "--max-seq-length", "16", "--max-steps", "2",
-        ],
-        cwd=tmp_path, HF_HOME=tmp_path / "hf",  # no user accelerate config
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.count("Twin saved to") == 1
-    summary = json.loads((out / "run_summary.json").read_text())
-    assert summary["settings"]["world_size"] == 2 and summary["steps"] == 2
 
 
 @pytest.mark.distributed

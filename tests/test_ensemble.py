@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers.cli import invoke_cli, one_error_line, run_python
+from helpers.cli import REPO, invoke_cli, one_error_line, run_python
 
 # one worker runs the module, so that its module fixtures (towers, the saved ensemble, a fresh interpreter) are made
 # once, not once per pytest-xdist worker
@@ -127,22 +127,16 @@ def test_gradients_reach_every_member(tiny_bert, narrow_roberta):
 
 
 @pytest.mark.slow
-def test_save_then_load_in_a_fresh_process_encodes_the_same(ensemble_dir, tmp_path):
+def test_save_then_load_in_a_fresh_process_encodes_the_same(ensemble_dir, without_jtcse):
+    """jtcse's loader in a fresh interpreter (:func:`without_jtcse`'s, once its jtcse-free part is done: nothing of
+    the process that saved the ensemble) encodes as the ensemble in memory."""
     from jtcse.modeling.loading import load_model
 
     config = json.loads(open(f"{ensemble_dir}/ensemble_config.json", encoding="utf-8").read())
     assert config == {"combine": "concat", "weights": [1.0, 2.0, 0.5], "members": ["member_1", "member_2", "member_3"]}
     in_memory = _encode(load_model(ensemble_dir, device="cpu"))
-    out = tmp_path / "fresh.npy"
-    code = (
-        "import numpy as np\n"
-        "from jtcse.modeling.loading import load_model\n"
-        f"m = load_model({ensemble_dir!r}, device='cpu')\n"
-        f"np.save({str(out)!r}, m.encode({SENTENCES!r}, convert_to_numpy=True, batch_size=3))\n"
-    )
-    result = run_python(code)
-    assert result.returncode == 0, result.stderr[-2000:]
-    np.testing.assert_allclose(np.load(out), in_memory, atol=1e-6)
+    assert without_jtcse["run"].returncode == 0, without_jtcse["run"].stderr[-2000:]
+    np.testing.assert_allclose(np.load(without_jtcse["jtcse_vectors"]), in_memory, atol=1e-6)
     assert in_memory.shape == (len(SENTENCES), 80)
 
 
@@ -274,14 +268,16 @@ def test_library_bad_input_raises_value_errors(tiny_bert, narrow_roberta):
 
 @pytest.fixture(scope="module")
 def without_jtcse(ensemble_dir, tmp_path_factory) -> dict:
-    """One fresh interpreter that cannot import jtcse, for two tests (each fresh interpreter costs seconds of
-    imports): it runs the saved card's remote-code snippet as a user pastes it, then opens the ensemble with plain
-    sentence-transformers and saves its vectors. ``{"snippet", "run", "stdout", "module", "vectors"}``: the
-    snippet's own output is what the run printed before ``END_OF_SNIPPET``."""
+    """One fresh interpreter for three tests (each fresh interpreter costs seconds of imports): unable to import
+    jtcse, it runs the saved card's remote-code snippet as a user pastes it, then opens the ensemble with plain
+    sentence-transformers and saves its vectors; then jtcse is let in and its loader opens the ensemble and saves
+    its vectors too. ``{"snippet", "run", "stdout", "module", "vectors", "jtcse_vectors"}``: the snippet's own
+    output is what the run printed before ``END_OF_SNIPPET``."""
     from tests.test_model_card import split_card, usage_snippets
 
     remote, _ = usage_snippets(split_card(open(f"{ensemble_dir}/README.md", encoding="utf-8").read())[1])
-    out = tmp_path_factory.mktemp("without_jtcse") / "plain.npy"
+    folder = tmp_path_factory.mktemp("without_jtcse")
+    out, with_jtcse = folder / "plain.npy", folder / "jtcse.npy"
     code = (
         f"{remote}\n"
         "print('END_OF_SNIPPET')\n"
@@ -291,11 +287,17 @@ def without_jtcse(ensemble_dir, tmp_path_factory) -> dict:
         f"m = SentenceTransformer({ensemble_dir!r}, trust_remote_code=True, device='cpu')\n"
         "print(json.dumps([type(m[0]).__name__, type(m[0]).__module__]))\n"
         f"np.save({str(out)!r}, m.encode({SENTENCES!r}, convert_to_numpy=True, batch_size=3))\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _HideJtcse)]  # jtcse let in,\n"
+        f"sys.path.insert(0, {str(REPO)!r})  # this checkout's\n"
+        "from jtcse.modeling.loading import load_model\n"
+        f"m = load_model({ensemble_dir!r}, device='cpu')\n"
+        f"np.save({str(with_jtcse)!r}, m.encode({SENTENCES!r}, convert_to_numpy=True, batch_size=3))\n"
     )
     run = run_python(code, hide_jtcse=True)
     snippet_output, _, checks = run.stdout.partition("END_OF_SNIPPET\n")
     module = json.loads(checks.splitlines()[0]) if checks.strip() else None
-    return {"snippet": remote, "run": run, "stdout": snippet_output, "module": module, "vectors": out}
+    return {"snippet": remote, "run": run, "stdout": snippet_output, "module": module, "vectors": out,
+            "jtcse_vectors": with_jtcse}  # fmt: skip
 
 
 @pytest.mark.slow

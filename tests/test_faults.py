@@ -3,7 +3,10 @@
 Kill points are deterministic: ``JTCSE_CRASH_AT=NAME:N`` makes the child SIGKILL itself at the N-th
 pass through :func:`jtcse.locking.crash_point` ``NAME`` (``NAME:N:STOP`` freezes it instead, holding
 its lock, until the test sends SIGCONT). Each case is listed in docs/runs.md ("What happens when
-things go wrong").
+things go wrong"). The child is forked from the test process (``helpers.cli.fork_cli``: a process of its own,
+without a fresh interpreter's seconds of imports) except where a fresh interpreter is part of the case: the pool
+killed as it starts (multiprocessing's resource tracker must be the child's own) and the rtt runs (the child talks
+to the stand-in server, a thread of the test process).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.cli import invoke_cli, one_error_line, run_cli, run_python, start_cli
+from helpers.cli import fork_cli, fork_run_cli, invoke_cli, one_error_line, run_cli, run_python, start_cli
 from helpers.files import snapshot
 from helpers.rtt import google
 from helpers.shared import built_once
@@ -50,15 +53,16 @@ def _outputs(out: Path) -> list[Path]:
     return [out, meta_path_for(out)] + ([rows_path_for(out)] if out.suffix == ".npy" else [])
 
 
-def _start_frozen(args: tuple, point: str) -> subprocess.Popen:
-    """Start ``jtcse ARGS`` and return once it has frozen itself (SIGSTOP) at ``point``, lock held."""
-    proc = start_cli(*args, JTCSE_CRASH_AT=f"{point}:STOP")
+def _start_frozen(args: tuple, point: str, fork: bool = True):
+    """Start ``jtcse ARGS`` (forked, or in a fresh interpreter) and return once it has frozen itself (SIGSTOP) at
+    ``point``, lock held."""
+    proc = (fork_cli if fork else start_cli)(*args, JTCSE_CRASH_AT=f"{point}:STOP")
     _, status = os.waitpid(proc.pid, os.WUNTRACED)
     assert os.WIFSTOPPED(status), f"the first process ended before {point}"
     return proc
 
 
-def _resume(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+def _resume(proc) -> subprocess.CompletedProcess:
     os.kill(proc.pid, signal.SIGCONT)
     stdout, stderr = proc.communicate(timeout=600)
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
@@ -71,7 +75,7 @@ def _resume(proc: subprocess.Popen) -> subprocess.CompletedProcess:
 def test_encode_killed_mid_run_resumes_to_the_same_bytes(tiny_bert, corpus, tmp_path, suffix):
     args = _encode_args(tiny_bert, corpus)
     out = tmp_path / f"killed{suffix}"
-    killed = run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:3")
+    killed = fork_run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:3")
     assert killed.returncode == -signal.SIGKILL
     progress = json.loads(meta_path_for(out).read_text())
     assert (progress["rows_done"], progress["complete"]) == (15, False)
@@ -120,9 +124,9 @@ def test_pooled_encode_killed_mid_run_resumes_to_the_same_bytes_and_leaves_no_wo
     args = (*_encode_args(tiny_bert, corpus), "--processes", 2)
     out = tmp_path / "killed"  # a shards folder: part files
     tag = f"pool-{os.getpid()}-{tmp_path.name}"
-    killed = run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:2", JTCSE_TEST_TAG=tag)
+    killed = fork_run_cli(*args, "-o", out, JTCSE_CRASH_AT="encode-chunk:2", JTCSE_TEST_TAG=tag)
     assert killed.returncode == -signal.SIGKILL
-    # run_cli returned, so nothing holds the child's stdout any more: the pool workers died with their parent
+    # the pool workers (fresh interpreters the killed child started, tagged) died with their parent
     assert _left_after(tag, seconds=5) == []  # (and the watchdog, which wakes every 0.5 s, saw it and exited)
     assert json.loads(meta_path_for(out).read_text())["rows_done"] == 10
 
@@ -286,7 +290,7 @@ def test_second_rtt_into_the_same_folder_is_refused(stub_cert, tmp_path):
     out = tmp_path / "out"
     with StubTranslateServer(*stub_cert) as server:
         args = _rtt_args(corpus, server, stub_cert[0], out)
-        first = _start_frozen(args, "rtt-pivot:1")  # pairs.de.tsv written, fr not yet
+        first = _start_frozen(args, "rtt-pivot:1", fork=False)  # pairs.de.tsv written, fr not yet
         try:
             before = snapshot([out])
             line = one_error_line(invoke_cli(*args))
@@ -421,7 +425,7 @@ def test_trainer_killed_while_saving_resumes_to_the_uninterrupted_model(
     reference, corpus = uninterrupted(command)
     out = tmp_path / "run"
     args = _trainer_args(command, (tiny_bert, tiny_bert_b), corpus, out)
-    killed = run_cli(*args, JTCSE_CRASH_AT=point)
+    killed = fork_run_cli(*args, JTCSE_CRASH_AT=point)
     assert killed.returncode == -signal.SIGKILL
     assert not (out / "run_summary.json").exists()
     if point.startswith("checkpoint-save"):

@@ -134,17 +134,13 @@ def test_towers_load_with_sdpa_and_every_attention_of_a_training_forward_is_fuse
 def test_bench_gpu_smoke_runs_on_the_cpu_and_reports_every_part(tiny_bert):
     """scripts/bench_gpu.py with tiny settings on the CPU: the JSON has every part; GradCache says CUDA only."""
     import json
-    import subprocess
-    import sys
 
-    from helpers.cli import REPO, subprocess_env
+    from helpers.cli import REPO, run_script_here
 
-    command = [sys.executable, str(REPO / "scripts" / "bench_gpu.py"), "--device", "cpu", "--tower", tiny_bert,
-               "--batch-size", "4", "--max-seq-length", "16", "--warmup", "0", "--repeats", "1",
-               "--encode-sentences", "16", "--encode-batch-size", "8"]  # fmt: skip
-    result = subprocess.run(command, env=subprocess_env(), capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout)
+    printed = run_script_here(REPO / "scripts" / "bench_gpu.py", "--device", "cpu", "--tower", tiny_bert,
+                              "--batch-size", "4", "--max-seq-length", "16", "--warmup", "0", "--repeats", "1",
+                              "--encode-sentences", "16", "--encode-batch-size", "8")  # fmt: skip
+    report = json.loads(printed)
     assert report["device"] == "cpu" and report["settings"]["precisions"] == ["fp32", "bf16"]
     for precision in ("fp32", "bf16"):
         train = report["train"][precision]

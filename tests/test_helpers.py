@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import (
     REPO,
+    fork_cli,
     invoke_cli,
     one_error_line,
     run_cli,
@@ -88,6 +89,24 @@ def test_invoke_cli_answers_as_the_child_process_does(tmp_path):
     before = (dict(os.environ), os.getcwd())
     debug = invoke_cli("diagnose", tmp_path / "no-model", "-o", tmp_path / "d", cwd=tmp_path, JTCSE_DEBUG=1)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "model not found" in debug.stderr.splitlines()[-1]
+    assert (dict(os.environ), os.getcwd()) == before
+
+
+@pytest.mark.cli
+def test_fork_cli_answers_as_invoke_cli_does_from_a_process_of_its_own(tmp_path):
+    """A refused command: the same exit status, stdout and stderr as in this process, from another process; this
+    process's environment and working folder are as they were. (Killed, frozen and interrupted children, and one
+    under a file-size limit: tests/test_faults.py, tests/test_owned_by_content.py.)"""
+    call = ("index", "search", "--index", tmp_path, "-q", "hello")
+    before = (dict(os.environ), os.getcwd())
+    child, here = fork_cli(*call, cwd=tmp_path), invoke_cli(*call, cwd=tmp_path)
+    stdout, stderr = child.communicate(timeout=60)
+    assert child.pid != os.getpid() and (child.returncode, stdout, stderr) == (
+        here.returncode,
+        here.stdout,
+        here.stderr,
+    )
+    assert here.returncode == 2 and "is not a jtcse index directory" in stderr
     assert (dict(os.environ), os.getcwd()) == before
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.cli import one_error_line, subprocess_env
+from helpers.cli import fork_run_cli, one_error_line, subprocess_env
 from helpers.files import snapshot
 
 from jtcse.errors import JTCSEError
@@ -281,11 +281,9 @@ def test_root_cause_6_readers_keep_every_data_row_with_or_without_a_header(tmp_p
 
 # ------------------------------------------------------------ root cause 7: a failed write, simulated by ulimit -f
 def _limited(limit_kib: int, *args, cwd: Path) -> subprocess.CompletedProcess:
-    """``jtcse ARGS`` in a child whose files may not grow past ``limit_kib`` KiB (``ulimit -f``)."""
-    command = ["bash", "-c", f'ulimit -f {limit_kib} && exec "$@"', "bash", sys.executable, "-m", "jtcse",
-               *map(str, args)]  # fmt: skip
-    env = subprocess_env(PYTHONDONTWRITEBYTECODE=1)  # (a .pyc cut short by the limit would break later imports)
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    """``jtcse ARGS`` in a child whose files may not grow past ``limit_kib`` KiB (``ulimit -f``), forked from this
+    process (a process of its own, without a fresh interpreter's imports: ``helpers.cli.fork_cli``)."""
+    return fork_run_cli(*args, cwd=cwd, file_size_kib=limit_kib)
 
 
 @pytest.mark.slow

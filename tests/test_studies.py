@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -278,21 +276,10 @@ def test_the_runner_trains_scores_resumes_and_reports_a_tiny_study(tmp_path, sha
     study = tmp_path / "tiny.toml"
     study.write_text(TINY.replace("TOWER", tiny_bert), encoding="utf-8")
     work, out = tmp_path / "work", tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "evaluation.run",
-        str(study),
-        "--data",
-        str(data),
-        "--work",
-        str(work),
-        "-o",
-        str(out),
-    ]
+    command = [study, "--data", data, "--work", work, "-o", out]
 
-    first = subprocess.run(command + ["--threads", "1"], cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert first.returncode == 0, first.stderr[-3000:]
+    first = _study_run(*command, "--threads", "1")
+    assert first.exit_code == 0, first.output[-3000:]
     rows = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]
     assert sorted(rows) == ["base_s1", "base_s2", "mse_s1", "mse_s2", "start", "teacher_s1", "teacher_s2"]
     for name, row in rows.items():
@@ -310,14 +297,36 @@ def test_the_runner_trains_scores_resumes_and_reports_a_tiny_study(tmp_path, sha
 
     (work / "results" / "base_s1.json").unlink()  # a row made again on its finished folder keeps its seconds
     files = {p: p.stat().st_mtime_ns for p in (work / "results").iterdir()}
-    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr[-3000:]
+    again = _study_run(*command)
+    assert again.exit_code == 0, again.output[-3000:]
     assert {p: p.stat().st_mtime_ns for p in (work / "results").iterdir() if p.name != "base_s1.json"} == files
     remade = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]["base_s1"]
     assert remade["stage_seconds"] == rows["base_s1"]["stage_seconds"]  # the seconds of the run that made them
     shutil.copy(out / "tables.md", tmp_path / "first.md")
-    rebuilt = subprocess.run(command + ["--report-only"], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert rebuilt.returncode == 0 and (out / "tables.md").read_bytes() == (tmp_path / "first.md").read_bytes()
+    rebuilt = _study_run(*command, "--report-only")
+    assert rebuilt.exit_code == 0 and (out / "tables.md").read_bytes() == (tmp_path / "first.md").read_bytes()
+
+
+def _study_run(*args: object):
+    """``python -m evaluation.run ARGS`` from the repository root, in this process (typer's ``CliRunner``: the
+    runner trains its rows in its own process as well, so a child would add only its seconds of imports)."""
+    import os
+
+    import torch
+    import typer
+    from typer.testing import CliRunner
+
+    from evaluation.run import main
+
+    app = typer.Typer()
+    app.command()(main)
+    cwd, threads = os.getcwd(), torch.get_num_threads()
+    os.chdir(REPO)
+    try:
+        return CliRunner().invoke(app, [str(a) for a in args])
+    finally:
+        os.chdir(cwd)
+        torch.set_num_threads(threads)  # (the runner sets the study's)
 
 
 TABLE = """selection = ["sts", "trec"]\nstart = "start"\n[settings]\nseeds = [1, 2]

@@ -16,10 +16,6 @@ import gc
 import os
 import sys
 
-import torch
-import torch.distributed as dist
-from torch import nn
-
 SENTENCES = [
     "The cat sat on the mat.",
     "A quick brown fox jumps over the lazy dog.",
@@ -39,6 +35,10 @@ CONFIGS = {
 
 
 def main(tower_a: str, tower_b: str, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
     from jtcse import build_twin
     from jtcse.losses import CachedJTCSELoss, JTCSELoss
 
@@ -86,4 +86,5 @@ def main(tower_a: str, tower_b: str, out: str) -> None:
 
 
 if __name__ == "__main__":
+    gc.disable()  # a rank of a test: its imports without the collector walking them (tests/conftest.py), ~2 CPU-s
     main(*sys.argv[1:4])

@@ -17,6 +17,7 @@ pre-hook and wraps the writers; the command itself runs unchanged (``jtcse.cli.m
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib.abc
 import importlib.util
@@ -111,6 +112,8 @@ def install() -> None:
     train = trainer_run._train  # the runner's trainer call
 
     def observed_train(run, args):
+        gc.freeze()  # what was loaded so far stays; the training's own objects are collected as usual
+        gc.enable()
         run.callbacks = [*run.callbacks, probe_callback()]
         trainer, output = train(run, args)
         log("trained", wrapped=type(trainer.model_wrapped).__name__, resumed_from=run.resume_from)
@@ -148,6 +151,10 @@ def install() -> None:
 
 
 if __name__ == "__main__":
+    # The imports (torch, transformers, sentence-transformers) without the cyclic collector walking the growing heap
+    # again and again (tests/conftest.py does the same while collecting): ~2 CPU-s a rank. On again, what was loaded
+    # frozen, once the training starts (observed_train); a launch that trains nothing ends with it off.
+    gc.disable()
     from jtcse.cli import main
     from jtcse.processes import quiet_replica
 
