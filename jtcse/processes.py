@@ -146,6 +146,17 @@ def run_on_main(fn: Callable[[], T]) -> T:
     return payload
 
 
+def wait_for_every_rank() -> None:
+    """Each rank waits here until every rank has come (a barrier); in one process, nothing. For a file rank 0 is
+    about to change or remove while the other ranks may still be reading it."""
+    if world_size() == 1:
+        return
+    import torch.distributed as dist
+
+    ensure_process_group()
+    dist.barrier()
+
+
 def main_process_first(fn: Callable[[], T]) -> T:
     """Run ``fn`` on rank 0, then (if it succeeded) on the other ranks; each returns its own result.
 

@@ -265,10 +265,11 @@ def test_an_interrupted_torchrun_run_resumes_with_the_same_command(tmp_path, tin
     assert begin["find_unused"] is True
     assert [e["path"] for e in events(tmp_path, 1) if e["event"] in ("save", "summary")] == []
 
-    # the checkpoint holds the last step: the rerun finishes from it on both ranks without training again
+    # the checkpoint holds the last step: the rerun finishes from it on both ranks without training again, and
+    # rank 0 saves (and removes the checkpoints) only once every rank has read it, however slow (rank 1 here)
     clear_probe(tmp_path)
     last = out / "checkpoints" / "checkpoint-4"
-    finished = torchrun(tmp_path, *args)
+    finished = torchrun(tmp_path, *args, PROBE_SLOW_FINISH=4)
     assert finished.returncode == 0, finished.stderr[-3000:] + rank_output(tmp_path, 0)[-3000:]
     for rank in (0, 1):
         assert events(tmp_path, rank, "step") == [] and events(tmp_path, rank, "train_begin") == []

@@ -288,6 +288,7 @@ def _train(run: TrainerRun, args):
     try:
         if run.plan.at_end and run.resume_from is not None:
             _finish_from_checkpoint(trainer, run.resume_from, run.settings)
+            processes.wait_for_every_rank()  # rank 0 saves and removes the checkpoint next: not while one reads it
         else:
             trainer.train(resume_from_checkpoint=run.resume_from)
     finally:

@@ -11,7 +11,8 @@ Each rank appends JSON lines to ``LOG_DIR/rank<RANK>.jsonl``:
 * ``teacher``: each call for the distillation targets, and whether it found them cached.
 
 With ``PROBE_KILL_AFTER_SAVE=N`` every rank SIGKILLs itself once the checkpoint of step N is on disk
-(all ranks past the save), as a crash would. It observes through a ``TrainerCallback`` with a forward
+(all ranks past the save), as a crash would. With ``PROBE_SLOW_FINISH=S`` the ranks other than 0 wait S seconds before
+they load the checkpoint a finished run is completed from (a slow rank). It observes through a ``TrainerCallback`` with a forward
 pre-hook and wraps the writers; the command itself runs unchanged (``jtcse.cli.main``).
 """
 
@@ -120,6 +121,17 @@ def install() -> None:
         return trainer, output
 
     trainer_run._train = observed_train
+
+    finish = trainer_run._finish_from_checkpoint
+
+    def slow_finish(*args, **kwargs):
+        if os.environ.get("RANK", "0") != "0":
+            import time
+
+            time.sleep(float(os.environ.get("PROBE_SLOW_FINISH", "0")))
+        return finish(*args, **kwargs)
+
+    trainer_run._finish_from_checkpoint = slow_finish
 
     def observe_saves(sentence_transformers: ModuleType) -> None:
         save = sentence_transformers.SentenceTransformer.save
