@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from evaluation.report import publish
-from evaluation.runner import Runner, read_rows
+from evaluation.runner import Runner, finished_rows
 from evaluation.study import REPO, Scope, Study
 
 
@@ -53,7 +53,7 @@ def main(
         if from_results:
             found = json.loads((results / "results.json").read_text(encoding="utf-8"))["rows"]
         elif report_only:
-            found = read_rows(folder)
+            found = finished_rows(study, folder)
             if not found:
                 typer.echo(f"Error: no row files in {folder}/results: run the study, or add --from-results.", err=True)
                 raise typer.Exit(2)
@@ -64,7 +64,7 @@ def main(
             runner.run(dry_run)
             if dry_run:
                 continue
-            found = read_rows(folder)  # every row there, this process's and others' (as --report-only reads them)
+            found = finished_rows(study, folder)  # this process's and others' (as --report-only reads them)
         print(publish(Scope(study, found), out, writeup), end="")
         print(f"[{study.name}] {len(found)} rows: report in {out}" + (f" and {writeup}" if writeup else ""))
 

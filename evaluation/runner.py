@@ -23,6 +23,19 @@ def read_rows(work: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in files}
 
 
+def scored_splits(study: Study, saved: dict) -> list[str]:
+    """The splits of the study a saved row has its score on."""
+    return [s for s in study.splits if f"{s}_spearman" in saved or f"{s}_score" in saved]
+
+
+def finished_rows(study: Study, work: Path) -> dict[str, dict]:
+    """The row files of ``work`` whose scoring is over: a row is saved after each split it is scored on (so that a
+    rerun scores only what it lacks), and one that another process is still scoring (some splits, not all) is
+    left out until it has them all. A row scored on no split (a diagnostics row) is whole."""
+    rows = read_rows(work)
+    return {n: r for n, r in rows.items() if len(scored_splits(study, r)) in (0, len(study.splits))}
+
+
 def training_record(folder: Path, run: Callable[[], dict]) -> dict:
     """Train into ``folder`` (``run``: a trainer call that resumes) and return the row fields of its run summary:
     ``train_seconds`` (this call's wall time; a training finished before: its summary's), ``cpu_seconds`` (every
@@ -135,7 +148,7 @@ class Runner:
 
     def scored(self, saved: dict) -> list[str]:
         """The splits of the study a saved row has its score on."""
-        return [s for s in self.study.splits if f"{s}_spearman" in saved or f"{s}_score" in saved]
+        return scored_splits(self.study, saved)
 
     def update(self, name: str, **fields) -> None:
         """Fields added to the saved row ``name``."""
@@ -183,7 +196,7 @@ class Runner:
 
             torch.set_num_threads(self.threads)
         for entry in self.study.entries:
-            self.rows.update(read_rows(self.work))
+            self.rows.update(finished_rows(self.study, self.work))
             try:
                 rows = self.scope.expand(entry)
             except Waiting as waiting:
