@@ -7,9 +7,8 @@ costs nothing (the command line imports it while it parses options).
 
 Precision names (those of ``--precision``): ``fp32``, ``bf16`` (bfloat16 autocast), ``fp16`` (float16
 autocast) and ``auto``: bf16 on a CUDA device that supports it, else fp32. On a CPU that multiplies bfloat16
-natively (:func:`native_bf16_cpu`: AVX512-BF16 or AMX, where bf16 autocast takes about 0.6 of fp32's time) ``auto``
-becomes bf16 once :data:`CPU_AUTO_BF16` is on; until then bf16 is there to ask for (on other CPUs bf16 is emulated
-and slower). ``fp16`` needs a CUDA device (on the CPU torch's float16 autocast is slow and its
+natively (:func:`native_bf16_cpu`: AVX512-BF16 or AMX, where the default pipeline takes 0.6 of fp32's time) ``auto``
+is bf16 too (:data:`CPU_AUTO_BF16`); on other CPUs bf16 is emulated and slower, and ``auto`` is fp32 there. ``fp16`` needs a CUDA device (on the CPU torch's float16 autocast is slow and its
 gradients need a loss scaler); ``bf16`` needs a CUDA device that supports it (compute capability 8.0+, e.g. A100,
 H100) or the CPU. Unlike a check of ``torch.cuda.is_available()`` alone, every check here is against the device
 the work runs on: ``fp16`` with ``--device cpu`` is refused on a machine with a GPU too.
@@ -65,10 +64,11 @@ def resolve_device(name: str | None = None) -> str:
     return str(name)
 
 
-CPU_AUTO_BF16 = False
-"""Whether ``auto`` is bf16 on a CPU with native bf16. Off until the quality check of issue 43 holds: the default
-pipeline's student, trained under bf16, keeps its selection total within fp32's paired seed spread over 3 seeds
-(``evaluation/studies/student_keeps.toml``, its precision rows). Speed alone does not make a default."""
+CPU_AUTO_BF16 = True
+"""Whether ``auto`` is bf16 on a CPU with native bf16. On since the quality check of issue 43 held: the default
+pipeline's student, trained under bf16, kept its selection total within fp32's paired seed spread over 3 seeds
+(``evaluation/studies/student_keeps.toml``, its precision rows; ``docs/speed.md``). Speed alone did not make it the
+default."""
 
 NATIVE_BF16_FEATURES = ("avx512_bf16", "amx_bf16")
 """The CPU features (names of ``torch.cpu.get_capabilities()``) with which oneDNN multiplies bfloat16 natively."""

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Benchmark: the default pipeline's stages at reduced steps, fp32 against bf16 (on a CPU with native bf16 about 0.6
-of fp32's time; ``auto`` is fp32 on the CPU until bf16's quality check holds), side by side in one run.
+"""Benchmark: the default pipeline's stages at reduced steps, fp32 against bf16 (``auto``'s choice on a CPU
+with native bf16), side by side in one run.
 
 Tiny but real: the embedded MiniLM, the first ``--lines`` sentences of wiki12k as the corpus, the first
 ``--dev-pairs`` pairs of STS-B dev as the dev file, every stage of ``jtcse pipeline``'s default recipe (two

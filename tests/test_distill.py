@@ -119,7 +119,9 @@ def test_teacher_is_encoded_once_and_only_for_new_sentences(tiny_roberta, tiny_b
     cached = np.load(first["data"]["teacher_cache"])
     from jtcse.devices import autocast
 
-    with autocast("auto", "cpu"):  # the teacher encodes at the stage's precision (auto: fp32 on the CPU)
+    with autocast(
+        "auto", "cpu"
+    ):  # the teacher encodes at the stage's precision (auto: bf16 on a CPU with native bf16, else fp32)
         expected = teacher.encode(TRAIN[:32], convert_to_numpy=True)
     np.testing.assert_allclose(cached, expected, rtol=1e-5, atol=1e-6)
     # passages of three consecutive lines: what the teacher encodes, cached under their own key; the run's data

@@ -52,6 +52,8 @@ def test_precisions_are_checked_against_the_device_they_run_on(monkeypatch):
     assert check_precision("bf16", "cpu") == "bf16" and check_precision("fp32") == "fp32"
     monkeypatch.setattr(devices, "native_bf16_cpu", lambda: False)
     assert check_precision("auto", "cpu") == "fp32"  # bf16 only where a GPU or the CPU has it natively
+    monkeypatch.setattr(devices, "native_bf16_cpu", lambda: True)
+    assert check_precision("auto", "cpu") == "bf16"
     with pytest.raises(ValueError, match=r"^unknown precision 'int4': use auto, fp32, fp16, bf16$"):
         check_precision("int4", "cpu")
     with pytest.raises(ValueError, match=r"^precision fp16 needs a CUDA device, not 'cpu'; use bf16 on the CPU"):

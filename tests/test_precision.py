@@ -17,7 +17,7 @@ def test_auto_is_bf16_on_a_cpu_only_where_it_has_native_bf16(monkeypatch, native
     from jtcse.training.arguments import build_training_args, precision_flags
     from jtcse.training.settings import TrainingSettings
 
-    monkeypatch.setattr(devices, "CPU_AUTO_BF16", True)  # once the quality check of issue 43 holds
+    assert devices.CPU_AUTO_BF16 is True  # since the quality check of issue 43 held
     monkeypatch.setattr(devices, "native_bf16_cpu", lambda: native)  # the one place that asks
     assert check_precision("auto", "cpu") == expected
     assert precision_flags("auto", "cpu") == {"fp16": False, "bf16": native}
@@ -27,9 +27,9 @@ def test_auto_is_bf16_on_a_cpu_only_where_it_has_native_bf16(monkeypatch, native
 
 
 @pytest.mark.parametrize("native", [False, True])
-def test_auto_stays_fp32_on_the_cpu_until_bf16_keeps_the_students_quality(monkeypatch, native):
-    """Speed alone does not make a default: until CPU_AUTO_BF16 is on, auto is fp32 on any CPU, and bf16 is asked."""
-    assert devices.CPU_AUTO_BF16 is False
+def test_with_the_cpu_default_off_auto_is_fp32_on_any_cpu(monkeypatch, native):
+    """CPU_AUTO_BF16 is the one switch: off, auto is fp32 on any CPU, and bf16 is there to ask for."""
+    monkeypatch.setattr(devices, "CPU_AUTO_BF16", False)
     monkeypatch.setattr(devices, "native_bf16_cpu", lambda: native)
     assert check_precision("auto", "cpu") == "fp32" and check_precision("bf16", "cpu") == "bf16"
 
@@ -56,7 +56,6 @@ def test_the_run_summary_and_the_trainer_say_the_resolved_precision(monkeypatch)
     from jtcse.training.settings import TrainingSettings, recorded_settings
 
     assert "precision" not in recorded_settings(TrainingSettings())
-    monkeypatch.setattr(devices, "CPU_AUTO_BF16", True)
     for native, expected in ((False, "fp32"), (True, "bf16")):
         monkeypatch.setattr(devices, "native_bf16_cpu", lambda native=native: native)
         from jtcse.training.trainer_run import TrainerRun

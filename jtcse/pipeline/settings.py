@@ -190,8 +190,9 @@ class PipelineConfig(Settings):
     seed: PipelineSeed = setting(42, "Seed of warm-up I, the twin and the distillation; warm-up II uses seed + 1.")
     precision: Precision | None = setting(
         None,
-        "Precision of every training stage, and of the eval stage's encoding: auto (bf16 on a GPU that has it, else "
-        "fp32), fp32, fp16 (CUDA) or bf16 (on a CPU with native bf16, AVX512-BF16 or AMX, about 0.6 of fp32's time).",
+        "Precision of every training stage, and of the eval stage's encoding: auto (bf16 on a GPU that has it and on "
+        "a CPU with native bf16, AVX512-BF16 or AMX, where the run takes 0.6 of fp32's time; else fp32), fp32, fp16 "
+        "(CUDA) or bf16.",
         unset="each stage's own: auto",
     )
     report_to: ReportTo = setting(

@@ -26,8 +26,8 @@ DEV_METRIC = f"eval_{DEV_EVALUATOR_NAME}_spearman_cosine"
 def precision_flags(precision: str, device: str | None = None) -> dict[str, bool]:
     """Trainer ``fp16``/``bf16`` flags for ``precision`` (one of :data:`~jtcse.devices.PRECISIONS`) on the
     device the trainer runs on (``None``: the best one here), by the one rule of
-    :func:`jtcse.devices.check_precision`: ``auto`` is bf16 mixed precision on a CUDA GPU that supports it,
-    else fp32; ``fp16`` needs a CUDA GPU; ``bf16`` runs on a GPU that supports it or on the CPU (autocast).
+    :func:`jtcse.devices.check_precision`: ``auto`` is bf16 mixed precision on a CUDA GPU that supports it
+    and on a CPU with native bf16, else fp32; ``fp16`` needs a CUDA GPU; ``bf16`` runs on a GPU that supports it or on the CPU (autocast).
     """
     resolved = check_precision(precision, device)
     return {"fp16": resolved == "fp16", "bf16": resolved == "bf16"}

@@ -177,9 +177,9 @@ class TrainingSettings(Settings):
     )
     precision: Precision = setting(
         "auto",
-        "auto (bf16 mixed precision on a GPU that supports it, else fp32), fp32, fp16 (CUDA only) or bf16 (on a CPU "
-        "with native bf16, AVX512-BF16 or AMX, about 0.6 of fp32's time). The losses' similarities and log-softmax "
-        "stay fp32.",
+        "auto (bf16 mixed precision on a GPU that supports it and on a CPU with native bf16, AVX512-BF16 or AMX, "
+        "where it takes about 0.6 of fp32's time; else fp32), fp32, fp16 (CUDA only) or bf16. The losses' "
+        "similarities and log-softmax stay fp32.",
     )
     group_by_length: bool = setting(
         False,
