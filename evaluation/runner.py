@@ -28,12 +28,17 @@ def scored_splits(study: Study, saved: dict) -> list[str]:
     return [s for s in study.splits if f"{s}_spearman" in saved or f"{s}_score" in saved]
 
 
+def scoring_over(study: Study, saved: dict) -> bool:
+    """Whether a saved row's scoring is over: a row is saved after each split it is scored on (so that a rerun
+    scores only what it lacks), so one with some splits but not all is still being scored. A row scored on no
+    split (a diagnostics row) is whole."""
+    return len(scored_splits(study, saved)) in (0, len(study.splits))
+
+
 def finished_rows(study: Study, work: Path) -> dict[str, dict]:
-    """The row files of ``work`` whose scoring is over: a row is saved after each split it is scored on (so that a
-    rerun scores only what it lacks), and one that another process is still scoring (some splits, not all) is
-    left out until it has them all. A row scored on no split (a diagnostics row) is whole."""
-    rows = read_rows(work)
-    return {n: r for n, r in rows.items() if len(scored_splits(study, r)) in (0, len(study.splits))}
+    """The row files of ``work`` whose scoring is over (:func:`scoring_over`): one that another process is still
+    scoring is left out until it has every split."""
+    return {n: r for n, r in read_rows(work).items() if scoring_over(study, r)}
 
 
 def training_record(folder: Path, run: Callable[[], dict]) -> dict:
@@ -185,7 +190,7 @@ class Runner:
         saved = self.rows.get(row.name)
         if "adds" in row.entry:
             return saved is None or row.entry["adds"] in saved
-        return saved is not None and len(self.scored(saved)) in (0, len(self.study.splits))
+        return saved is not None and scoring_over(self.study, saved)
 
     def run(self, dry: bool = False) -> None:
         """Every entry in the file's order: its rows not done yet made (those waiting on others said and skipped;
